@@ -1,0 +1,12 @@
+# Sanitizer options: ASan+UBSan or TSan, never both (they cannot share a process).
+if(ES_ENABLE_ASAN AND ES_ENABLE_TSAN)
+  message(FATAL_ERROR "ES_ENABLE_ASAN and ES_ENABLE_TSAN cannot both be ON")
+endif()
+if(ES_ENABLE_ASAN)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+if(ES_ENABLE_TSAN)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()

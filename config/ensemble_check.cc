@@ -1,0 +1,137 @@
+// Cross checks between an ensemble and its members. The router combines the
+// members' outputs element by element and feeds each member the ensemble's
+// inputs unchanged, so their tensors must match exactly, and a batch the
+// ensemble accepts must fit every member.
+#include "config/model_source.h"
+
+namespace es {
+namespace {
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  std::string text = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(dims[i]);
+  }
+  return text + "]";
+}
+
+const TensorSpec* FindTensor(const std::vector<TensorSpec>& tensors, const std::string& name) {
+  for (const TensorSpec& tensor : tensors) {
+    if (tensor.name == name) return &tensor;
+  }
+  return nullptr;
+}
+
+// "" when `member` declares exactly the tensors `wanted`, else the difference.
+// `theirs` names the reference in messages ("the ensemble's").
+std::string CompareTensors(const char* kind, const std::vector<TensorSpec>& wanted,
+                           const std::vector<TensorSpec>& member, const std::string& theirs) {
+  for (const TensorSpec& want : wanted) {
+    const TensorSpec* have = FindTensor(member, want.name);
+    if (have == nullptr) return std::string("has no ") + kind + " '" + want.name + "'";
+    if (have->datatype != want.datatype) {
+      return std::string(kind) + " '" + want.name + "' has datatype " +
+             DataTypeName(have->datatype) + ", " + theirs + " is " + DataTypeName(want.datatype);
+    }
+    if (have->dims != want.dims) {
+      return std::string(kind) + " '" + want.name + "' has dims " + DimsString(have->dims) +
+             ", " + theirs + " are " + DimsString(want.dims);
+    }
+  }
+  for (const TensorSpec& have : member) {
+    if (FindTensor(wanted, have.name) == nullptr) {
+      return std::string("has ") + kind + " '" + have.name + "' that the ensemble lacks";
+    }
+  }
+  return "";
+}
+
+Status CheckMember(const LoadedModel& ensemble, size_t index, const LoadedRepository& repo) {
+  const ModelConfig& config = ensemble.config;
+  const std::string& name = config.ensemble.members[index].model;
+  const int line = ensemble.source.member_lines[index];
+  const std::string field = "ensemble.members[" + std::to_string(index) + "].model";
+  auto error = [&](const std::string& what) {
+    return yaml::ErrorAt(ensemble.source.file, line, field, what);
+  };
+  auto it = repo.find(name);
+  if (it == repo.end()) return error("unknown model '" + name + "' (no such model folder)");
+  const ModelConfig& member = it->second.config;
+  if (member.is_ensemble()) return error("member '" + name + "' is itself an ensemble");
+  // Omitted tensors were copied from the first member: say so, or the user
+  // looks for a declaration that is not there.
+  const std::string first = config.ensemble.members[0].model;
+  const std::string inputs_of = ensemble.source.inputs_declared
+                                    ? "the ensemble's"
+                                    : "the ensemble's (from first member '" + first + "')";
+  const std::string outputs_of = ensemble.source.outputs_declared
+                                     ? "the ensemble's"
+                                     : "the ensemble's (from first member '" + first + "')";
+  std::string diff = CompareTensors("input", config.inputs, member.inputs, inputs_of);
+  if (diff.empty()) diff = CompareTensors("output", config.outputs, member.outputs, outputs_of);
+  if (!diff.empty()) return error("member '" + name + "' " + diff);
+  return Status::Ok();
+}
+
+// Batched and unbatched dims mean different shapes, so both sides must agree,
+// and the ensemble's largest batch must fit each member.
+Status CheckBatching(const LoadedModel& ensemble, const ModelConfig& member) {
+  const ModelConfig& config = ensemble.config;
+  std::string what;
+  if (config.max_batch_size > member.max_batch_size) {
+    what = "ensemble max_batch_size " + std::to_string(config.max_batch_size) +
+           " exceeds member '" + member.name + "' max_batch_size " +
+           std::to_string(member.max_batch_size);
+  } else if (!config.batched() && member.batched()) {
+    what = "the ensemble is unbatched (0) but member '" + member.name +
+           "' is batched; their dims would describe different shapes";
+  }
+  if (what.empty()) return Status::Ok();
+  return yaml::ErrorAt(ensemble.source.file, ensemble.source.max_batch_size_line,
+                       "max_batch_size", what);
+}
+
+// Majority vote takes the argmax over the class axis of a [batch, classes]
+// output; any other shape has no class axis to vote on.
+Status CheckMajorityVote(const LoadedModel& ensemble) {
+  const ModelConfig& config = ensemble.config;
+  if (config.ensemble.combine != CombineRule::kMajorityVote) return Status::Ok();
+  for (const TensorSpec& output : config.outputs) {
+    if (!config.batched() || output.dims.size() != 1) {
+      return yaml::ErrorAt(
+          ensemble.source.file, ensemble.source.combine_line, "ensemble.combine",
+          "majority_vote needs every output to be [batch, classes] (max_batch_size > 0 and "
+          "dims of length 1), but output '" + output.name + "' has dims " +
+              DimsString(output.dims) + " with max_batch_size " +
+              std::to_string(config.max_batch_size));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckEnsemble(LoadedModel* ensemble, const LoadedRepository& repo) {
+  ModelConfig& config = ensemble->config;
+  // Omitted tensors come from the first member; if that member is missing or
+  // an ensemble, the loop below reports it.
+  auto first = repo.find(config.ensemble.members[0].model);
+  if (first != repo.end() && !first->second.config.is_ensemble()) {
+    if (!ensemble->source.inputs_declared) config.inputs = first->second.config.inputs;
+    if (!ensemble->source.outputs_declared) config.outputs = first->second.config.outputs;
+  }
+  for (size_t i = 0; i < config.ensemble.members.size(); ++i) {
+    ES_RETURN_IF_ERROR(CheckMember(*ensemble, i, repo));
+    ES_RETURN_IF_ERROR(CheckBatching(*ensemble, repo.at(config.ensemble.members[i].model).config));
+  }
+  return CheckMajorityVote(*ensemble);
+}
+
+}  // namespace
+
+Status CheckEnsembles(LoadedRepository* repository) {
+  for (auto& [name, model] : *repository) {
+    if (model.config.is_ensemble()) ES_RETURN_IF_ERROR(CheckEnsemble(&model, *repository));
+  }
+  return Status::Ok();
+}
+
+}  // namespace es

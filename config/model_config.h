@@ -1,0 +1,62 @@
+// ModelConfig: one model of the repository, as declared in
+// `<repo>/<model>/config.yaml`.
+//
+// Conventions follow Triton: when max_batch_size > 0 the model is batched and
+// `dims` omit the leading batch dimension (metadata reports it as -1); when
+// max_batch_size == 0 the dims are the full shape. -1 in dims means "any size".
+// An ensemble is a model with platform "ensemble" whose `ensemble` section
+// lists members (other models of the same repository), optional weights and
+// the combine rule; it has no version folders of its own.
+//
+// These are plain values, produced once by LoadRepository() and shared
+// read-only afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/datatype.h"
+
+namespace es {
+
+struct TensorSpec {
+  std::string name;
+  DataType datatype = DataType::kInvalid;
+  std::vector<int64_t> dims;  // without the batch dim when batched; -1 = variable
+};
+
+enum class CombineRule { kMean, kWeightedMean, kMajorityVote };
+const char* CombineRuleName(CombineRule rule);
+
+struct EnsembleMember {
+  std::string model;    // name of another (non-ensemble) model of the repository
+  double weight = 1.0;  // used by weighted_mean; normalised over members
+};
+
+struct EnsembleSpec {
+  std::vector<EnsembleMember> members;
+  CombineRule combine = CombineRule::kMean;
+};
+
+struct ModelConfig {
+  std::string name;        // the folder name; `name:` in the YAML must match if given
+  std::string platform;    // "torchscript" or "ensemble"
+  std::string directory;   // absolute path of <repo>/<model>
+  int64_t max_batch_size = 0;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<int64_t> versions;     // numeric version folders holding model.pt, ascending
+  std::vector<std::string> hosts;    // host names that serve it (torchscript only)
+  int instances_per_host = 1;        // executor instances per host
+  EnsembleSpec ensemble;             // only for platform == "ensemble"
+
+  bool is_ensemble() const { return platform == "ensemble"; }
+  bool batched() const { return max_batch_size > 0; }
+  // "<directory>/<version>/model.pt"
+  std::string ModelPath(int64_t version) const;
+  // Ensembles have no version folders; like Triton they are served as version 1.
+  int64_t LatestVersion() const { return versions.empty() ? (is_ensemble() ? 1 : 0) : versions.back(); }
+};
+
+}  // namespace es

@@ -1,0 +1,202 @@
+// Parsing of `<repo>/<model>/config.yaml` into a ModelConfig (one model,
+// nothing about other models: those checks are in ensemble_check.cc).
+#include <cmath>
+#include <set>
+
+#include "config/model_source.h"
+
+namespace es {
+namespace {
+
+std::string SupportedDataTypes() {
+  std::string names;
+  for (uint32_t t = 1; t <= static_cast<uint32_t>(DataType::kFp64); ++t) {
+    names += (names.empty() ? "" : ", ") + std::string(DataTypeName(static_cast<DataType>(t)));
+  }
+  return names;
+}
+
+Status ParseDims(const yaml::Field& field, std::vector<int64_t>* dims) {
+  if (!field.present()) return yaml::Error(field, "missing required field");
+  if (!field.node.IsSequence()) return yaml::CheckSequence(field);
+  for (const yaml::Field& item : yaml::Items(field)) {
+    StatusOr<int64_t> dim = yaml::ReadInt(item);
+    if (!dim.ok()) return dim.status();
+    if (*dim != -1 && *dim <= 0) {
+      return yaml::Error(item, "dimension " + std::to_string(*dim) +
+                                   " is invalid (expected -1 for variable, or > 0)");
+    }
+    dims->push_back(*dim);
+  }
+  return Status::Ok();
+}
+
+Status ParseTensor(const yaml::Field& field, TensorSpec* tensor) {
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"name", "datatype", "dims"}));
+  ES_RETURN_IF_ERROR(yaml::ReadRequiredString(field, "name", &tensor->name));
+  std::string datatype;
+  ES_RETURN_IF_ERROR(yaml::ReadRequiredString(field, "datatype", &datatype));
+  std::optional<DataType> parsed = ParseDataType(datatype);
+  if (!parsed) {
+    return yaml::Error(yaml::Child(field, "datatype"), "unknown datatype '" + datatype +
+                                                           "' (expected one of " +
+                                                           SupportedDataTypes() + ")");
+  }
+  tensor->datatype = *parsed;
+  return ParseDims(yaml::Child(field, "dims"), &tensor->dims);
+}
+
+Status ParseTensors(const yaml::Field& field, std::vector<TensorSpec>* tensors) {
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(field));
+  std::set<std::string> names;
+  for (const yaml::Field& item : yaml::Items(field)) {
+    TensorSpec tensor;
+    ES_RETURN_IF_ERROR(ParseTensor(item, &tensor));
+    if (!names.insert(tensor.name).second) {
+      return yaml::Error(yaml::Child(item, "name"), "duplicate tensor name '" + tensor.name + "'");
+    }
+    tensors->push_back(std::move(tensor));
+  }
+  return Status::Ok();
+}
+
+Status ParseHosts(const yaml::Field& field, LoadedModel* model) {
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(field));
+  std::set<std::string> names;
+  for (const yaml::Field& item : yaml::Items(field)) {
+    StatusOr<std::string> host = yaml::ReadString(item);
+    if (!host.ok()) return host.status();
+    if (host->empty()) return yaml::Error(item, "must not be empty");
+    if (!names.insert(*host).second) return yaml::Error(item, "duplicate host '" + *host + "'");
+    model->config.hosts.push_back(*host);
+    model->source.host_lines.push_back(item.line);
+  }
+  return Status::Ok();
+}
+
+StatusOr<CombineRule> ParseCombineRule(const yaml::Field& field) {
+  StatusOr<std::string> name = yaml::ReadString(field);
+  if (!name.ok()) return name.status();
+  for (CombineRule rule :
+       {CombineRule::kMean, CombineRule::kWeightedMean, CombineRule::kMajorityVote}) {
+    if (*name == CombineRuleName(rule)) return rule;
+  }
+  return yaml::Error(field, "unknown combine rule '" + *name +
+                                "' (expected mean, weighted_mean or majority_vote)");
+}
+
+Status ParseMember(const yaml::Field& field, EnsembleMember* member) {
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"model", "weight"}));
+  ES_RETURN_IF_ERROR(yaml::ReadRequiredString(field, "model", &member->model));
+  const yaml::Field weight = yaml::Child(field, "weight");
+  if (!weight.present()) return Status::Ok();
+  StatusOr<double> value = yaml::ReadDouble(weight);
+  if (!value.ok()) return value.status();
+  if (!std::isfinite(*value) || *value <= 0) {
+    return yaml::Error(weight, "weight must be a finite number > 0");
+  }
+  member->weight = *value;
+  return Status::Ok();
+}
+
+Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"combine", "members"}));
+  EnsembleSpec& spec = model->config.ensemble;
+  const yaml::Field combine = yaml::Child(field, "combine");
+  model->source.combine_line = combine.line;
+  if (combine.present()) {
+    StatusOr<CombineRule> rule = ParseCombineRule(combine);
+    if (!rule.ok()) return rule.status();
+    spec.combine = *rule;
+  }
+  const yaml::Field members = yaml::Child(field, "members");
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(members));
+  std::set<std::string> names;
+  for (const yaml::Field& item : yaml::Items(members)) {
+    EnsembleMember member;
+    ES_RETURN_IF_ERROR(ParseMember(item, &member));
+    if (!names.insert(member.model).second) {
+      return yaml::Error(yaml::Child(item, "model"), "duplicate member '" + member.model + "'");
+    }
+    spec.members.push_back(std::move(member));
+    model->source.member_lines.push_back(yaml::Child(item, "model").line);
+  }
+  if (spec.members.empty()) return yaml::Error(members, "an ensemble needs at least one member");
+  return Status::Ok();
+}
+
+Status ParsePlatform(const yaml::Field& root, LoadedModel* model) {
+  ES_RETURN_IF_ERROR(yaml::ReadRequiredString(root, "platform", &model->config.platform));
+  const yaml::Field platform = yaml::Child(root, "platform");
+  model->source.platform_line = platform.line;
+  if (model->config.platform != "torchscript" && model->config.platform != "ensemble") {
+    return yaml::Error(platform, "unknown platform '" + model->config.platform +
+                                     "' (expected torchscript or ensemble)");
+  }
+  return Status::Ok();
+}
+
+// The fields that only one of the two platforms may have.
+Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
+  const yaml::Field ensemble = yaml::Child(root, "ensemble");
+  if (!model->config.is_ensemble()) {
+    if (ensemble.present()) {
+      return yaml::Error(ensemble, "only a model with platform 'ensemble' has this section");
+    }
+    ES_RETURN_IF_ERROR(ParseHosts(yaml::Child(root, "hosts"), model));
+    return yaml::ReadOptionalInt(root, "instances_per_host", 1, 1 << 16,
+                                 &model->config.instances_per_host);
+  }
+  // An ensemble runs where its members run; placement fields would be ignored.
+  for (const char* key : {"hosts", "instances_per_host"}) {
+    const yaml::Field field = yaml::Child(root, key);
+    if (field.present()) {
+      return yaml::Error(field, "an ensemble runs on its members' hosts; set this on the members");
+    }
+  }
+  if (!ensemble.present()) {
+    return yaml::Error(ensemble, "missing required field (platform 'ensemble' needs members)");
+  }
+  return ParseEnsemble(ensemble, model);
+}
+
+Status ParseTensorLists(const yaml::Field& root, LoadedModel* model) {
+  const yaml::Field inputs = yaml::Child(root, "inputs");
+  const yaml::Field outputs = yaml::Child(root, "outputs");
+  ES_RETURN_IF_ERROR(ParseTensors(inputs, &model->config.inputs));
+  ES_RETURN_IF_ERROR(ParseTensors(outputs, &model->config.outputs));
+  model->source.inputs_declared = inputs.present();
+  model->source.outputs_declared = outputs.present();
+  // Ensembles may leave them out (copied from the first member later).
+  if (model->config.is_ensemble()) return Status::Ok();
+  if (model->config.inputs.empty()) return yaml::Error(inputs, "a model needs at least one input");
+  if (model->config.outputs.empty()) {
+    return yaml::Error(outputs, "a model needs at least one output");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
+                        LoadedModel* model) {
+  ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"name", "platform", "max_batch_size", "inputs",
+                                           "outputs", "hosts", "instances_per_host", "ensemble"}));
+  model->source.file = root.file;
+  model->config.name = folder_name;
+  std::string name = folder_name;
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "name", &name));
+  if (name != folder_name) {
+    return yaml::Error(yaml::Child(root, "name"), "name '" + name +
+                                                      "' differs from the model's folder name '" +
+                                                      folder_name + "'");
+  }
+  ES_RETURN_IF_ERROR(ParsePlatform(root, model));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "max_batch_size", int64_t{0}, int64_t{1} << 30,
+                                           &model->config.max_batch_size));
+  model->source.max_batch_size_line = yaml::Child(root, "max_batch_size").line;
+  ES_RETURN_IF_ERROR(ParseTensorLists(root, model));
+  return ParsePlatformSections(root, model);
+}
+
+}  // namespace es

@@ -1,0 +1,55 @@
+// Internal to es_config: loading a model repository while keeping where each
+// model's fields were written.
+//
+// Some errors can only be found once every model is loaded (an ensemble
+// member that does not exist, a host the server config lacks), but they must
+// still name the file, line and field of the offending entry. So loading
+// keeps a ModelSource beside each ModelConfig until the cross checks are done.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "config/status.h"
+#include "config/yaml_reader.h"
+
+namespace es {
+
+struct ModelSource {
+  std::string file;               // <repo>/<model>/config.yaml
+  int platform_line = 1;
+  int max_batch_size_line = 1;    // of the key, or of the document when absent
+  std::vector<int> host_lines;    // one per ModelConfig::hosts entry
+  std::vector<int> member_lines;  // one per ensemble member
+  int combine_line = 1;
+  bool inputs_declared = false;   // ensembles may omit inputs/outputs
+  bool outputs_declared = false;
+};
+
+struct LoadedModel {
+  ModelConfig config;
+  ModelSource source;
+};
+
+using LoadedRepository = std::map<std::string, LoadedModel>;
+
+// Parses one config.yaml (already loaded as `root`) of the model whose folder
+// is named `folder_name`. Fills everything but `directory` and `versions`.
+Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
+                        LoadedModel* model);
+
+// Fills model->config.versions from the numeric folders of its directory;
+// a torchscript model needs at least one, each holding model.pt.
+Status ScanVersions(LoadedModel* model);
+
+// Resolves ensembles against their members (copying omitted inputs/outputs
+// from the first member) and checks that they are compatible.
+Status CheckEnsembles(LoadedRepository* repository);
+
+// Loads every model folder of `repo_dir` (an absolute path) and checks the
+// ensembles; the server config's checks come on top (server_config.cc).
+StatusOr<LoadedRepository> LoadRepositoryWithSources(const std::string& repo_dir);
+
+}  // namespace es

@@ -1,0 +1,127 @@
+// Loading a model repository: one folder per model, each with a config.yaml
+// and (for TorchScript) numeric version folders holding model.pt.
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "config/model_source.h"
+#include "config/server_config.h"
+
+namespace es {
+namespace fs = std::filesystem;
+namespace {
+
+// "12" -> 12; nullopt for names that are not version folders ("notes", "1a",
+// or absurdly long digit strings that would overflow).
+std::optional<int64_t> VersionNumber(const std::string& name) {
+  if (name.empty() || name.size() > 18) return std::nullopt;
+  if (!std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoll(name);
+}
+
+// Sub-folder names of `dir`, sorted so that loading (and the first error
+// reported) does not depend on the file system's order. Hidden folders
+// (".git", editor state) are not models or versions.
+StatusOr<std::vector<std::string>> SubFolders(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (name.empty() || name[0] == '.' || !it->is_directory(type_ec)) continue;
+    names.push_back(name);
+  }
+  if (ec) {
+    return Status::InvalidArgument(dir.string() + ": cannot list the folder: " + ec.message());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  const fs::path config_path = dir / "config.yaml";
+  std::error_code ec;
+  if (!fs::is_regular_file(config_path, ec)) {
+    return Status::InvalidArgument(dir.string() + ": model folder '" + name +
+                                   "' has no config.yaml");
+  }
+  StatusOr<yaml::Field> root = yaml::LoadFile(config_path.string());
+  if (!root.ok()) return root.status();
+  LoadedModel model;
+  ES_RETURN_IF_ERROR(ParseModelConfig(*root, name, &model));
+  model.config.directory = dir.string();
+  ES_RETURN_IF_ERROR(ScanVersions(&model));
+  return model;
+}
+
+}  // namespace
+
+Status ScanVersions(LoadedModel* model) {
+  ModelConfig& config = model->config;
+  // An ensemble has no files of its own: its members do.
+  if (config.is_ensemble()) return Status::Ok();
+  StatusOr<std::vector<std::string>> folders = SubFolders(config.directory);
+  if (!folders.ok()) return folders.status();
+  for (const std::string& folder : *folders) {
+    std::optional<int64_t> version = VersionNumber(folder);
+    if (!version) continue;
+    const fs::path version_dir = fs::path(config.directory) / folder;
+    if (*version == 0) {
+      return Status::InvalidArgument(version_dir.string() +
+                                     ": version folders are numbered from 1");
+    }
+    std::error_code ec;
+    if (!fs::is_regular_file(version_dir / "model.pt", ec)) {
+      return Status::InvalidArgument((version_dir / "model.pt").string() +
+                                     ": missing (every numeric version folder must hold one)");
+    }
+    config.versions.push_back(*version);
+  }
+  std::sort(config.versions.begin(), config.versions.end());
+  if (config.versions.empty()) {
+    return yaml::ErrorAt(model->source.file, model->source.platform_line, "platform",
+                         "a torchscript model needs a version folder holding model.pt, e.g. " +
+                             config.ModelPath(1));
+  }
+  return Status::Ok();
+}
+
+StatusOr<LoadedRepository> LoadRepositoryWithSources(const std::string& repo_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(repo_dir, ec)) {
+    return Status::InvalidArgument(repo_dir + ": the model repository folder does not exist");
+  }
+  StatusOr<std::vector<std::string>> folders = SubFolders(repo_dir);
+  if (!folders.ok()) return folders.status();
+  LoadedRepository repository;
+  for (const std::string& folder : *folders) {
+    StatusOr<LoadedModel> model = LoadModelFolder(fs::path(repo_dir) / folder);
+    if (!model.ok()) return model.status();
+    repository.emplace(folder, std::move(model).value());
+  }
+  ES_RETURN_IF_ERROR(CheckEnsembles(&repository));
+  return repository;
+}
+
+StatusOr<std::map<std::string, ModelConfig>> LoadRepository(const std::string& repo_dir) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(repo_dir, ec).lexically_normal();
+  if (ec) return Status::InvalidArgument(repo_dir + ": " + ec.message());
+  if (!dir.has_filename()) dir = dir.parent_path();  // "repo/" -> "repo"
+  try {
+    StatusOr<LoadedRepository> loaded = LoadRepositoryWithSources(dir.string());
+    if (!loaded.ok()) return loaded.status();
+    std::map<std::string, ModelConfig> models;
+    for (auto& [name, model] : *loaded) models.emplace(name, std::move(model.config));
+    return models;
+  } catch (const std::exception& e) {
+    // Safety net at the component's edge: yaml-cpp or the file system threw
+    // where we did not expect it.
+    return Status::InvalidArgument(dir.string() + ": " + e.what());
+  }
+}
+
+}  // namespace es

@@ -1,0 +1,64 @@
+// ServerConfig: the router's YAML config (e.g. config/demo.yaml) and the model
+// repository it names, loaded and validated as one unit.
+//
+// Every error names the file, the line and the field, e.g.
+//   "config/demo.yaml:12: hosts[1].device: unknown device 'gpu0' (expected cpu or cuda:N)"
+// and the server refuses to start on any error: nothing is guessed.
+//
+// Thread safety: LoadServerConfig() is a pure function; the result is a value
+// shared read-only by all threads afterwards.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "config/status.h"
+
+namespace es {
+
+struct HostConfig {
+  std::string name;               // unique; models name it in their `hosts:`
+  std::string device = "cpu";     // "cpu" or "cuda:N"
+  std::vector<int> cpu_affinity;  // CPUs the host process is pinned to; empty = no pinning
+  int threads = 1;                // LibTorch intra-op threads
+  int executors = 1;              // executor threads taking requests from the channel
+};
+
+struct Limits {
+  int64_t max_request_bytes = 64 << 20;     // larger requests get RESOURCE_EXHAUSTED
+  int64_t arena_bytes = 256 << 20;          // tensor arena per host channel
+  int64_t max_output_bytes = 16 << 20;      // reservation for outputs with variable dims
+  int64_t host_startup_timeout_ms = 60000;  // spawn -> ready
+  int64_t heartbeat_timeout_ms = 5000;      // a host silent this long is hung
+  int64_t drain_timeout_ms = 10000;         // SIGTERM: finish in-flight calls within this
+};
+
+struct ServerConfig {
+  std::string path;            // the config file itself
+  std::string repository;      // absolute path of the model repository
+  std::string listen_address = "127.0.0.1";
+  int grpc_port = 8001;
+  int metrics_port = 8002;
+  int http_port = 8000;
+  std::string log_level = "info";
+  std::vector<HostConfig> hosts;
+  Limits limits;
+  std::map<std::string, ModelConfig> models;  // by name: the loaded repository
+
+  const HostConfig* FindHost(const std::string& name) const;
+  const ModelConfig* FindModel(const std::string& name) const;
+};
+
+// Loads the server config at `path`, then the repository it names (relative
+// paths are relative to the config file's folder), and cross-checks them:
+// every model's hosts exist, every ensemble member exists, is not an ensemble,
+// and has inputs/outputs compatible with the ensemble's.
+StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
+
+// Loads just a model repository (every sub-folder with a config.yaml).
+StatusOr<std::map<std::string, ModelConfig>> LoadRepository(const std::string& repo_dir);
+
+}  // namespace es

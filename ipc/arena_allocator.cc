@@ -1,0 +1,81 @@
+#include "ipc/arena_allocator.h"
+
+#include <cassert>
+
+namespace es::ipc {
+
+ArenaAllocator::ArenaAllocator(uint64_t capacity) : capacity_(capacity / kAlignment * kAlignment) {
+  Clear();
+}
+
+void ArenaAllocator::InsertFree(uint64_t offset, uint64_t size) {
+  free_by_offset_.emplace(offset, size);
+  free_by_size_.emplace(size, offset);
+}
+
+void ArenaAllocator::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
+  free_by_size_.erase({it->second, it->first});
+  free_by_offset_.erase(it);
+}
+
+std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
+  if (bytes > capacity_) return std::nullopt;
+  const uint64_t size = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto fit = free_by_size_.lower_bound({size, 0});
+  if (fit == free_by_size_.end()) return std::nullopt;
+  const auto [block_size, offset] = *fit;
+  EraseFree(free_by_offset_.find(offset));
+  if (block_size > size) InsertFree(offset + size, block_size - size);
+  used_.emplace(offset, size);
+  used_bytes_ += size;
+  return offset;
+}
+
+void ArenaAllocator::Free(uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto used = used_.find(offset);
+  assert(used != used_.end() && "ArenaAllocator::Free of a region it did not hand out");
+  if (used == used_.end()) return;
+  uint64_t start = offset;
+  uint64_t size = used->second;
+  used_bytes_ -= size;
+  used_.erase(used);
+  // Coalesce with the free neighbours on both sides.
+  auto next = free_by_offset_.lower_bound(start);
+  if (next != free_by_offset_.end() && next->first == start + size) {
+    size += next->second;
+    EraseFree(next);
+  }
+  auto after = free_by_offset_.lower_bound(start);
+  if (after != free_by_offset_.begin()) {
+    auto prev = std::prev(after);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      size += prev->second;
+      EraseFree(prev);
+    }
+  }
+  InsertFree(start, size);
+}
+
+void ArenaAllocator::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_by_offset_.clear();
+  free_by_size_.clear();
+  used_.clear();
+  used_bytes_ = 0;
+  if (capacity_ > 0) InsertFree(0, capacity_);
+}
+
+uint64_t ArenaAllocator::used_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return used_bytes_;
+}
+
+uint64_t ArenaAllocator::largest_free_block() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+}
+
+}  // namespace es::ipc

@@ -1,0 +1,55 @@
+// ArenaAllocator: hands out regions of a channel's tensor arena.
+//
+// The allocator's bookkeeping lives in the router's private memory, not in
+// the segment: only the router allocates and frees, the host only reads and
+// writes the regions it is given. So a host that dies mid-request can corrupt
+// at worst the bytes of its own regions, never the free lists, and no lock is
+// shared with it.
+//
+// Best fit over a free list that coalesces neighbours on free; every region
+// is aligned to 64 bytes (cache lines, and what SIMD kernels like). Bounded:
+// Allocate() fails instead of growing, and the router answers that request
+// RESOURCE_EXHAUSTED.
+//
+// Thread safety: all methods are thread-safe (one mutex guards both maps).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace es::ipc {
+
+class ArenaAllocator {
+ public:
+  static constexpr uint64_t kAlignment = 64;
+
+  explicit ArenaAllocator(uint64_t capacity);
+
+  // Offset of a region of at least `bytes` (0 is rounded up to one unit).
+  std::optional<uint64_t> Allocate(uint64_t bytes);
+  // Frees a region returned by Allocate(); freeing anything else is a bug.
+  void Free(uint64_t offset);
+  // Frees every region (after the host behind the arena was reset).
+  void Clear();
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t used_bytes() const;
+  uint64_t largest_free_block() const;
+
+ private:
+  void InsertFree(uint64_t offset, uint64_t size);
+  void EraseFree(std::map<uint64_t, uint64_t>::iterator it);
+
+  const uint64_t capacity_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, uint64_t> free_by_offset_;             // GUARDED_BY(mu_)
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;    // (size, offset), GUARDED_BY(mu_)
+  std::map<uint64_t, uint64_t> used_;                       // offset -> size, GUARDED_BY(mu_)
+  uint64_t used_bytes_ = 0;                                 // GUARDED_BY(mu_)
+};
+
+}  // namespace es::ipc

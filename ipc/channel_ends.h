@@ -1,0 +1,65 @@
+// RouterEnd and HostEnd: the two sides of a Channel, each making the rings'
+// SPSC contract hold for a side that has several threads.
+//
+// Router: many gRPC threads Submit() requests (serialised by a local mutex);
+// one completion thread per host calls NextCompletion().
+// Host: several executor threads call NextRequest() and Complete(), each
+// serialised by a local mutex. Waiting never holds a mutex, and no mutex is
+// ever in shared memory, so the death of the peer cannot block this side.
+//
+// Thread safety: all methods are thread-safe as described above.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "config/status.h"
+#include "ipc/channel.h"
+
+namespace es::ipc {
+
+// How long a waiting side polls before it sleeps in the kernel. Polling costs
+// a core while it lasts but saves the futex wake-up (a few µs each way); the
+// default is short because this machine has few cores to spare for spinning.
+struct WaitPolicy {
+  int spin = 2000;                  // polls (each a CPU pause) before sleeping
+  int64_t sleep_timeout_us = 50000; // a sleeper re-checks shutdown this often
+};
+
+class RouterEnd {
+ public:
+  explicit RouterEnd(Channel* channel, WaitPolicy policy = {}) : channel_(channel), policy_(policy) {}
+
+  // Publishes a request; RESOURCE_EXHAUSTED when the request ring is full.
+  Status Submit(const RequestDesc& request);
+  // Completion thread only: true with a completion, false after a timed wait.
+  bool NextCompletion(CompletionDesc* completion);
+  // Wakes host executors (e.g. after setting stop_requested).
+  void WakeHost() { channel_->requests().NotifyConsumer(); }
+
+ private:
+  Channel* channel_;
+  WaitPolicy policy_;
+  std::mutex submit_mu_;
+};
+
+class HostEnd {
+ public:
+  explicit HostEnd(Channel* channel, WaitPolicy policy = {}) : channel_(channel), policy_(policy) {}
+
+  // True with a request; false after a timed wait (caller checks for stop).
+  bool NextRequest(RequestDesc* request);
+  // Publishes a completion, waiting while the completion ring is full (the
+  // router's completion thread always drains it). Gives up and returns false
+  // only if `stop` becomes true meanwhile.
+  bool Complete(const CompletionDesc& completion, const std::atomic<bool>& stop);
+
+ private:
+  Channel* channel_;
+  WaitPolicy policy_;
+  std::mutex pop_mu_;
+  std::mutex push_mu_;
+};
+
+}  // namespace es::ipc

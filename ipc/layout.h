@@ -1,0 +1,115 @@
+// The shared-memory layout of one router<->host channel.
+//
+// A channel is one memfd-backed segment:
+//
+//   [ChannelHeader | request ring | completion ring | tensor arena]
+//
+// Everything in it is trivially copyable and addressed by byte offsets from
+// the segment base, never by pointers, because the two processes map it at
+// different addresses. The header carries a magic number and a layout
+// version, checked on attach, so a host built from another revision fails
+// with a clear error instead of misreading descriptors.
+//
+// Descriptors have fixed sizes (no variable-length fields) so that a ring slot
+// is one plain copy; their sizes are multiples of 64 bytes so that adjacent
+// slots never share a cache line between a writer and a reader.
+//
+// Append-only rule: changing any struct here means bumping kLayoutVersion.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace es::ipc {
+
+inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kCacheLine = 64;
+inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
+inline constexpr size_t kMaxDims = 8;        // rank of any tensor
+inline constexpr size_t kMaxModelName = 64;  // including the terminating NUL
+inline constexpr size_t kMaxMessage = 232;   // error text in a completion
+inline constexpr size_t kHostMessage = 1024; // host start-up error text
+
+// One tensor inside the arena. For inputs `bytes` is the data size; for
+// outputs it is what the host wrote.
+struct TensorDesc {
+  uint64_t offset;  // from the arena base
+  uint64_t bytes;
+  uint32_t datatype;  // es::DataType value
+  uint32_t ndim;
+  int64_t dims[kMaxDims];
+};
+static_assert(std::is_trivially_copyable_v<TensorDesc>);
+static_assert(sizeof(TensorDesc) == 88);
+
+// Router -> host: run `model` (version) on the inputs and write the outputs
+// into [output_offset, output_offset + output_capacity) of the arena.
+struct alignas(kCacheLine) RequestDesc {
+  uint64_t request_id;
+  int64_t version;
+  uint64_t output_offset;
+  uint64_t output_capacity;
+  uint32_t num_inputs;
+  uint32_t reserved;
+  char model[kMaxModelName];
+  TensorDesc inputs[kMaxTensors];
+};
+static_assert(std::is_trivially_copyable_v<RequestDesc>);
+static_assert(sizeof(RequestDesc) % kCacheLine == 0);
+static_assert(sizeof(RequestDesc) == 832);
+
+// Host -> router: the outcome of one request. status_code is an
+// es::StatusCode; on error `message` holds the reason (NUL-terminated).
+struct alignas(kCacheLine) CompletionDesc {
+  uint64_t request_id;
+  uint32_t status_code;
+  uint32_t num_outputs;
+  TensorDesc outputs[kMaxTensors];
+  uint64_t compute_ns;  // time the host spent running the model
+  char message[kMaxMessage];
+};
+static_assert(std::is_trivially_copyable_v<CompletionDesc>);
+static_assert(sizeof(CompletionDesc) % kCacheLine == 0);
+static_assert(sizeof(CompletionDesc) == 960);
+
+// The control block of one single-producer single-consumer ring. head and tail
+// live on their own cache lines so the two sides do not false-share. `seq` is
+// the futex word the consumer sleeps on; `sleepers` lets the producer skip the
+// wake syscall when nobody sleeps.
+struct RingControl {
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // next slot to read (consumer)
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // next slot to write (producer)
+  alignas(kCacheLine) std::atomic<uint32_t> seq;
+  std::atomic<uint32_t> sleepers;
+  uint64_t capacity;      // slots, a power of two
+  uint64_t slots_offset;  // from the segment base
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word must be 32 bits");
+static_assert(std::is_standard_layout_v<RingControl>);
+
+enum class HostState : uint32_t { kStarting = 0, kReady = 1, kFailed = 2, kStopping = 3 };
+
+struct alignas(kCacheLine) ChannelHeader {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t reserved;
+  uint64_t segment_bytes;
+  uint64_t arena_offset;  // from the segment base
+  uint64_t arena_bytes;
+  int32_t router_pid;
+  std::atomic<int32_t> host_pid;
+  std::atomic<uint32_t> host_state;       // HostState
+  std::atomic<uint32_t> stop_requested;   // router asks the host to exit
+  alignas(kCacheLine) std::atomic<uint64_t> heartbeat;  // host bumps it periodically
+  char host_message[kHostMessage];        // why the host failed to start
+  RingControl requests;
+  RingControl completions;
+};
+static_assert(std::is_standard_layout_v<ChannelHeader>);
+
+}  // namespace es::ipc

@@ -1,0 +1,96 @@
+// SpscRing<T>: a bounded single-producer single-consumer ring of fixed-size
+// descriptors in shared memory, with a spin-then-futex wake-up.
+//
+// Across processes the ring is strictly SPSC: one process produces, the other
+// consumes. Several threads on one side serialise through a process-local
+// mutex on that side (see Channel), so no lock in shared memory is ever held
+// by a peer that may die: a dead producer leaves at worst an unpublished slot.
+//
+// Wake-up protocol (an event count): the consumer spins `spin` polls, then
+// announces itself in `sleepers`, re-checks, and sleeps on `seq`. The producer
+// publishes the slot, bumps `seq` and calls futex wake only if `sleepers` is
+// non-zero. The seq_cst fences order "publish, then read sleepers" against
+// "announce, then re-check", so a wake-up is never lost; the timed sleep is a
+// second line of defence and lets the caller notice shutdown or peer death.
+#pragma once
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
+#include "ipc/futex.h"
+#include "ipc/layout.h"
+
+namespace es::ipc {
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+template <typename T>
+class SpscRing {
+ public:
+  SpscRing() = default;
+  SpscRing(RingControl* control, T* slots) : control_(control), slots_(slots) {}
+
+  uint64_t capacity() const { return control_->capacity; }
+
+  // Producer side. False when the ring is full.
+  bool TryPush(const T& item) {
+    const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
+    const uint64_t head = control_->head.load(std::memory_order_acquire);
+    if (tail - head >= control_->capacity) return false;
+    slots_[tail & (control_->capacity - 1)] = item;
+    control_->tail.store(tail + 1, std::memory_order_release);
+    NotifyConsumer();
+    return true;
+  }
+
+  // Consumer side. False when the ring is empty.
+  bool TryPop(T* item) {
+    const uint64_t head = control_->head.load(std::memory_order_relaxed);
+    const uint64_t tail = control_->tail.load(std::memory_order_acquire);
+    if (head == tail) return false;
+    *item = slots_[head & (control_->capacity - 1)];
+    control_->head.store(head + 1, std::memory_order_release);
+    return true;
+  }
+
+  bool Empty() const {
+    return control_->head.load(std::memory_order_acquire) ==
+           control_->tail.load(std::memory_order_acquire);
+  }
+
+  // Consumer side: returns once the ring is non-empty, or after roughly
+  // timeout_us, or spuriously; the caller re-checks with TryPop.
+  void WaitForData(int spin, int64_t timeout_us) {
+    for (int i = 0; i < spin; ++i) {
+      if (!Empty()) return;
+      CpuRelax();
+    }
+    const uint32_t seq = control_->seq.load(std::memory_order_acquire);
+    control_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (Empty()) FutexWait(&control_->seq, seq, timeout_us);
+    control_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+
+  // Wakes every sleeping consumer thread (used also to interrupt them).
+  void NotifyConsumer() {
+    control_->seq.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (control_->sleepers.load(std::memory_order_seq_cst) != 0) {
+      FutexWake(&control_->seq, INT_MAX);
+    }
+  }
+
+ private:
+  RingControl* control_ = nullptr;
+  T* slots_ = nullptr;
+};
+
+}  // namespace es::ipc

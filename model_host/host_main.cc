@@ -1,0 +1,19 @@
+// ensemble-model-host: started by ensemble-server (or ensemble-train), never by hand.
+#include <CLI/CLI.hpp>
+
+#include "model_host/host_process.h"
+
+int main(int argc, char** argv) {
+  es::HostOptions options;
+  CLI::App app{"ensemble-model-host: one model-host process, spawned and supervised by ensemble-server"};
+  app.add_option("--channel-fd", options.channel_fd, "inherited shared-memory channel descriptor")->required();
+  app.add_option("--config", options.config_path, "the server config file")->required();
+  app.add_option("--host", options.host_name, "which host of the config this process is")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : (rc == 0 ? 0 : 2);
+  }
+  return es::RunModelHost(options);
+}

@@ -1,0 +1,126 @@
+#include "model_host/request_executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace es {
+namespace {
+
+std::string ModelName(const ipc::RequestDesc& request) {
+  return std::string(request.model, strnlen(request.model, sizeof(request.model)));
+}
+
+uint64_t AlignUp(uint64_t v) { return (v + ipc::kCacheLine - 1) / ipc::kCacheLine * ipc::kCacheLine; }
+
+// Checks one input descriptor against the arena and computes its view.
+Status ViewInput(const ipc::Channel& channel, const ipc::TensorDesc& desc, const TensorSpec& spec,
+                 const std::string& model, TensorView* view) {
+  const std::string where = "model '" + model + "' input '" + spec.name + "': ";
+  if (desc.ndim > ipc::kMaxDims) return Status::InvalidArgument(where + "descriptor rank out of range");
+  const auto type = static_cast<DataType>(desc.datatype);
+  if (type != spec.datatype) return Status::InvalidArgument(where + "descriptor datatype disagrees with the config");
+  uint64_t elements = 1;
+  for (uint32_t d = 0; d < desc.ndim; ++d) {
+    if (desc.dims[d] < 0 || desc.dims[d] > (int64_t{1} << 40)) {
+      return Status::InvalidArgument(where + "descriptor has a negative or huge dim");
+    }
+    elements *= static_cast<uint64_t>(desc.dims[d]);
+  }
+  if (elements * DataTypeSize(type) != desc.bytes) {
+    return Status::InvalidArgument(where + "descriptor byte size disagrees with its shape");
+  }
+  if (!channel.ArenaRangeValid(desc.offset, desc.bytes)) {
+    return Status::InvalidArgument(where + "descriptor points outside the arena");
+  }
+  view->datatype = type;
+  view->shape.assign(desc.dims, desc.dims + desc.ndim);
+  view->data = channel.arena() + desc.offset;
+  view->bytes = desc.bytes;
+  return Status::Ok();
+}
+
+}  // namespace
+
+void SetCompletionMessage(ipc::CompletionDesc* completion, const std::string& message) {
+  const size_t n = std::min(message.size(), sizeof(completion->message) - 1);
+  std::memcpy(completion->message, message.data(), n);
+  completion->message[n] = '\0';
+}
+
+void RequestExecutor::AddModel(std::unique_ptr<ModelRunner> runner) {
+  const std::string name = runner->config().name;
+  models_[name] = std::move(runner);
+}
+
+void RequestExecutor::Execute(const ipc::RequestDesc& request, ipc::CompletionDesc* completion) const {
+  completion->request_id = request.request_id;
+  completion->num_outputs = 0;
+  completion->message[0] = '\0';
+  const auto start = std::chrono::steady_clock::now();
+  Status status = Run(request, completion);
+  completion->compute_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  completion->status_code = static_cast<uint32_t>(status.code());
+  if (!status.ok()) {
+    completion->num_outputs = 0;
+    SetCompletionMessage(completion, status.message());
+  }
+}
+
+Status RequestExecutor::Run(const ipc::RequestDesc& request, ipc::CompletionDesc* completion) const {
+  const std::string name = ModelName(request);
+  auto it = models_.find(name);
+  if (it == models_.end()) return Status::NotFound("model '" + name + "' is not loaded on this host");
+  const ModelRunner& runner = *it->second;
+  const ModelConfig& config = runner.config();
+  if (request.version != runner.version()) {
+    return Status::NotFound("model '" + name + "' version " + std::to_string(request.version) +
+                            " is not loaded on this host");
+  }
+  if (request.num_inputs != config.inputs.size() || request.num_inputs > ipc::kMaxTensors) {
+    return Status::InvalidArgument("model '" + name + "': descriptor input count " +
+                                   std::to_string(request.num_inputs) + " disagrees with the config");
+  }
+  if (config.outputs.size() > ipc::kMaxTensors) {
+    return Status::InvalidArgument("model '" + name + "' has more outputs than a completion carries");
+  }
+  if (!channel_->ArenaRangeValid(request.output_offset, request.output_capacity)) {
+    return Status::InvalidArgument("model '" + name + "': output region lies outside the arena");
+  }
+  std::vector<TensorView> inputs(request.num_inputs);
+  for (uint32_t i = 0; i < request.num_inputs; ++i) {
+    ES_RETURN_IF_ERROR(ViewInput(*channel_, request.inputs[i], config.inputs[i], name, &inputs[i]));
+  }
+
+  // Outputs are packed one after another, each cache-line aligned, into the
+  // region the router reserved.
+  uint64_t cursor = 0;
+  OutputAllocator alloc = [&](size_t index, DataType type, const std::vector<int64_t>& shape, size_t bytes,
+                              Status* error) -> void* {
+    const uint64_t start = AlignUp(cursor);
+    if (index >= ipc::kMaxTensors || shape.size() > ipc::kMaxDims) {
+      *error = Status::InvalidArgument("model '" + name + "': output rank or count exceeds the IPC limits");
+      return nullptr;
+    }
+    if (start > request.output_capacity || bytes > request.output_capacity - start) {
+      *error = Status::ResourceExhausted("model '" + name + "' output '" + config.outputs[index].name +
+                                         "' needs " + std::to_string(bytes) + " bytes, more than the " +
+                                         std::to_string(request.output_capacity) + " reserved");
+      return nullptr;
+    }
+    cursor = start + bytes;
+    ipc::TensorDesc& out = completion->outputs[index];
+    out.offset = request.output_offset + start;
+    out.bytes = bytes;
+    out.datatype = static_cast<uint32_t>(type);
+    out.ndim = static_cast<uint32_t>(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) out.dims[d] = shape[d];
+    completion->num_outputs = static_cast<uint32_t>(std::max<size_t>(completion->num_outputs, index + 1));
+    return channel_->arena() + out.offset;
+  };
+  return it->second->Run(inputs, alloc);
+}
+
+}  // namespace es

@@ -1,0 +1,173 @@
+#include "server/grpc_service.h"
+
+#include <chrono>
+
+#include "server/request_codec.h"
+
+namespace es {
+namespace {
+
+constexpr const char* kServerName = "ensemble-serve";
+constexpr const char* kServerVersion = "0.1.0";
+
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const grpc::Status& status) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+// The client's gRPC deadline, on the steady clock the core uses.
+std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
+  const auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::chrono::steady_clock::time_point::max();
+  const auto left = deadline - std::chrono::system_clock::now();
+  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+}
+
+void FillTensorMetadata(const ModelConfig& model, const TensorSpec& spec,
+                        inference::ModelMetadataResponse::TensorMetadata* t) {
+  t->set_name(spec.name);
+  t->set_datatype(DataTypeName(spec.datatype));
+  for (int64_t d : MetadataShape(model, spec)) t->add_shape(d);
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+KServeService::KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats)
+    : config_(config), core_(core), stats_(stats) {}
+
+bool KServeService::ServerIsReady() const {
+  if (!accepting_.load()) return false;
+  for (const auto& [name, model] : config_->models) {
+    if (!core_->ModelReady(model)) return false;
+  }
+  return true;
+}
+
+const ModelConfig* KServeService::FindModel(const std::string& name, const std::string& version,
+                                            Status* error) const {
+  const ModelConfig* model = config_->FindModel(name);
+  if (model == nullptr) {
+    *error = Status::NotFound("unknown model '" + name + "'");
+    return nullptr;
+  }
+  if (!version.empty() && version != std::to_string(model->LatestVersion())) {
+    *error = Status::NotFound("model '" + name + "' has no served version '" + version + "'");
+    return nullptr;
+  }
+  return model;
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* ctx,
+                                                    const inference::ServerLiveRequest*,
+                                                    inference::ServerLiveResponse* resp) {
+  resp->set_live(true);
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext* ctx,
+                                                     const inference::ServerReadyRequest*,
+                                                     inference::ServerReadyResponse* resp) {
+  resp->set_ready(ServerIsReady());
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext* ctx,
+                                                    const inference::ModelReadyRequest* req,
+                                                    inference::ModelReadyResponse* resp) {
+  Status error;
+  const ModelConfig* model = FindModel(req->name(), req->version(), &error);
+  if (model == nullptr) return Reply(ctx, ToGrpcStatus(error));
+  resp->set_ready(accepting_.load() && core_->ModelReady(*model));
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerContext* ctx,
+                                                        const inference::ServerMetadataRequest*,
+                                                        inference::ServerMetadataResponse* resp) {
+  resp->set_name(kServerName);
+  resp->set_version(kServerVersion);
+  resp->add_extensions("model_repository");
+  resp->add_extensions("statistics");
+  resp->add_extensions("ensemble_uncertainty");
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerContext* ctx,
+                                                       const inference::ModelMetadataRequest* req,
+                                                       inference::ModelMetadataResponse* resp) {
+  Status error;
+  const ModelConfig* model = FindModel(req->name(), req->version(), &error);
+  if (model == nullptr) return Reply(ctx, ToGrpcStatus(error));
+  resp->set_name(model->name);
+  resp->add_versions(std::to_string(model->LatestVersion()));
+  resp->set_platform(model->is_ensemble() ? "ensemble" : "pytorch_libtorch");
+  for (const auto& in : model->inputs) FillTensorMetadata(*model, in, resp->add_inputs());
+  for (const auto& out : model->outputs) FillTensorMetadata(*model, out, resp->add_outputs());
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* ctx,
+                                                    const inference::ModelInferRequest* req,
+                                                    inference::ModelInferResponse* resp) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!accepting_.load()) return Reply(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+  auto decoded = DecodeInferRequest(*req, *config_);
+  if (!decoded.ok()) {
+    stats_->Record(req->model_name(), false, 0, 0, 0);
+    return Reply(ctx, ToGrpcStatus(decoded.status()));
+  }
+  std::shared_ptr<InferRequest> request = std::move(decoded).value();
+  request->deadline = std::min(request->deadline, SteadyDeadline(*ctx));
+  auto* reactor = ctx->DefaultReactor();
+  core_->Infer(request, [reactor, resp, request, start, stats = stats_](const Status& status, InferResponse response) {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    stats->Record(request->model->name, status.ok(), static_cast<uint64_t>(elapsed.count()), response.compute_ns,
+                  static_cast<uint64_t>(request->batch_rows()));
+    if (status.ok()) EncodeInferResponse(*request, std::move(response), resp);
+    reactor->Finish(ToGrpcStatus(status));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                                         const inference::RepositoryIndexRequest*,
+                                                         inference::RepositoryIndexResponse* resp) {
+  for (const auto& [name, model] : config_->models) {
+    auto* m = resp->add_models();
+    m->set_name(name);
+    m->set_version(std::to_string(model.LatestVersion()));
+    const bool ready = core_->ModelReady(model);
+    m->set_state(ready ? "READY" : "UNAVAILABLE");
+    if (!ready) m->set_reason("no host serving it is up");
+  }
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerContext* ctx,
+                                                         const inference::ModelStatisticsRequest* req,
+                                                         inference::ModelStatisticsResponse* resp) {
+  if (!stats_->Fill(req->name(), resp)) {
+    return Reply(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown model '" + req->name() + "'"));
+  }
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
+                                               const grpc::health::v1::HealthCheckRequest* req,
+                                               grpc::health::v1::HealthCheckResponse* resp) {
+  const std::string& service = req->service();
+  if (!service.empty() && service != "inference.GRPCInferenceService") {
+    return Reply(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + service + "'"));
+  }
+  resp->set_status(kserve_->ServerIsReady() ? grpc::health::v1::HealthCheckResponse::SERVING
+                                            : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  return Reply(ctx, grpc::Status::OK);
+}
+
+}  // namespace es

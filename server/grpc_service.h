@@ -1,0 +1,75 @@
+// KServeService: the KServe v2 GRPCInferenceService (and grpc.health.v1)
+// over the InferenceCore, on gRPC's callback API: a ModelInfer handler
+// validates and submits, then returns; the answer is finished later from the
+// host's completion thread, so no gRPC thread waits on a model.
+//
+// This layer is thin on purpose: protocol in, Status out; one function
+// (ToGrpcStatus) maps the core's Status onto grpc::Status.
+//
+// Thread safety: all handlers are called concurrently by gRPC; the service
+// only reads the config and calls thread-safe collaborators.
+#pragma once
+
+#include <atomic>
+
+#include "config/server_config.h"
+#include "proto/grpc_service.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
+#include "server/inference_core.h"
+#include "server/model_statistics.h"
+
+namespace es {
+
+grpc::Status ToGrpcStatus(const Status& status);
+
+class KServeService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats);
+
+  // False once draining has begun: readiness goes down before we stop.
+  void SetAcceptingRequests(bool accepting) { accepting_.store(accepting); }
+  bool ServerIsReady() const;
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* req,
+                                       inference::ServerLiveResponse* resp) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const inference::ServerReadyRequest* req,
+                                        inference::ServerReadyResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const inference::ModelReadyRequest* req,
+                                       inference::ModelReadyResponse* resp) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
+                                           const inference::ServerMetadataRequest* req,
+                                           inference::ServerMetadataResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
+                                          const inference::ModelMetadataRequest* req,
+                                          inference::ModelMetadataResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* req,
+                                       inference::ModelInferResponse* resp) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                            const inference::RepositoryIndexRequest* req,
+                                            inference::RepositoryIndexResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
+                                            const inference::ModelStatisticsRequest* req,
+                                            inference::ModelStatisticsResponse* resp) override;
+
+ private:
+  const ModelConfig* FindModel(const std::string& name, const std::string& version, Status* error) const;
+
+  const ServerConfig* config_;
+  const InferenceCore* core_;
+  es::ModelStatistics* stats_;
+  std::atomic<bool> accepting_{true};
+};
+
+// grpc.health.v1.Health: SERVING when the server is ready (service "" or
+// "inference.GRPCInferenceService"), NOT_SERVING otherwise.
+class HealthService final : public grpc::health::v1::Health::CallbackService {
+ public:
+  explicit HealthService(const KServeService* kserve) : kserve_(kserve) {}
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
+                                  grpc::health::v1::HealthCheckResponse* resp) override;
+
+ private:
+  const KServeService* kserve_;
+};
+
+}  // namespace es

@@ -1,0 +1,226 @@
+#include "server/host_supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "model_host/launcher.h"
+
+namespace es {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kChildChannelFd = 3;
+constexpr milliseconds kWatchTick(50);
+constexpr milliseconds kInitialBackoff(100);
+constexpr milliseconds kMaxBackoff(5000);
+constexpr auto kStableUptime = std::chrono::seconds(10);
+
+int OpenPidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// True when the process behind pidfd has exited (or, without a pidfd, when
+// waitpid says so); waits at most `timeout`.
+bool WaitExit(int pidfd, pid_t pid, milliseconds timeout) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    return poll(&p, 1, static_cast<int>(timeout.count())) > 0;
+  }
+  std::this_thread::sleep_for(std::min(timeout, milliseconds(5)));
+  return waitpid(pid, nullptr, WNOHANG | WNOWAIT | __WALL) == pid;
+}
+
+ipc::HostState StateOf(HostConnection* conn) {
+  return static_cast<ipc::HostState>(conn->channel().header().host_state.load(std::memory_order_acquire));
+}
+
+std::string HostMessage(HostConnection* conn) {
+  const auto& h = conn->channel().header();
+  return std::string(h.host_message, strnlen(h.host_message, sizeof(h.host_message)));
+}
+
+}  // namespace
+
+HostSupervisor::HostSupervisor(HostConfig host, Limits limits, std::string config_path, std::string host_binary)
+    : host_(std::move(host)),
+      limits_(limits),
+      config_path_(std::move(config_path)),
+      host_binary_(std::move(host_binary)) {}
+
+HostSupervisor::~HostSupervisor() { Stop(); }
+
+void HostSupervisor::Start() { monitor_ = std::thread([this] { MonitorLoop(); }); }
+
+bool HostSupervisor::WaitFirstStart() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return first_start_done_; });
+  return first_start_ok_;
+}
+
+void HostSupervisor::Stop(milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_grace_ = grace;
+    stopping_.store(true);
+  }
+  cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+}
+
+std::shared_ptr<HostConnection> HostSupervisor::connection() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connection_;
+}
+
+std::string HostSupervisor::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
+void HostSupervisor::SetError(const std::string& error) {
+  spdlog::error("{}", error);
+  std::lock_guard<std::mutex> lock(mu_);
+  last_error_ = error;
+}
+
+void HostSupervisor::Publish(std::shared_ptr<HostConnection> conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  connection_ = std::move(conn);
+}
+
+void HostSupervisor::MonitorLoop() {
+  milliseconds backoff = kInitialBackoff;
+  bool first = true;
+  while (!stopping_.load()) {
+    const auto started = Clock::now();
+    const bool became_ready = RunIncarnation();
+    if (first) {
+      first = false;
+      std::lock_guard<std::mutex> lock(mu_);
+      first_start_done_ = true;
+      first_start_ok_ = became_ready;
+      cv_.notify_all();
+      if (!became_ready) return;  // the router refuses to start; it says why
+    }
+    if (stopping_.load()) break;
+    restarts_.fetch_add(1);
+    if (Clock::now() - started > kStableUptime) backoff = kInitialBackoff;
+    spdlog::warn("host '{}': restarting in {} ms (restart #{})", host_.name, backoff.count(), restarts_.load());
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, backoff, [this] { return stopping_.load(); });
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_start_done_) {
+    first_start_done_ = true;
+    cv_.notify_all();
+  }
+}
+
+bool HostSupervisor::RunIncarnation() {
+  auto created = HostConnection::Create(host_.name, static_cast<uint64_t>(limits_.arena_bytes));
+  if (!created.ok()) {
+    SetError(created.status().message());
+    return false;
+  }
+  std::shared_ptr<HostConnection> conn = std::move(created).value();
+  LaunchSpec spec;
+  spec.binary = host_binary_;
+  spec.args = {"--channel-fd", std::to_string(kChildChannelFd), "--config", config_path_, "--host", host_.name};
+  spec.pass_fds = {{conn->channel().fd(), kChildChannelFd}};
+  auto spawned = Spawn(spec);
+  if (!spawned.ok()) {
+    SetError("host '" + host_.name + "': cannot start " + host_binary_ + ": " + spawned.status().message());
+    return false;
+  }
+  const pid_t pid = spawned.value();
+  pid_.store(pid);
+  const int pidfd = OpenPidfd(pid);
+
+  Status ready = WaitReady(conn.get(), pid, pidfd);
+  if (!ready.ok()) {
+    SetError(ready.message());
+    Reap(pid, pidfd, milliseconds(0), conn.get());
+    conn->Close(Status::Unavailable(ready.message()));
+    return false;
+  }
+  conn->StartCompletionThread();
+  Publish(conn);
+  spdlog::info("host '{}' ready (pid {}, device {})", host_.name, pid, host_.device);
+
+  Watch(conn.get(), pid, pidfd);
+  Publish(nullptr);  // new requests see UNAVAILABLE from now on
+  Reap(pid, pidfd, stopping_.load() ? stop_grace_ : milliseconds(0), conn.get());
+  conn->Close(Status::Unavailable("host '" + host_.name + "' went down: " + last_error()));
+  return true;
+}
+
+Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd) {
+  const auto deadline = Clock::now() + milliseconds(limits_.host_startup_timeout_ms);
+  const std::string who = "host '" + host_.name + "' (pid " + std::to_string(pid) + ")";
+  while (true) {
+    const ipc::HostState state = StateOf(conn);
+    if (state == ipc::HostState::kReady) return Status::Ok();
+    if (state == ipc::HostState::kFailed) return Status::Unavailable(who + " failed to start: " + HostMessage(conn));
+    if (stopping_.load()) return Status::Unavailable(who + ": stopped during start-up");
+    if (Clock::now() > deadline) {
+      return Status::Unavailable(who + " did not become ready within " +
+                                 std::to_string(limits_.host_startup_timeout_ms) + " ms");
+    }
+    if (WaitExit(pidfd, pid, milliseconds(5))) {
+      int st = 0;
+      waitpid(pid, &st, __WALL);
+      pid_.store(0);
+      const std::string msg = HostMessage(conn);
+      return Status::Unavailable(who + " " + DescribeWaitStatus(st) + " during start-up" +
+                                 (msg.empty() ? "" : ": " + msg));
+    }
+  }
+}
+
+void HostSupervisor::Watch(HostConnection* conn, pid_t pid, int pidfd) {
+  auto& header = conn->channel().header();
+  uint64_t last_beat = header.heartbeat.load(std::memory_order_relaxed);
+  auto last_change = Clock::now();
+  while (!stopping_.load()) {
+    if (WaitExit(pidfd, pid, kWatchTick)) {
+      int st = 0;
+      waitpid(pid, &st, __WALL);
+      pid_.store(0);
+      SetError("host '" + host_.name + "' (pid " + std::to_string(pid) + ") " + DescribeWaitStatus(st));
+      return;
+    }
+    const uint64_t beat = header.heartbeat.load(std::memory_order_relaxed);
+    const auto now = Clock::now();
+    if (beat != last_beat) {
+      last_beat = beat;
+      last_change = now;
+    } else if (now - last_change > milliseconds(limits_.heartbeat_timeout_ms)) {
+      SetError("host '" + host_.name + "' (pid " + std::to_string(pid) + ") is hung: no heartbeat for " +
+               std::to_string(limits_.heartbeat_timeout_ms) + " ms; killing it");
+      return;
+    }
+  }
+}
+
+void HostSupervisor::Reap(pid_t pid, int pidfd, milliseconds grace, HostConnection* conn) {
+  if (pid_.load() == pid) {
+    if (grace.count() > 0) {
+      conn->channel().header().stop_requested.store(1, std::memory_order_release);
+      kill(pid, SIGTERM);
+      if (!WaitExit(pidfd, pid, grace)) kill(pid, SIGKILL);
+    } else {
+      kill(pid, SIGKILL);
+    }
+    waitpid(pid, nullptr, __WALL);
+    pid_.store(0);
+  }
+  if (pidfd >= 0) close(pidfd);
+}
+
+}  // namespace es

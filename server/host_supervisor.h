@@ -1,0 +1,83 @@
+// HostSupervisor: keeps one configured model host running and tells the
+// truth about it.
+//
+// One monitor thread per host: create a channel, spawn `ensemble-model-host`
+// with it, wait for READY (bounded by host_startup_timeout_ms), publish the
+// connection, then watch the process through a pidfd (death is seen at once)
+// and the heartbeat word (a host silent for heartbeat_timeout_ms is hung and
+// is killed). On death or hang the connection is withdrawn first (new
+// requests see UNAVAILABLE), its in-flight requests fail with UNAVAILABLE,
+// and the host is restarted after a backoff that doubles from 100 ms to 5 s
+// and resets once a host has stayed up for 10 s.
+//
+// Thread safety: all public methods are thread-safe. `mu_` guards
+// `connection_`, `last_error_` and `first_start_done_`.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "config/server_config.h"
+#include "server/host_connection.h"
+
+namespace es {
+
+class HostSupervisor {
+ public:
+  HostSupervisor(HostConfig host, Limits limits, std::string config_path, std::string host_binary);
+  ~HostSupervisor();
+
+  void Start();
+  // Blocks until the first start attempt is over; false (with the reason in
+  // last_error()) if the host did not become ready.
+  bool WaitFirstStart();
+  // Asks the host to stop, waits up to `grace`, then kills it; fails whatever
+  // is still in flight. Idempotent.
+  void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+  // The live connection, or nullptr while the host is down or starting.
+  std::shared_ptr<HostConnection> connection() const;
+  bool ready() const { return connection() != nullptr; }
+  const HostConfig& config() const { return host_; }
+  int restarts() const { return restarts_.load(); }
+  pid_t pid() const { return pid_.load(); }
+  std::string last_error() const;
+
+ private:
+  void MonitorLoop();
+  // One incarnation: spawn, wait ready, watch until it dies or we stop.
+  // Returns true if the host had become ready.
+  bool RunIncarnation();
+  Status WaitReady(HostConnection* conn, pid_t pid, int pidfd);
+  void Watch(HostConnection* conn, pid_t pid, int pidfd);
+  void Reap(pid_t pid, int pidfd, std::chrono::milliseconds grace, HostConnection* conn);
+  void SetError(const std::string& error);
+  void Publish(std::shared_ptr<HostConnection> conn);
+
+  const HostConfig host_;
+  const Limits limits_;
+  const std::string config_path_;
+  const std::string host_binary_;
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> restarts_{0};
+  std::atomic<pid_t> pid_{0};
+  std::thread monitor_;
+  std::chrono::milliseconds stop_grace_{2000};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<HostConnection> connection_;  // GUARDED_BY(mu_)
+  std::string last_error_;                      // GUARDED_BY(mu_)
+  bool first_start_done_ = false;               // GUARDED_BY(mu_)
+  bool first_start_ok_ = false;                 // GUARDED_BY(mu_)
+};
+
+}  // namespace es

@@ -1,0 +1,61 @@
+// The router's own request and response types: protocol-free (no protobuf)
+// so that the core (dispatch, ensembles, validation results) is testable
+// without gRPC, and torch-free as the whole router is.
+//
+// An InferRequest borrows its input bytes: they live in the gRPC request (or
+// in `scratch` for typed contents that needed conversion) until the done
+// callback has run. Outputs own their bytes, copied once out of the arena.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/datatype.h"
+#include "config/model_config.h"
+#include "config/status.h"
+
+namespace es {
+
+struct InferInput {
+  const TensorSpec* spec = nullptr;  // the config's input this is (inputs are in config order)
+  DataType datatype = DataType::kInvalid;
+  std::vector<int64_t> shape;        // full shape, batch dim included when batched
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+
+struct InferOutput {
+  std::string name;
+  DataType datatype = DataType::kInvalid;
+  std::vector<int64_t> shape;
+  std::string data;  // raw little-endian bytes, as KServe v2 raw_output_contents
+};
+
+struct InferRequest {
+  const ModelConfig* model = nullptr;
+  int64_t version = 0;
+  std::string id;
+  std::vector<InferInput> inputs;           // config order
+  std::vector<std::string> requested_outputs;  // empty = all
+  bool return_member_outputs = false;       // ensembles only
+  bool return_uncertainty = false;          // ensembles only
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::vector<std::unique_ptr<std::string>> scratch;  // converted typed contents
+  int64_t batch_rows() const {
+    return model->batched() && !inputs.empty() && !inputs[0].shape.empty() ? inputs[0].shape[0] : 1;
+  }
+};
+
+struct InferResponse {
+  std::vector<InferOutput> outputs;
+  uint64_t compute_ns = 0;  // host compute time (an ensemble: its slowest member)
+};
+
+// Called exactly once per request, from whichever thread finished it.
+using InferDone = std::function<void(const Status&, InferResponse)>;
+
+}  // namespace es

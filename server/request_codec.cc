@@ -1,0 +1,255 @@
+#include "server/request_codec.h"
+
+#include <cstring>
+#include <set>
+#include <string>
+
+namespace es {
+namespace {
+
+using inference::InferTensorContents;
+using inference::ModelInferRequest;
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+bool HasTypedContents(const InferTensorContents& c) {
+  return c.bool_contents_size() || c.int_contents_size() || c.int64_contents_size() || c.uint_contents_size() ||
+         c.uint64_contents_size() || c.fp32_contents_size() || c.fp64_contents_size() || c.bytes_contents_size();
+}
+
+// Element count of the typed field that matches `type`, or -1 if the type
+// has no typed field we accept (then any typed contents are an error).
+template <typename Repeated>
+const uint8_t* Bytes(const Repeated& r) {
+  return reinterpret_cast<const uint8_t*>(r.data());
+}
+
+// Points `input` at the typed contents, converting (into request scratch)
+// where the protobuf element type is wider than the tensor's.
+Status ReadTyped(const InferTensorContents& c, const std::string& where, InferRequest* request, InferInput* input) {
+  const size_t expected = input->bytes / DataTypeSize(input->datatype);
+  size_t count = 0;
+  switch (input->datatype) {
+    case DataType::kFp32: count = c.fp32_contents_size(); input->data = Bytes(c.fp32_contents()); break;
+    case DataType::kFp64: count = c.fp64_contents_size(); input->data = Bytes(c.fp64_contents()); break;
+    case DataType::kInt64: count = c.int64_contents_size(); input->data = Bytes(c.int64_contents()); break;
+    case DataType::kInt32: count = c.int_contents_size(); input->data = Bytes(c.int_contents()); break;
+    case DataType::kBool: count = c.bool_contents_size(); input->data = Bytes(c.bool_contents()); break;
+    case DataType::kUint8:
+    case DataType::kInt8:
+    case DataType::kInt16: {
+      const bool is_unsigned = input->datatype == DataType::kUint8;
+      count = is_unsigned ? c.uint_contents_size() : c.int_contents_size();
+      if (count != expected) break;
+      auto buf = std::make_unique<std::string>(input->bytes, '\0');
+      const size_t width = DataTypeSize(input->datatype);
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t v = is_unsigned ? int64_t{c.uint_contents(static_cast<int>(i))}
+                                      : int64_t{c.int_contents(static_cast<int>(i))};
+        std::memcpy(buf->data() + i * width, &v, width);  // little-endian low bytes
+      }
+      input->data = reinterpret_cast<const uint8_t*>(buf->data());
+      request->scratch.push_back(std::move(buf));
+      break;
+    }
+    default:
+      return Status::InvalidArgument(where + "typed contents are not supported for datatype " +
+                                     DataTypeName(input->datatype) + "; send raw_input_contents");
+  }
+  if (count != expected) {
+    return Status::InvalidArgument(where + "has " + std::to_string(count) + " typed element(s) for " +
+                                   DataTypeName(input->datatype) + ", shape " + ShapeString(input->shape) +
+                                   " needs " + std::to_string(expected));
+  }
+  return Status::Ok();
+}
+
+Status CheckShape(const ModelConfig& model, const TensorSpec& spec, const std::vector<int64_t>& shape,
+                  const std::string& where) {
+  const size_t offset = model.batched() ? 1 : 0;
+  const std::string expected = ShapeString(MetadataShape(model, spec));
+  if (shape.size() != spec.dims.size() + offset) {
+    return Status::InvalidArgument(where + "shape " + ShapeString(shape) + " does not match the expected " + expected);
+  }
+  for (int64_t d : shape) {
+    if (d < 0) return Status::InvalidArgument(where + "shape " + ShapeString(shape) + " has a negative dimension");
+  }
+  if (model.batched() && (shape[0] < 1 || shape[0] > model.max_batch_size)) {
+    return Status::InvalidArgument(where + "batch size " + std::to_string(shape[0]) + " is outside [1, " +
+                                   std::to_string(model.max_batch_size) + "]");
+  }
+  for (size_t i = 0; i < spec.dims.size(); ++i) {
+    if (spec.dims[i] != -1 && spec.dims[i] != shape[i + offset]) {
+      return Status::InvalidArgument(where + "shape " + ShapeString(shape) + " does not match the expected " + expected);
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadParameters(const ModelInferRequest& proto, InferRequest* request) {
+  const ModelConfig& model = *request->model;
+  for (const auto& [key, value] : proto.parameters()) {
+    if (key == "return_member_outputs" || key == "return_uncertainty") {
+      if (value.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+        return Status::InvalidArgument("model '" + model.name + "': parameter '" + key + "' must be a bool");
+      }
+      if (!model.is_ensemble() && value.bool_param()) {
+        return Status::InvalidArgument("model '" + model.name + "' is not an ensemble; parameter '" + key +
+                                       "' applies to ensembles only");
+      }
+      (key == "return_member_outputs" ? request->return_member_outputs : request->return_uncertainty) =
+          value.bool_param();
+    } else if (key == "timeout") {
+      if (value.parameter_choice_case() != inference::InferParameter::kInt64Param || value.int64_param() < 0) {
+        return Status::InvalidArgument("model '" + model.name + "': parameter 'timeout' must be an int64 >= 0 (µs)");
+      }
+      if (value.int64_param() > 0) {
+        request->deadline = std::min(request->deadline, std::chrono::steady_clock::now() +
+                                                            std::chrono::microseconds(value.int64_param()));
+      }
+    }
+    // Other parameters (e.g. Triton's sequence or priority keys) are ignored, as Triton does.
+  }
+  return Status::Ok();
+}
+
+Status CheckRequestedOutputs(const ModelInferRequest& proto, InferRequest* request) {
+  const ModelConfig& model = *request->model;
+  std::set<std::string> known;
+  for (const auto& o : model.outputs) known.insert(o.name);
+  if (request->return_uncertainty) known.insert({"entropy", "disagreement"});
+  if (request->return_member_outputs) {
+    for (const auto& m : model.ensemble.members) {
+      for (const auto& o : model.outputs) known.insert(m.model + "." + o.name);
+    }
+  }
+  for (const auto& out : proto.outputs()) {
+    if (!known.count(out.name())) {
+      return Status::InvalidArgument("model '" + model.name + "' has no output named '" + out.name() + "'");
+    }
+    request->requested_outputs.push_back(out.name());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& spec) {
+  std::vector<int64_t> shape;
+  if (model.batched()) shape.push_back(-1);
+  shape.insert(shape.end(), spec.dims.begin(), spec.dims.end());
+  return shape;
+}
+
+StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto,
+                                                           const ServerConfig& config) {
+  const ModelConfig* model = config.FindModel(proto.model_name());
+  if (model == nullptr) return Status::NotFound("unknown model '" + proto.model_name() + "'");
+  auto request = std::make_shared<InferRequest>();
+  request->model = model;
+  request->id = proto.id();
+  request->version = model->LatestVersion();
+  if (!proto.model_version().empty() && proto.model_version() != std::to_string(model->LatestVersion())) {
+    return Status::NotFound("model '" + model->name + "' has no served version '" + proto.model_version() +
+                            "' (served: " + std::to_string(model->LatestVersion()) + ")");
+  }
+  ES_RETURN_IF_ERROR(ReadParameters(proto, request.get()));
+  ES_RETURN_IF_ERROR(CheckRequestedOutputs(proto, request.get()));
+
+  const int n = proto.inputs_size();
+  if (static_cast<size_t>(n) != model->inputs.size()) {
+    return Status::InvalidArgument("model '" + model->name + "' expects " + std::to_string(model->inputs.size()) +
+                                   " input(s), the request has " + std::to_string(n));
+  }
+  const bool raw = proto.raw_input_contents_size() > 0;
+  if (raw && proto.raw_input_contents_size() != n) {
+    return Status::InvalidArgument("model '" + model->name + "': " + std::to_string(proto.raw_input_contents_size()) +
+                                   " raw_input_contents for " + std::to_string(n) + " input(s)");
+  }
+  request->inputs.resize(model->inputs.size());
+  std::vector<bool> seen(model->inputs.size(), false);
+  uint64_t total_bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    const auto& in = proto.inputs(i);
+    const std::string where = "model '" + model->name + "' input '" + in.name() + "': ";
+    size_t index = 0;
+    while (index < model->inputs.size() && model->inputs[index].name != in.name()) ++index;
+    if (index == model->inputs.size()) {
+      return Status::InvalidArgument("model '" + model->name + "' has no input named '" + in.name() + "'");
+    }
+    if (seen[index]) return Status::InvalidArgument(where + "given more than once");
+    seen[index] = true;
+    const TensorSpec& spec = model->inputs[index];
+    const auto type = ParseDataType(in.datatype());
+    if (!type || *type != spec.datatype) {
+      return Status::InvalidArgument(where + "datatype '" + in.datatype() + "' does not match the expected " +
+                                     DataTypeName(spec.datatype));
+    }
+    InferInput& input = request->inputs[index];
+    input.spec = &spec;
+    input.datatype = *type;
+    input.shape.assign(in.shape().begin(), in.shape().end());
+    ES_RETURN_IF_ERROR(CheckShape(*model, spec, input.shape, where));
+    uint64_t elements = 1;
+    for (int64_t d : input.shape) elements *= static_cast<uint64_t>(d);
+    input.bytes = elements * DataTypeSize(*type);
+    total_bytes += input.bytes;
+    if (total_bytes > static_cast<uint64_t>(config.limits.max_request_bytes)) {
+      return Status::ResourceExhausted("model '" + model->name + "': request of at least " +
+                                       std::to_string(total_bytes) + " bytes exceeds the limit of " +
+                                       std::to_string(config.limits.max_request_bytes) + " bytes");
+    }
+    const bool typed = in.has_contents() && HasTypedContents(in.contents());
+    if (raw && typed) {
+      return Status::InvalidArgument(where + "both raw_input_contents and typed contents given; use one");
+    }
+    if (raw) {
+      const std::string& bytes = proto.raw_input_contents(i);
+      if (bytes.size() != input.bytes) {
+        return Status::InvalidArgument(where + "raw content has " + std::to_string(bytes.size()) +
+                                       " bytes, shape " + ShapeString(input.shape) + " of " +
+                                       DataTypeName(*type) + " needs " + std::to_string(input.bytes));
+      }
+      input.data = reinterpret_cast<const uint8_t*>(bytes.data());
+    } else {
+      ES_RETURN_IF_ERROR(ReadTyped(in.contents(), where, request.get(), &input));
+    }
+  }
+  // Every input of a batched model must agree on the batch size.
+  if (model->batched()) {
+    for (const auto& in : request->inputs) {
+      if (in.shape[0] != request->inputs[0].shape[0]) {
+        return Status::InvalidArgument("model '" + model->name + "': inputs disagree on the batch size");
+      }
+    }
+  }
+  return request;
+}
+
+void EncodeInferResponse(const InferRequest& request, InferResponse response, inference::ModelInferResponse* proto) {
+  proto->set_model_name(request.model->name);
+  proto->set_model_version(std::to_string(request.version));
+  proto->set_id(request.id);
+  auto emit = [proto](InferOutput& out) {
+    auto* t = proto->add_outputs();
+    t->set_name(out.name);
+    t->set_datatype(DataTypeName(out.datatype));
+    for (int64_t d : out.shape) t->add_shape(d);
+    *proto->add_raw_output_contents() = std::move(out.data);
+  };
+  if (request.requested_outputs.empty()) {
+    for (auto& out : response.outputs) emit(out);
+    return;
+  }
+  for (const auto& name : request.requested_outputs) {
+    for (auto& out : response.outputs) {
+      if (out.name == name) emit(out);
+    }
+  }
+}
+
+}  // namespace es

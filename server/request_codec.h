@@ -1,0 +1,41 @@
+// Request codec: KServe v2 protobuf <-> the router's InferRequest/Response.
+//
+// DecodeInferRequest() is where bad input stops: it checks the model and
+// version exist (NOT_FOUND), that the inputs match the config by name, count,
+// datatype and shape, that each tensor's bytes agree with its shape, that raw
+// and typed contents are not mixed, that requested outputs exist
+// (INVALID_ARGUMENT), and that the request fits the size limit
+// (RESOURCE_EXHAUSTED). Every message names the model and the tensor.
+// Nothing after it has to distrust the request.
+//
+// The decoded request borrows the bytes of `proto` (raw contents, or typed
+// contents read in place when their layout already is the tensor's); `proto`
+// must outlive it.
+//
+// Request parameters understood (KServe v2 `parameters`):
+//   return_member_outputs (bool) : ensembles also return "<member>.<output>"
+//   return_uncertainty (bool)    : ensembles also return "entropy" and
+//                                  "disagreement", FP32 [batch]
+//   timeout (int64, µs)          : a deadline, as Triton's `timeout` parameter
+#pragma once
+
+#include <memory>
+
+#include "config/server_config.h"
+#include "proto/grpc_service.pb.h"
+#include "server/infer_types.h"
+
+namespace es {
+
+StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const inference::ModelInferRequest& proto,
+                                                           const ServerConfig& config);
+
+// Fills `proto` with the response (raw_output_contents), keeping only the
+// requested outputs when the request named some.
+void EncodeInferResponse(const InferRequest& request, InferResponse response,
+                         inference::ModelInferResponse* proto);
+
+// The KServe v2 shape of a config tensor: [-1, dims...] for a batched model.
+std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& spec);
+
+}  // namespace es

@@ -1,0 +1,63 @@
+// Router: the whole ensemble-server process, assembled: the loaded config,
+// one HostSupervisor per configured host, the InferenceCore, and the gRPC
+// server with the KServe v2 and health services.
+//
+// Start() refuses to return a router unless every host became ready, so a
+// server that prints its port is a server that can answer. Shutdown() drains:
+// readiness goes false, new calls are refused, in-flight calls finish (bounded
+// by the drain timeout), then the hosts are stopped and reaped. Memfd
+// channels leave nothing behind in /dev/shm.
+//
+// Thread safety: Start/Shutdown from one thread (main).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "config/server_config.h"
+#include "server/grpc_service.h"
+#include "server/host_supervisor.h"
+#include "server/inference_core.h"
+#include "server/model_statistics.h"
+
+namespace es {
+
+struct RouterOptions {
+  std::string config_path;
+  std::optional<int> grpc_port;       // overrides the config
+  std::optional<std::string> listen;  // overrides the config's listen_address
+  std::string host_binary;            // ensemble-model-host; default: beside this binary
+};
+
+class Router {
+ public:
+  static StatusOr<std::unique_ptr<Router>> Start(const RouterOptions& options);
+  ~Router();
+
+  const ServerConfig& config() const { return config_; }
+  std::string grpc_address() const;
+  void Shutdown();
+
+ private:
+  Router() = default;
+  Status StartHosts(const RouterOptions& options);
+  Status StartGrpc(const RouterOptions& options);
+
+  ServerConfig config_;
+  std::vector<std::unique_ptr<HostSupervisor>> hosts_;
+  std::unique_ptr<InferenceCore> core_;
+  std::unique_ptr<es::ModelStatistics> stats_;
+  std::unique_ptr<KServeService> kserve_;
+  std::unique_ptr<HealthService> health_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string listen_address_;
+  int grpc_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace es

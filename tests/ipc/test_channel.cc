@@ -1,0 +1,232 @@
+#include "ipc/channel.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "ipc/channel_ends.h"
+
+namespace es::ipc {
+namespace {
+
+Channel MakeChannel(uint64_t arena = 1 << 20) {
+  ChannelOptions options;
+  options.arena_bytes = arena;
+  options.request_slots = 8;
+  options.completion_slots = 8;
+  auto c = Channel::Create(options);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::move(c).value();
+}
+
+StatusOr<Channel> AttachDup(const Channel& channel) { return Channel::Attach(dup(channel.fd())); }
+
+TEST(ChannelTest, AttachSeesTheSameSegment) {
+  Channel router = MakeChannel();
+  auto host = AttachDup(router);
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(host->arena_bytes(), router.arena_bytes());
+  std::memcpy(router.arena(), "hello", 6);
+  EXPECT_STREQ(reinterpret_cast<const char*>(host->arena()), "hello");
+}
+
+TEST(ChannelTest, BadMagicIsRejected) {
+  Channel router = MakeChannel();
+  router.header().magic = 0x1234;
+  auto host = AttachDup(router);
+  ASSERT_FALSE(host.ok());
+  EXPECT_NE(host.status().message().find("magic"), std::string::npos);
+}
+
+TEST(ChannelTest, LayoutVersionMismatchNamesBothVersions) {
+  Channel router = MakeChannel();
+  router.header().layout_version = kLayoutVersion + 6;
+  auto host = AttachDup(router);
+  ASSERT_FALSE(host.ok());
+  EXPECT_NE(host.status().message().find(std::to_string(kLayoutVersion + 6)), std::string::npos);
+  EXPECT_NE(host.status().message().find(std::to_string(kLayoutVersion)), std::string::npos);
+}
+
+TEST(ChannelTest, CorruptRingGeometryIsRejected) {
+  Channel router = MakeChannel();
+  router.header().requests.slots_offset = router.header().segment_bytes - 10;
+  auto host = AttachDup(router);
+  ASSERT_FALSE(host.ok());
+  EXPECT_NE(host.status().message().find("ring"), std::string::npos);
+}
+
+TEST(ChannelTest, ArenaRangeCheckIsOverflowSafe) {
+  Channel c = MakeChannel(4096);
+  EXPECT_TRUE(c.ArenaRangeValid(0, 4096));
+  EXPECT_FALSE(c.ArenaRangeValid(1, 4096));
+  EXPECT_FALSE(c.ArenaRangeValid(4097, 0));
+  EXPECT_FALSE(c.ArenaRangeValid(8, UINT64_MAX - 4));
+}
+
+TEST(ChannelTest, RingIsBoundedAndFifo) {
+  Channel c = MakeChannel();
+  RequestDesc r{};
+  for (uint64_t i = 0; i < 8; ++i) {
+    r.request_id = i;
+    ASSERT_TRUE(c.requests().TryPush(r));
+  }
+  EXPECT_FALSE(c.requests().TryPush(r));
+  for (uint64_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(c.requests().TryPop(&r));
+    EXPECT_EQ(r.request_id, i);
+  }
+  EXPECT_FALSE(c.requests().TryPop(&r));
+}
+
+// A real second process: the child attaches through the inherited fd and
+// answers each request with the checksum of its payload, so a lost, doubled
+// or corrupted request is seen by the parent.
+TEST(ChannelTest, CrossProcessRoundTripsWithChecksums) {
+  Channel router = MakeChannel();
+  constexpr int kRequests = 2000;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto host = Channel::Attach(dup(router.fd()));
+    if (!host.ok()) _exit(10);
+    HostEnd end(&*host);
+    int served = 0;
+    RequestDesc req;
+    CompletionDesc comp{};
+    std::atomic<bool> stop{false};
+    while (served < kRequests) {
+      if (!end.NextRequest(&req)) continue;
+      uint64_t sum = 0;
+      const uint8_t* p = host->arena() + req.inputs[0].offset;
+      for (uint64_t i = 0; i < req.inputs[0].bytes; ++i) sum = sum * 131 + p[i];
+      comp.request_id = req.request_id;
+      comp.compute_ns = sum;
+      end.Complete(comp, stop);
+      ++served;
+    }
+    _exit(0);
+  }
+  RouterEnd end(&router);
+  std::set<uint64_t> answered;
+  int sent = 0;
+  std::vector<uint64_t> expected(kRequests);
+  CompletionDesc comp;
+  while (static_cast<int>(answered.size()) < kRequests) {
+    if (sent < kRequests && sent - static_cast<int>(answered.size()) < 4) {
+      RequestDesc req{};
+      req.request_id = static_cast<uint64_t>(sent);
+      req.num_inputs = 1;
+      req.inputs[0].offset = static_cast<uint64_t>(sent % 4) * 4096;
+      req.inputs[0].bytes = 1 + static_cast<uint64_t>(sent) % 4000;
+      uint8_t* p = router.arena() + req.inputs[0].offset;
+      uint64_t sum = 0;
+      for (uint64_t i = 0; i < req.inputs[0].bytes; ++i) {
+        p[i] = static_cast<uint8_t>(i * 7 + static_cast<uint64_t>(sent));
+        sum = sum * 131 + p[i];
+      }
+      expected[sent] = sum;
+      ASSERT_TRUE(end.Submit(req).ok());
+      ++sent;
+      continue;
+    }
+    if (!end.NextCompletion(&comp)) continue;
+    ASSERT_LT(comp.request_id, static_cast<uint64_t>(kRequests));
+    EXPECT_TRUE(answered.insert(comp.request_id).second) << "answered twice: " << comp.request_id;
+    EXPECT_EQ(comp.compute_ns, expected[comp.request_id]);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// Many router threads, several host threads completing out of order: every
+// request answered exactly once with its own payload's checksum.
+class ChannelStressTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(ChannelStressTest, EveryRequestAnsweredOnce) {
+  const auto [submitters, executors] = GetParam();
+  ChannelOptions options;
+  options.arena_bytes = 1 << 20;
+  options.request_slots = 16;
+  options.completion_slots = 16;
+  auto created = Channel::Create(options);
+  ASSERT_TRUE(created.ok());
+  Channel router = std::move(created).value();
+  auto attached = AttachDup(router);
+  ASSERT_TRUE(attached.ok());
+  Channel host = std::move(attached).value();
+
+  constexpr int kPerThread = 3000;
+  const int total = submitters * kPerThread;
+  std::atomic<bool> stop{false};
+  HostEnd host_end(&host);
+  std::vector<std::thread> host_threads;
+  for (int e = 0; e < executors; ++e) {
+    host_threads.emplace_back([&] {
+      RequestDesc req;
+      CompletionDesc comp{};
+      while (!stop.load()) {
+        if (!host_end.NextRequest(&req)) continue;
+        if (req.request_id % 7 == 0) std::this_thread::yield();  // complete out of order
+        const uint64_t* p = reinterpret_cast<const uint64_t*>(host.arena() + req.inputs[0].offset);
+        comp.request_id = req.request_id;
+        comp.compute_ns = p[0] ^ p[1];
+        host_end.Complete(comp, stop);
+      }
+    });
+  }
+  RouterEnd router_end(&router);
+  std::vector<std::atomic<int>> answers(total);
+  std::atomic<int> done{0}, bad{0};
+  std::thread completer([&] {
+    CompletionDesc comp;
+    while (done.load() < total) {
+      if (!router_end.NextCompletion(&comp)) continue;
+      const uint64_t id = comp.request_id;
+      if (id >= static_cast<uint64_t>(total) || comp.compute_ns != (id * 0x9E3779B97F4A7C15ULL ^ ~id)) bad++;
+      if (id < static_cast<uint64_t>(total)) answers[id]++;
+      done++;
+    }
+  });
+  // Each submitter owns 64 payload slots and reuses one only after the request
+  // that used it before was answered.
+  constexpr int kSlots = 64;
+  std::vector<std::thread> routers;
+  for (int s = 0; s < submitters; ++s) {
+    routers.emplace_back([&, s] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint64_t id = static_cast<uint64_t>(s * kPerThread + i);
+        if (i >= kSlots) {
+          while (answers[id - kSlots].load() == 0) std::this_thread::yield();
+        }
+        RequestDesc req{};
+        req.request_id = id;
+        req.num_inputs = 1;
+        req.inputs[0].offset = static_cast<uint64_t>(s * kSlots + i % kSlots) * 64;
+        auto* p = reinterpret_cast<uint64_t*>(router.arena() + req.inputs[0].offset);
+        p[0] = id * 0x9E3779B97F4A7C15ULL;
+        p[1] = ~id;
+        while (!router_end.Submit(req).ok()) std::this_thread::yield();
+      }
+    });
+  }
+  for (auto& t : routers) t.join();
+  completer.join();
+  stop.store(true);
+  host.requests().NotifyConsumer();
+  for (auto& t : host_threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  for (int i = 0; i < total; ++i) ASSERT_EQ(answers[i].load(), 1) << "request " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, ChannelStressTest,
+                         ::testing::Combine(::testing::Values(1, 4), ::testing::Values(1, 3)));
+
+}  // namespace
+}  // namespace es::ipc

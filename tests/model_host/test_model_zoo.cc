@@ -1,0 +1,83 @@
+// The zoo: deterministic, trainable, and round-trips through a TorchScript file.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "model_host/model_zoo.h"
+#include "tests/model_host/temp_dir.h"
+
+namespace es {
+namespace {
+
+torch::Tensor Images(int64_t batch) {
+  return torch::rand({batch, 1, 28, 28}, at::detail::createCPUGenerator(5), torch::kFloat32);
+}
+
+bool SameParameters(const torch::jit::Module& a, const torch::jit::Module& b) {
+  auto pa = a.named_parameters();
+  auto pb = b.named_parameters();
+  if (pa.size() != pb.size()) return false;
+  for (auto ia = pa.begin(), ib = pb.begin(); ia != pa.end(); ++ia, ++ib) {
+    if ((*ia).name != (*ib).name || !torch::equal((*ia).value, (*ib).value)) return false;
+  }
+  return true;
+}
+
+class ZooTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooTest, SameSeedSameWeightsOtherSeedOtherWeights) {
+  const torch::jit::Module a = BuildZooModel(GetParam(), 11);
+  EXPECT_TRUE(SameParameters(a, BuildZooModel(GetParam(), 11)));
+  EXPECT_FALSE(SameParameters(a, BuildZooModel(GetParam(), 12)));
+}
+
+TEST_P(ZooTest, ParametersAreTrainable) {
+  torch::jit::Module m = BuildZooModel(GetParam(), 1);
+  size_t count = 0;
+  for (const auto& p : m.named_parameters()) {
+    EXPECT_TRUE(p.value.requires_grad()) << p.name;
+    ++count;
+  }
+  EXPECT_GE(count, 4u);
+
+  // logits is what training optimises: gradients must reach every parameter.
+  const torch::Tensor logits = m.run_method("logits", Images(4)).toTensor();
+  torch::Tensor loss = torch::nll_loss(torch::log_softmax(logits, 1), torch::arange(4));
+  loss.backward();
+  for (const auto& p : m.named_parameters()) {
+    EXPECT_TRUE(p.value.grad().defined()) << p.name;
+  }
+}
+
+TEST_P(ZooTest, ForwardIsSoftmaxOfLogits) {
+  torch::jit::Module m = BuildZooModel(GetParam(), 2);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = Images(3);
+  const torch::Tensor probs = m.forward({x}).toTensor();
+  EXPECT_EQ(probs.sizes(), (std::vector<int64_t>{3, 10}));
+  EXPECT_TRUE(torch::allclose(probs.sum(1), torch::ones({3}), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(probs, torch::softmax(m.run_method("logits", x).toTensor(), 1)));
+}
+
+TEST_P(ZooTest, RoundTripsThroughAFile) {
+  es::testing::TempDir dir;
+  const std::string path = (dir.path() / "model.pt").string();
+  torch::jit::Module m = BuildZooModel(GetParam(), 3);
+  m.save(path);
+  torch::jit::Module loaded = torch::jit::load(path);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = Images(2);
+  EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), loaded.forward({x}).toTensor()));
+  EXPECT_TRUE(SameParameters(m, loaded));
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::ValuesIn(ZooArchitectures()));
+
+TEST(ZooTest, UnknownArchitectureThrows) {
+  EXPECT_THROW(BuildZooModel("transformer", 1), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace es
