@@ -3,7 +3,7 @@
 //
 // Contract:
 // - Load() reads `<dir>/<version>/model.pt`, moves it to the device, calls
-//   eval(), and warms it up with one forward on zeros (variable dims as 1),
+//   eval(), and warms it up with two forwards on zeros (variable dims as 1),
 //   so the first real request does not pay for lazy initialisation.
 // - Run() wraps each input in place (torch::from_blob, no copy), runs forward
 //   under inference mode, and copies each output once into the memory that

@@ -101,10 +101,7 @@ void HostSupervisor::MonitorLoop() {
     const bool became_ready = RunIncarnation();
     if (first) {
       first = false;
-      std::lock_guard<std::mutex> lock(mu_);
-      first_start_done_ = true;
-      first_start_ok_ = became_ready;
-      cv_.notify_all();
+      NoteFirstStart(became_ready);
       if (!became_ready) return;  // the router refuses to start; it says why
     }
     if (stopping_.load()) break;
@@ -115,11 +112,15 @@ void HostSupervisor::MonitorLoop() {
     cv_.wait_for(lock, backoff, [this] { return stopping_.load(); });
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
+  NoteFirstStart(false);
+}
+
+void HostSupervisor::NoteFirstStart(bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!first_start_done_) {
-    first_start_done_ = true;
-    cv_.notify_all();
-  }
+  if (first_start_done_) return;
+  first_start_done_ = true;
+  first_start_ok_ = ok;
+  cv_.notify_all();
 }
 
 bool HostSupervisor::RunIncarnation() {
@@ -152,6 +153,7 @@ bool HostSupervisor::RunIncarnation() {
   conn->StartCompletionThread();
   Publish(conn);
   spdlog::info("host '{}' ready (pid {}, device {})", host_.name, pid, host_.device);
+  NoteFirstStart(true);
 
   Watch(conn.get(), pid, pidfd);
   Publish(nullptr);  // new requests see UNAVAILABLE from now on

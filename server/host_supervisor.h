@@ -59,6 +59,8 @@ class HostSupervisor {
   void Watch(HostConnection* conn, pid_t pid, int pidfd);
   void Reap(pid_t pid, int pidfd, std::chrono::milliseconds grace, HostConnection* conn);
   void SetError(const std::string& error);
+  // Wakes WaitFirstStart() once, with the outcome of the first incarnation.
+  void NoteFirstStart(bool ok);
   void Publish(std::shared_ptr<HostConnection> conn);
 
   const HostConfig host_;
