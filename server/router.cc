@@ -85,7 +85,7 @@ void Router::Shutdown() {
     server_->Wait();
   }
   for (auto& h : hosts_) h->Stop();
-  spdlog::info("all hosts stopped");
+  if (!hosts_.empty()) spdlog::info("all hosts stopped");
 }
 
 }  // namespace es

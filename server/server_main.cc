@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--grpc-port", grpc_port, "gRPC port (0 picks a free one; default: config, else 8001)")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--metrics-port", metrics_port, "Prometheus /metrics port (default 8002)")->check(CLI::Range(0, 65535));
-  app.add_option("--http-port", http_port, "HTTP port (default 8000)")->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-port", metrics_port, "Prometheus /metrics port (default 8002; accepted, not served yet)")->check(CLI::Range(0, 65535));
+  app.add_option("--http-port", http_port, "HTTP port (default 8000; accepted, not served yet)")->check(CLI::Range(0, 65535));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: config, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   try {
