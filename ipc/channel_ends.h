@@ -20,10 +20,12 @@
 namespace es::ipc {
 
 // How long a waiting side polls before it sleeps in the kernel. Polling costs
-// a core while it lasts but saves the futex wake-up (a few µs each way); the
-// default is short because this machine has few cores to spare for spinning.
+// a core while it lasts but saves the futex wake-up (a few µs each way). The
+// default is short: a model's forward takes 100 µs and more, far longer than
+// any affordable spin, and on a 2-core machine a spinning completion thread
+// takes the core a host needs for that forward.
 struct WaitPolicy {
-  int spin = 2000;                  // polls (each a CPU pause) before sleeping
+  int spin = 100;                   // polls (each a CPU pause) before sleeping
   int64_t sleep_timeout_us = 50000; // a sleeper re-checks shutdown this often
 };
 
