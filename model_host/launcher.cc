@@ -1,6 +1,7 @@
 #include "model_host/launcher.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -30,6 +31,10 @@ StatusOr<pid_t> Spawn(const LaunchSpec& spec) {
   for (auto& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : spec.cpu_affinity) CPU_SET(cpu, &cpus);
+
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return Status::Internal(std::string("fork: ") + std::strerror(errno));
@@ -42,6 +47,7 @@ StatusOr<pid_t> Spawn(const LaunchSpec& spec) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGPIPE, SIG_DFL);
+    if (!spec.cpu_affinity.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) _exit(125);
     for (const auto& [from, to] : spec.pass_fds) {
       if (from == to) {
         fcntl(to, F_SETFD, 0);  // keep it across exec

@@ -26,6 +26,9 @@ struct LaunchSpec {
   std::vector<std::string> args;                // argv[1..]
   std::vector<std::pair<int, int>> pass_fds;    // (parent fd, fd number in the child)
   std::vector<std::pair<std::string, std::string>> env;  // added to the environment
+  // CPUs the child runs on, set before exec so that every thread the child
+  // ever has inherits it (libraries start threads before main; empty = all).
+  std::vector<int> cpu_affinity;
 };
 
 // Starts the child; returns its pid.

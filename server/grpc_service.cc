@@ -1,6 +1,7 @@
 #include "server/grpc_service.h"
 
 #include <chrono>
+#include <thread>
 
 #include "server/request_codec.h"
 
@@ -45,6 +46,16 @@ bool KServeService::ServerIsReady() const {
   if (!accepting_.load()) return false;
   for (const auto& [name, model] : config_->models) {
     if (!core_->ModelReady(model)) return false;
+  }
+  return true;
+}
+
+bool KServeService::WaitForInFlight(std::chrono::steady_clock::time_point deadline) const {
+  // A short poll: this runs once, at shutdown, and must not slow the hot path
+  // with a condition variable that every call would have to signal.
+  while (in_flight_.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return true;
 }
@@ -116,21 +127,30 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     const inference::ModelInferRequest* req,
                                                     inference::ModelInferResponse* resp) {
   const auto start = std::chrono::steady_clock::now();
-  if (!accepting_.load()) return Reply(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+  // Counted before the accepting check, so Shutdown cannot miss a call that
+  // slipped in just as draining began.
+  in_flight_.fetch_add(1);
+  auto refuse = [&](const grpc::Status& status) {
+    in_flight_.fetch_sub(1);
+    return Reply(ctx, status);
+  };
+  if (!accepting_.load()) return refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
   auto decoded = DecodeInferRequest(*req, *config_);
   if (!decoded.ok()) {
     stats_->Record(req->model_name(), false, 0, 0, 0);
-    return Reply(ctx, ToGrpcStatus(decoded.status()));
+    return refuse(ToGrpcStatus(decoded.status()));
   }
   std::shared_ptr<InferRequest> request = std::move(decoded).value();
   request->deadline = std::min(request->deadline, SteadyDeadline(*ctx));
   auto* reactor = ctx->DefaultReactor();
-  core_->Infer(request, [reactor, resp, request, start, stats = stats_](const Status& status, InferResponse response) {
+  core_->Infer(request, [this, reactor, resp, request, start, stats = stats_](const Status& status,
+                                                                             InferResponse response) {
     const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
     stats->Record(request->model->name, status.ok(), static_cast<uint64_t>(elapsed.count()), response.compute_ns,
                   static_cast<uint64_t>(request->batch_rows()));
     if (status.ok()) EncodeInferResponse(*request, std::move(response), resp);
     reactor->Finish(ToGrpcStatus(status));
+    in_flight_.fetch_sub(1);
   });
   return reactor;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 
 #include "config/server_config.h"
 #include "proto/grpc_service.grpc.pb.h"
@@ -29,6 +30,9 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   // False once draining has begun: readiness goes down before we stop.
   void SetAcceptingRequests(bool accepting) { accepting_.store(accepting); }
   bool ServerIsReady() const;
+  // Waits until no ModelInfer call is in flight or `deadline` passes; true if
+  // the calls all finished.
+  bool WaitForInFlight(std::chrono::steady_clock::time_point deadline) const;
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* req,
                                        inference::ServerLiveResponse* resp) override;
@@ -58,6 +62,7 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   const InferenceCore* core_;
   es::ModelStatistics* stats_;
   std::atomic<bool> accepting_{true};
+  std::atomic<int> in_flight_{0};  // ModelInfer calls between decode and Finish
 };
 
 // grpc.health.v1.Health: SERVING when the server is ready (service "" or

@@ -134,6 +134,10 @@ bool HostSupervisor::RunIncarnation() {
   spec.binary = host_binary_;
   spec.args = {"--channel-fd", std::to_string(kChildChannelFd), "--config", config_path_, "--host", host_.name};
   spec.pass_fds = {{conn->channel().fd(), kChildChannelFd}};
+  spec.cpu_affinity = host_.cpu_affinity;
+  // OpenBLAS starts its own thread pool when it loads, before the host can
+  // configure LibTorch; size it to the host's share of the machine.
+  spec.env = {{"OPENBLAS_NUM_THREADS", std::to_string(std::max(1, host_.threads))}};
   auto spawned = Spawn(spec);
   if (!spawned.ok()) {
     SetError("host '" + host_.name + "': cannot start " + host_binary_ + ": " + spawned.status().message());

@@ -31,6 +31,13 @@ Status CopyOutputs(const ModelConfig& model, const ipc::CompletionDesc& completi
   return Status::Ok();
 }
 
+// Errors from hosts (e.g. "host 'cpu1' went down") get the model's name in
+// front, so every answer names the model it concerns.
+Status NameModel(const ModelConfig& model, const Status& status) {
+  if (status.ok() || status.message().find("model '" + model.name + "'") != std::string::npos) return status;
+  return Status(status.code(), "model '" + model.name + "': " + status.message());
+}
+
 // Gathers the members' answers of one ensemble request.
 struct EnsembleCall {
   std::shared_ptr<const InferRequest> request;
@@ -153,9 +160,9 @@ void InferenceCore::RunModel(const ModelConfig& model, const std::shared_ptr<con
         InferResponse response;
         Status s = status;
         if (s.ok()) s = CopyOutputs(model, *completion, arena, &response);
-        (*shared_done)(s, std::move(response));
+        (*shared_done)(NameModel(model, s), std::move(response));
       });
-  if (!submitted.ok()) (*shared_done)(submitted, {});
+  if (!submitted.ok()) (*shared_done)(NameModel(model, submitted), {});
 }
 
 void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) const {

@@ -79,9 +79,15 @@ void Router::Shutdown() {
   shut_down_ = true;
   if (kserve_) kserve_->SetAcceptingRequests(false);
   if (server_) {
+    // New calls are refused from here on; wait for the ones in flight, then
+    // close. gRPC's own Shutdown(deadline) would also wait for idle client
+    // connections to go away, which can take the whole drain timeout.
     const auto drain = std::chrono::milliseconds(config_.limits.drain_timeout_ms);
     spdlog::info("draining: finishing in-flight calls (at most {} ms)", drain.count());
-    server_->Shutdown(std::chrono::system_clock::now() + drain);
+    if (!kserve_->WaitForInFlight(std::chrono::steady_clock::now() + drain)) {
+      spdlog::warn("drain timeout: cancelling the calls still in flight");
+    }
+    server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
   for (auto& h : hosts_) h->Stop();

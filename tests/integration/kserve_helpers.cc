@@ -47,8 +47,7 @@ InferResult Infer(Stub& stub, const inference::ModelInferRequest& request, std::
   SetDeadline(&ctx, timeout);
   const auto start = std::chrono::steady_clock::now();
   result.status = stub.ModelInfer(&ctx, request, &result.response);
-  result.latency =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
+  result.latency = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
   return result;
 }
 
@@ -75,8 +74,8 @@ std::vector<std::string> OutputNames(const inference::ModelInferResponse& respon
     for (int64_t d : out->shape) elements *= d;
     const std::string& raw = response.raw_output_contents(i);
     if (raw.size() != static_cast<size_t>(elements) * sizeof(float)) {
-      return ::testing::AssertionFailure() << "output '" << name << "' has " << raw.size()
-                                           << " raw bytes for " << elements << " FP32 elements";
+      return ::testing::AssertionFailure()
+             << "output '" << name << "' has " << raw.size() << " raw bytes for " << elements << " FP32 elements";
     }
     out->values.resize(static_cast<size_t>(elements));
     std::memcpy(out->values.data(), raw.data(), raw.size());
@@ -89,24 +88,42 @@ std::vector<std::string> OutputNames(const inference::ModelInferResponse& respon
 
 std::string CodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::OK: return "OK";
-    case grpc::CANCELLED: return "CANCELLED";
-    case grpc::UNKNOWN: return "UNKNOWN";
-    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND: return "NOT_FOUND";
-    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::ABORTED: return "ABORTED";
-    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::INTERNAL: return "INTERNAL";
-    case grpc::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::DATA_LOSS: return "DATA_LOSS";
-    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "code " + std::to_string(static_cast<int>(code));
+    case grpc::OK:
+      return "OK";
+    case grpc::CANCELLED:
+      return "CANCELLED";
+    case grpc::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::ABORTED:
+      return "ABORTED";
+    case grpc::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::INTERNAL:
+      return "INTERNAL";
+    case grpc::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "code " + std::to_string(static_cast<int>(code));
   }
 }
 
@@ -121,8 +138,8 @@ std::string Describe(const grpc::Status& status) {
   }
   for (const std::string& needle : needles) {
     if (status.error_message().find(needle) == std::string::npos) {
-      return ::testing::AssertionFailure() << CodeName(code) << " message '" << status.error_message()
-                                           << "' does not mention '" << needle << "'";
+      return ::testing::AssertionFailure()
+             << CodeName(code) << " message '" << status.error_message() << "' does not mention '" << needle << "'";
     }
   }
   return ::testing::AssertionSuccess();

@@ -3,15 +3,15 @@
 // deadline (no test may wait on the server forever).
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "proto/grpc_service.grpc.pb.h"
 

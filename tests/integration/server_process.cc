@@ -2,13 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -65,9 +65,9 @@ struct WatchdogState {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Clock::time_point> deadline;  // GUARDED_BY(mu)
-  std::string what;                            // GUARDED_BY(mu)
-  std::set<pid_t> groups;                      // GUARDED_BY(mu)
-  bool started = false;                        // GUARDED_BY(mu)
+  std::string what;                           // GUARDED_BY(mu)
+  std::set<pid_t> groups;                     // GUARDED_BY(mu)
+  bool started = false;                       // GUARDED_BY(mu)
 };
 
 WatchdogState& Dog() {
@@ -177,6 +177,7 @@ int RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeou
   if (pid < 0) return -1;
   if (pid == 0) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test (e.g. killed by ctest's timeout)
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     execv(cargs[0], cargs.data());
@@ -218,8 +219,8 @@ const std::string& DemoRepository() {
     dir = std::make_unique<TempDir>("es_demo_repo_");
     const fs::path out = dir->path() / "repo";
     std::string output;
-    const int rc = RunCommand({ES_MAKE_DEMO_BIN, "--out", out.string(), "--seed", "1"}, std::chrono::seconds(300),
-                              &output);
+    const int rc =
+        RunCommand({ES_MAKE_DEMO_BIN, "--out", out.string(), "--seed", "1"}, std::chrono::seconds(180), &output);
     if (rc != 0) {
       error = "ensemble-make-demo failed (rc " + std::to_string(rc) + "): " + output;
     } else {
@@ -361,12 +362,11 @@ std::string ServerConfigYaml(const std::string& repository, const ServerProcess:
     << "listen_address: 127.0.0.1\n"
     << "hosts:\n";
   for (const auto& h : options.hosts) {
-    y << "  - {name: " << h.name << ", device: cpu, cpu_affinity: [" << h.cpu
-      << "], threads: 1, executors: 1}\n";
+    y << "  - {name: " << h.name << ", device: cpu, cpu_affinity: [" << h.cpu << "], threads: 1, executors: 1}\n";
   }
   y << "limits: {max_request_bytes: " << options.max_request_bytes
-    << ", heartbeat_timeout_ms: " << options.heartbeat_timeout_ms
-    << ", drain_timeout_ms: " << options.drain_timeout_ms << "}\n";
+    << ", heartbeat_timeout_ms: " << options.heartbeat_timeout_ms << ", drain_timeout_ms: " << options.drain_timeout_ms
+    << "}\n";
   return y.str();
 }
 
@@ -397,8 +397,12 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
   const int log_fd = open(server->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   std::string bin = ES_SERVER_BIN;
   std::string config = server->config_path_.string();
-  std::vector<char*> argv = {bin.data(), const_cast<char*>("--config"), config.data(),
-                             const_cast<char*>("--grpc-port"), const_cast<char*>("0"), nullptr};
+  std::vector<char*> argv = {bin.data(),
+                             const_cast<char*>("--config"),
+                             config.data(),
+                             const_cast<char*>("--grpc-port"),
+                             const_cast<char*>("0"),
+                             nullptr};
   const pid_t pid = fork();
   if (pid < 0) {
     g_last_start_error = std::string("fork: ") + std::strerror(errno);
@@ -406,6 +410,9 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // The server never outlives the test process, even when ctest's timeout
+    // kills it (the server's own group is not the test's).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out[1], 1);
     if (log_fd >= 0) dup2(log_fd, 2);
     execv(argv[0], argv.data());
@@ -430,8 +437,9 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
   const size_t nl = text.find('\n');
   if (nl == std::string::npos) {
     int status = 0;
-    std::string why = eof ? "closed stdout" : "did not print its listening line within " +
-                                                  std::to_string(options.startup_timeout.count()) + " s";
+    std::string why =
+        eof ? "closed stdout"
+            : "did not print its listening line within " + std::to_string(options.startup_timeout.count()) + " s";
     if (eof && server->WaitExit(milliseconds(5000), &status)) why += " and exited (" + WaitStatusString(status) + ")";
     g_last_start_error = "ensemble-server " + why + "; stdout: '" + text + "'; log:\n" + server->LogTail();
     return nullptr;  // the destructor kills what is left
@@ -470,7 +478,11 @@ ServerProcess::~ServerProcess() {
   }
   if (pid_ > 0) Watchdog::UnregisterProcessGroup(pid_);
   if (stdout_fd_ >= 0) close(stdout_fd_);
-  const bool failed = ::testing::Test::HasFailure() || ::testing::UnitTest::GetInstance()->failed_test_count() > 0;
+  // Inside a test: that test failed; in TearDownTestSuite: a test of the suite did.
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  const bool failed = unit->current_test_info() != nullptr
+                          ? ::testing::Test::HasFailure()
+                          : unit->current_test_suite() != nullptr && unit->current_test_suite()->Failed();
   if (failed && !log_path_.empty()) {
     std::fprintf(stderr, "---- ensemble-server log (%s), tail ----\n%s\n---- end of log ----\n", log_path_.c_str(),
                  LogTail().c_str());

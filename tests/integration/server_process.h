@@ -22,6 +22,7 @@
 // client threads too.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -32,8 +33,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "proto/grpc_service.grpc.pb.h"
 #include "proto/health.grpc.pb.h"

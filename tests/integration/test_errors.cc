@@ -11,7 +11,6 @@
 // host-down case (which kills a host) comes last but one, the final test
 // checks the server still answers.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <thread>
@@ -32,7 +31,7 @@ using std::chrono::seconds;
 class ErrorsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(300), "ErrorsTest: starting the server");
+    WatchdogScope watchdog(seconds(240), "ErrorsTest: starting the server");
     repo_dir_ = new TempDir("es_errors_repo_");
     const fs::path repo = repo_dir_->path() / "repo";
     if (!CopyDemoRepository(repo, &setup_error_)) return;
@@ -83,8 +82,8 @@ std::string Bytes(const std::vector<float>& v) {
 
 TEST_F(ErrorsTest, UnknownModelIsNotFound) {
   WatchdogScope watchdog(seconds(60), "UnknownModel");
-  EXPECT_TRUE(HasError(InferStatus(ImageRequest("no_such_model", RandomImages(1, 1))), grpc::NOT_FOUND,
-                       {"no_such_model"}));
+  EXPECT_TRUE(
+      HasError(InferStatus(ImageRequest("no_such_model", RandomImages(1, 1))), grpc::NOT_FOUND, {"no_such_model"}));
   {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
@@ -149,8 +148,8 @@ TEST_F(ErrorsTest, WrongInputNameIsInvalidArgument) {
 TEST_F(ErrorsTest, WrongDatatypeIsInvalidArgument) {
   WatchdogScope watchdog(seconds(60), "WrongDatatype");
   // FP64 with a byte count that fits FP64, and INT32 with one that would fit FP32.
-  for (const auto& [datatype, width] : std::vector<std::pair<std::string, size_t>>{{"FP64", 8}, {"INT32", 4},
-                                                                                   {"FP16", 2}, {"NOPE", 4}}) {
+  for (const auto& [datatype, width] :
+       std::vector<std::pair<std::string, size_t>>{{"FP64", 8}, {"INT32", 4}, {"FP16", 2}, {"NOPE", 4}}) {
     for (const std::string model : {"cnn", "demo_ensemble"}) {
       SCOPED_TRACE(model + " " + datatype);
       inference::ModelInferRequest req;
@@ -188,13 +187,12 @@ TEST_F(ErrorsTest, WrongShapeIsInvalidArgument) {
 TEST_F(ErrorsTest, BatchOutsideOneToMaxBatchSizeIsInvalidArgument) {
   WatchdogScope watchdog(seconds(60), "BatchSize");
   for (const std::string model : {"mlp", "demo_ensemble"}) {
-    EXPECT_TRUE(HasError(InferStatus(ImageRequest(model, RandomImages(65, 1))), grpc::INVALID_ARGUMENT,
-                         {model, "input"}));
-    EXPECT_TRUE(HasError(InferStatus(RawRequest(model, {0, 1, 28, 28}, {})), grpc::INVALID_ARGUMENT,
-                         {model, "input"}));
+    EXPECT_TRUE(
+        HasError(InferStatus(ImageRequest(model, RandomImages(65, 1))), grpc::INVALID_ARGUMENT, {model, "input"}));
+    EXPECT_TRUE(HasError(InferStatus(RawRequest(model, {0, 1, 28, 28}, {})), grpc::INVALID_ARGUMENT, {model, "input"}));
   }
-  EXPECT_TRUE(HasError(InferStatus(RawRequest("thrower", {9, 4}, std::vector<float>(36, 1.0f))),
-                       grpc::INVALID_ARGUMENT, {"thrower", "input"}));
+  EXPECT_TRUE(HasError(InferStatus(RawRequest("thrower", {9, 4}, std::vector<float>(36, 1.0f))), grpc::INVALID_ARGUMENT,
+                       {"thrower", "input"}));
 }
 
 TEST_F(ErrorsTest, WrongInputCountIsInvalidArgument) {
@@ -224,10 +222,10 @@ TEST_F(ErrorsTest, ByteSizeThatDisagreesWithTheShapeIsInvalidArgument) {
   WatchdogScope watchdog(seconds(60), "ByteSize");
   for (const std::string model : {"cnn", "demo_ensemble"}) {
     // Shape says 2 images, raw has 1; then 3.
-    EXPECT_TRUE(HasError(InferStatus(RawRequest(model, {2, 1, 28, 28}, RandomImages(1, 1))),
-                         grpc::INVALID_ARGUMENT, {model, "input"}));
-    EXPECT_TRUE(HasError(InferStatus(RawRequest(model, {2, 1, 28, 28}, RandomImages(3, 1))),
-                         grpc::INVALID_ARGUMENT, {model, "input"}));
+    EXPECT_TRUE(HasError(InferStatus(RawRequest(model, {2, 1, 28, 28}, RandomImages(1, 1))), grpc::INVALID_ARGUMENT,
+                         {model, "input"}));
+    EXPECT_TRUE(HasError(InferStatus(RawRequest(model, {2, 1, 28, 28}, RandomImages(3, 1))), grpc::INVALID_ARGUMENT,
+                         {model, "input"}));
     // One byte short.
     auto req = ImageRequest(model, RandomImages(1, 1));
     req.mutable_raw_input_contents(0)->pop_back();

@@ -11,7 +11,6 @@
 //    ensemble-model-host process for cpu1, pinned like the first; the router
 //    and host cpu0 are untouched.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <atomic>
@@ -136,8 +135,8 @@ TEST(HostKillTest, KillingAHostWhileRequestsFlow) {
   for (auto& c : clients) c.join();
 
   // ---- checks ----
-  ASSERT_NE(served_again, Clock::time_point{}) << "demo_ensemble did not serve again within 5 s of the kill; last: "
-                                               << Describe(last);
+  ASSERT_NE(served_again, Clock::time_point{})
+      << "demo_ensemble did not serve again within 5 s of the kill; last: " << Describe(last);
   const double recovery_ms = Ms(served_again - killed_at);
   std::printf("host kill: demo_ensemble served again %.1f ms after SIGKILL; readiness probes: %d (%d failed)\n",
               recovery_ms, watch.probes, watch.failed_probes);
@@ -161,8 +160,8 @@ TEST(HostKillTest, KillingAHostWhileRequestsFlow) {
     const double took = Ms(c.end - c.start);
     EXPECT_LE(took, Ms(kCallDeadline) + 1000) << "a call took " << took << " ms (" << CodeName(c.code) << ")";
     EXPECT_TRUE(c.code == grpc::OK || c.code == grpc::UNAVAILABLE)
-        << "unexpected " << CodeName(c.code) << ": '" << c.message << "' in a call started "
-        << Ms(c.start - killed_at) << " ms after the kill";
+        << "unexpected " << CodeName(c.code) << ": '" << c.message << "' in a call started " << Ms(c.start - killed_at)
+        << " ms after the kill";
     if (c.code == grpc::UNAVAILABLE) {
       ++unavailable;
       EXPECT_NE(c.message.find("demo_ensemble"), std::string::npos) << c.message;

@@ -26,7 +26,7 @@ const std::vector<std::string> kAllModels = {"mlp", "wide_mlp", "cnn", "demo_ens
 class ServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(300), "ServingTest: starting the server");
+    WatchdogScope watchdog(seconds(200), "ServingTest: starting the server");
     server_ = ServerProcess::Start(ServerProcess::Options()).release();
   }
   static void TearDownTestSuite() {
@@ -114,8 +114,7 @@ TEST_F(ServingTest, ModelMetadataOfEveryModel) {
     const grpc::Status s = stub_->ModelMetadata(&ctx, req, &resp);
     ASSERT_TRUE(s.ok()) << Describe(s);
     EXPECT_EQ(resp.name(), model);
-    EXPECT_EQ(std::vector<std::string>(resp.versions().begin(), resp.versions().end()),
-              std::vector<std::string>{"1"});
+    EXPECT_EQ(std::vector<std::string>(resp.versions().begin(), resp.versions().end()), std::vector<std::string>{"1"});
     EXPECT_EQ(resp.platform(), model == "demo_ensemble" ? "ensemble" : "pytorch_libtorch");
     ASSERT_EQ(resp.inputs_size(), 1);
     EXPECT_EQ(resp.inputs(0).name(), "input");
@@ -290,9 +289,9 @@ TEST_F(ServingTest, EachExtraOutputOnlyWhenAsked) {
     InferResult r = Infer(*stub_, req);
     ASSERT_TRUE(r.status.ok()) << Describe(r.status);
     const auto names = OutputNames(r.response);
-    EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
-              (std::set<std::string>{"probabilities", "mlp.probabilities", "wide_mlp.probabilities",
-                                     "cnn.probabilities"}));
+    EXPECT_EQ(
+        std::set<std::string>(names.begin(), names.end()),
+        (std::set<std::string>{"probabilities", "mlp.probabilities", "wide_mlp.probabilities", "cnn.probabilities"}));
   }
 }
 
@@ -413,7 +412,19 @@ TEST_F(ServingTest, EachHostIsItsOwnPinnedModelHostProcess) {
     EXPECT_EQ(value_of("--channel-fd"), "3");
     EXPECT_EQ(fs::path(value_of("--config")), server_->config_path());
     EXPECT_EQ(ProcStatusField(pid, "Cpus_allowed_list"), std::optional<std::string>(expected_cpus.at(name)));
-    // Every thread of the host (LibTorch's included) is pinned too.
+  }
+}
+
+// sched_setaffinity(0, ...) pins only the calling thread: threads a host
+// started before pinning itself keep running on every CPU.
+TEST_F(ServingTest, EveryThreadOfAHostIsPinned) {
+  WatchdogScope watchdog(seconds(60), "HostThreadsPinned");
+  const std::map<std::string, pid_t> hosts = server_->HostPids();
+  ASSERT_EQ(hosts.size(), 2u);
+  const std::map<std::string, std::string> expected_cpus = {{"cpu0", "0"}, {"cpu1", "1"}};
+  for (const auto& [name, pid] : hosts) {
+    SCOPED_TRACE(name);
+    std::error_code ec;
     const fs::path tasks = "/proc/" + std::to_string(pid) + "/task";
     int threads = 0;
     for (const auto& task : fs::directory_iterator(tasks, ec)) {
@@ -422,7 +433,10 @@ TEST_F(ServingTest, EachHostIsItsOwnPinnedModelHostProcess) {
       if (at == std::string::npos) continue;  // the thread just exited
       ++threads;
       const std::string line = status.substr(at, status.find('\n', at) - at);
-      EXPECT_EQ(line, "Cpus_allowed_list:\t" + expected_cpus.at(name)) << task.path();
+      const std::string comm = ReadTextFile(task.path() / "comm");
+      const std::string wchan = ReadTextFile(task.path() / "wchan");
+      EXPECT_EQ(line, "Cpus_allowed_list:\t" + expected_cpus.at(name))
+          << task.path() << " (thread '" << comm.substr(0, comm.find('\n')) << "', waiting in " << wchan << ")";
     }
     EXPECT_GE(threads, 1);
   }
