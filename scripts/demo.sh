@@ -18,7 +18,7 @@ cat "$LOG"
 echo
 echo "== sample request: demo_ensemble, 2 random Fashion-MNIST-shaped rows (clients/python/kserve_client.py)"
 PYTHONPATH=build/python /usr/bin/python3 clients/python/kserve_client.py --server "$SERVER_ADDR" \
-  --model demo_ensemble --batch 2 --uncertainty
+  --model demo_ensemble --batch 2
 echo
 echo "== serving on $SERVER_ADDR (KServe v2 gRPC); Ctrl-C to stop"
 tail -f -n 0 "$LOG" &

@@ -23,6 +23,9 @@ import numpy as np
 from proto import grpc_service_pb2, grpc_service_pb2_grpc
 
 TIMEOUT_S = 30  # every call carries a deadline
+# Fashion-MNIST's classes, in label order (the demo models' 10 outputs).
+CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+           "Ankle boot"]
 
 
 def parse_args(argv):
@@ -82,7 +85,8 @@ def main(argv=None):
         print(f"response: model {response.model_name} version {response.model_version} id {response.id}")
         for row in range(probabilities.shape[0]):
             top = int(np.argmax(probabilities[row]))
-            line = f"row {row}: top class {top} (p={probabilities[row, top]:.4f})"
+            label = f" {CLASSES[top]}" if probabilities.shape[1] == len(CLASSES) else ""
+            line = f"row {row}: top class {top}{label} (p={probabilities[row, top]:.4f})"
             if entropy is not None:
                 line += f" entropy={entropy[row]:.4f} disagreement={disagreement[row]:.2f}"
             print(line)

@@ -9,45 +9,12 @@
 #include <string>
 
 #include "config/status.h"
+#include "tests/common/temp_dir.h"
 
 namespace es::testing {
 
-// A fresh folder under $TMPDIR (or /tmp), removed with everything in it when
-// the object goes away. Each test gets its own, so tests can run in parallel.
-class TempTree {
- public:
-  TempTree() {
-    const char* tmp = getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/es-config-test-XXXXXX";
-    char* made = mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr) << "mkdtemp " << pattern;
-    root_ = pattern;
-  }
-  ~TempTree() {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
-  TempTree(const TempTree&) = delete;
-  TempTree& operator=(const TempTree&) = delete;
-
-  std::string Path(const std::string& relative) const { return root_ + "/" + relative; }
-  const std::string& root() const { return root_; }
-
-  // Writes `content` to root/relative, creating the folders on the way.
-  std::string Write(const std::string& relative, const std::string& content) const {
-    const std::string path = Path(relative);
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    std::ofstream(path) << content;
-    return path;
-  }
-  void MakeDir(const std::string& relative) const {
-    std::filesystem::create_directories(Path(relative));
-  }
-  void Remove(const std::string& relative) const { std::filesystem::remove_all(Path(relative)); }
-
- private:
-  std::string root_;
-};
+// The config tests' name for the shared temp-folder helper.
+using TempTree = TempDir;
 
 // 1-based line of the first occurrence of `needle` in `text` (0 if absent),
 // so tests state which line they expect by its content, not by counting.

@@ -70,7 +70,7 @@ grep -q '^server live: True$' <<<"$output" || fail "no 'server live: True'"
 grep -q '^model demo_ensemble (platform ensemble' <<<"$output" || fail "no metadata line"
 grep -q 'input input FP32 \[-1, 1, 28, 28\]' <<<"$output" || fail "metadata input shape"
 grep -q '^response: model demo_ensemble version 1 id kserve_client-1$' <<<"$output" || fail "no response line"
-rows=$(grep -cE '^row [0-9]+: top class [0-9] \(p=[01]\.[0-9]{4}\) entropy=[0-9.]+ disagreement=[01]\.[0-9]{2}$' \
+rows=$(grep -cE '^row [0-9]+: top class [0-9] [A-Za-z/ -]+ \(p=[01]\.[0-9]{4}\) entropy=[0-9.]+ disagreement=[01]\.[0-9]{2}$' \
   <<<"$output" || true)
 [[ "$rows" == "$batch" ]] || fail "expected $batch 'row N: top class' lines, got $rows"
 

@@ -34,13 +34,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::string TempRoot() {
-  const char* env = std::getenv("TMPDIR");
-  std::string root = env != nullptr && *env != '\0' ? env : "/tmp";
-  if (root.back() != '/') root += '/';
-  return root;
-}
-
 std::string WaitStatusString(int status) {
   if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
@@ -99,21 +92,6 @@ void WatchdogLoop() {
 std::string g_last_start_error;
 
 }  // namespace
-
-// ---- TempDir ----------------------------------------------------------------
-
-TempDir::TempDir(const std::string& prefix) {
-  std::string pattern = TempRoot() + prefix + "XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp(" << pattern << "): " << std::strerror(errno);
-  }
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
 
 // ---- Watchdog ---------------------------------------------------------------
 

@@ -37,23 +37,13 @@
 #include "proto/grpc_service.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
 
+#include "tests/common/temp_dir.h"
+
 namespace es::it {
 
 namespace fs = std::filesystem;
 
-// A fresh directory (mkdtemp under $TMPDIR or /tmp), removed with its
-// contents on destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& prefix = "es_it_");
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = es::testing::TempDir;
 
 // Ends the process (exit code 124, after SIGKILLing every registered server
 // process group) when an armed deadline passes. One per test binary.

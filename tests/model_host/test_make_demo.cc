@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model_host/model_runner.h"
-#include "tests/model_host/temp_dir.h"
+#include "tests/common/temp_dir.h"
 
 namespace es {
 namespace {

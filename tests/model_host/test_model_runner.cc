@@ -13,7 +13,7 @@
 
 #include "model_host/model_runner.h"
 #include "model_host/model_zoo.h"
-#include "tests/model_host/temp_dir.h"
+#include "tests/common/temp_dir.h"
 
 namespace es {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "model_host/model_zoo.h"
-#include "tests/model_host/temp_dir.h"
+#include "tests/common/temp_dir.h"
 
 namespace es {
 namespace {
