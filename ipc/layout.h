@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstddef>
 #include <type_traits>
 
 namespace es::ipc {
@@ -67,13 +68,28 @@ struct alignas(kCacheLine) CompletionDesc {
   uint64_t request_id;
   uint32_t status_code;
   uint32_t num_outputs;
-  TensorDesc outputs[kMaxTensors];
   uint64_t compute_ns;  // time the host spent running the model
+  TensorDesc outputs[kMaxTensors];
   char message[kMaxMessage];
 };
 static_assert(std::is_trivially_copyable_v<CompletionDesc>);
 static_assert(sizeof(CompletionDesc) % kCacheLine == 0);
 static_assert(sizeof(CompletionDesc) == 960);
+
+// The bytes of a descriptor that carry information: the fixed head plus the
+// tensors actually used (and the message only on error). The rings copy just
+// these, because every byte crosses between cores: a 1-input request is 184
+// bytes (3 cache lines) instead of 832. Counts are clamped, so a corrupt
+// count can never make a copy leave its slot.
+inline size_t UsedBytes(const RequestDesc& d) {
+  const size_t n = d.num_inputs < kMaxTensors ? d.num_inputs : kMaxTensors;
+  return offsetof(RequestDesc, inputs) + n * sizeof(TensorDesc);
+}
+inline size_t UsedBytes(const CompletionDesc& d) {
+  if (d.status_code != 0) return sizeof(CompletionDesc);
+  const size_t n = d.num_outputs < kMaxTensors ? d.num_outputs : kMaxTensors;
+  return offsetof(CompletionDesc, outputs) + n * sizeof(TensorDesc);
+}
 
 // The control block of one single-producer single-consumer ring. head and tail
 // live on their own cache lines so the two sides do not false-share. `seq` is

@@ -12,7 +12,9 @@ BIN=build/bin
 source scripts/lib/server.sh
 "$BIN/ensemble-make-demo" --out build/demo_repo --force
 LOG=$(mktemp)
-trap 'stop_server; rm -f "$LOG"' EXIT
+TAIL_PID=
+trap '[ -n "$TAIL_PID" ] && kill "$TAIL_PID" 2>/dev/null; stop_server; rm -f "$LOG"' EXIT
+trap 'exit 0' INT TERM  # Ctrl-C: the EXIT trap drains the server and cleans up
 start_server config/demo.yaml "$LOG" --grpc-port "${GRPC_PORT:-8001}"
 cat "$LOG"
 echo
@@ -22,4 +24,5 @@ PYTHONPATH=build/python /usr/bin/python3 clients/python/kserve_client.py --serve
 echo
 echo "== serving on $SERVER_ADDR (KServe v2 gRPC); Ctrl-C to stop"
 tail -f -n 0 "$LOG" &
+TAIL_PID=$!
 wait "$SERVER_PID"

@@ -193,3 +193,63 @@ TEST(HostKillTest, KillingAHostWhileRequestsFlow) {
 
 }  // namespace
 }  // namespace es::it
+
+namespace es::it {
+namespace {
+
+// A host that stops advancing its heartbeat while it holds work (SIGSTOP:
+// frozen as a hung process would be) is detected within the configured
+// heartbeat timeout, killed and restarted; the other host keeps serving.
+TEST(HostHangTest, AFrozenHostIsDetectedKilledAndRestarted) {
+  WatchdogScope watchdog(seconds(120), "AFrozenHostIsDetectedKilledAndRestarted");
+  ServerProcess::Options options;
+  options.heartbeat_timeout_ms = 1000;
+  auto server = ServerProcess::Start(options);
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  const auto hosts = server->WaitForHosts(milliseconds(5000));
+  ASSERT_EQ(hosts.size(), 2u);
+  const pid_t frozen = hosts.at("cpu1");
+  auto stub = server->Stub();
+
+  // cnn (on cpu1) gets a call in flight when the host freezes.
+  std::atomic<bool> held_done{false};
+  grpc::Status held;
+  std::thread holder([&] {
+    auto own = server->NewConnectionStub();
+    std::this_thread::sleep_for(milliseconds(50));
+    held = Infer(*own, ImageRequest("cnn", RandomImages(1, 3)), milliseconds(10000)).status;
+    held_done.store(true);
+  });
+  ASSERT_EQ(kill(frozen, SIGSTOP), 0);
+  const Clock::time_point frozen_at = Clock::now();
+
+  // Meanwhile the other host answers as usual.
+  int mlp_ok = 0;
+  while (Clock::now() - frozen_at < milliseconds(800)) {
+    mlp_ok += Infer(*stub, ImageRequest("mlp", RandomImages(1, 5)), milliseconds(1000)).status.ok();
+  }
+  EXPECT_GT(mlp_ok, 0) << "host cpu0 stopped serving while cpu1 was frozen";
+
+  const auto after = server->WaitForHosts(milliseconds(10000), {{"cpu1", frozen}});
+  const double detected_ms = Ms(Clock::now() - frozen_at);
+  holder.join();
+  ASSERT_EQ(after.size(), 2u) << "the frozen host was not replaced";
+  std::printf("host hang: frozen cpu1 replaced %.0f ms after SIGSTOP (heartbeat timeout 1000 ms)\n", detected_ms);
+  EXPECT_LE(detected_ms, 1000.0 + 2000.0) << "detection took far longer than the heartbeat timeout";
+  EXPECT_FALSE(ProcessAlive(frozen)) << "the frozen host was not killed";
+  EXPECT_TRUE(held_done.load());
+  EXPECT_EQ(held.error_code(), grpc::UNAVAILABLE) << Describe(held);
+  EXPECT_NE(held.error_message().find("hung"), std::string::npos) << held.error_message();
+  EXPECT_EQ(after.at("cpu0"), hosts.at("cpu0"));
+
+  // And the model on the restarted host serves again.
+  grpc::Status again;
+  for (int i = 0; i < 100 && !(again = Infer(*stub, ImageRequest("cnn", RandomImages(1, 4)), milliseconds(1000)).status).ok();
+       ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_TRUE(again.ok()) << Describe(again);
+}
+
+}  // namespace
+}  // namespace es::it

@@ -1,0 +1,175 @@
+// HostConnection against a real second process that speaks the channel
+// protocol (a forked echo host, no LibTorch), killed with SIGKILL at random
+// points of its transfers: the router side must never hang or crash, every
+// call must end exactly once with a clear status, the arena must be empty
+// afterwards, and no descriptor or shared-memory object may leak.
+#include "server/host_connection.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace es {
+namespace {
+
+using std::chrono::milliseconds;
+
+size_t CountEntries(const char* dir) {
+  size_t n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// The child: echoes each request's first input into its output region, with
+// a little random work so that kills land mid-request, not only between.
+[[noreturn]] void EchoHost(int fd, unsigned seed) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+  auto attached = ipc::Channel::Attach(fd);
+  if (!attached.ok()) _exit(10);
+  ipc::Channel channel = std::move(attached).value();
+  ipc::HostEnd end(&channel);
+  std::atomic<bool> stop{false};
+  std::mt19937 rng(seed);
+  ipc::RequestDesc req;
+  ipc::CompletionDesc comp{};
+  channel.header().host_state.store(static_cast<uint32_t>(ipc::HostState::kReady));
+  while (true) {
+    if (!end.NextRequest(&req)) continue;
+    const ipc::TensorDesc& in = req.inputs[0];
+    std::memcpy(channel.arena() + req.output_offset, channel.arena() + in.offset, in.bytes);
+    if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+    comp.request_id = req.request_id;
+    comp.status_code = 0;
+    comp.num_outputs = 1;
+    comp.outputs[0] = in;
+    comp.outputs[0].offset = req.output_offset;
+    end.Complete(comp, stop);
+  }
+}
+
+struct CallLog {
+  std::atomic<int> ok{0}, unavailable{0}, other{0}, corrupt{0};
+};
+
+// Submits one request whose payload is `value` repeated; checks the echo.
+Status SubmitOne(HostConnection& conn, uint32_t value, size_t floats, CallLog* log, std::atomic<int>* done) {
+  std::vector<float> payload(floats, static_cast<float>(value));
+  InferInput input;
+  input.datatype = DataType::kFp32;
+  input.shape = {static_cast<int64_t>(floats)};
+  input.data = reinterpret_cast<const uint8_t*>(payload.data());
+  input.bytes = floats * sizeof(float);
+  return conn.Submit("echo", 1, {input}, input.bytes,
+                     [=](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
+                       if (s.ok()) {
+                         const auto* out = reinterpret_cast<const float*>(arena + c->outputs[0].offset);
+                         bool good = c->outputs[0].bytes == floats * sizeof(float);
+                         for (size_t i = 0; good && i < floats; ++i) good = out[i] == static_cast<float>(value);
+                         (good ? log->ok : log->corrupt)++;
+                       } else if (s.code() == StatusCode::kUnavailable && !s.message().empty()) {
+                         log->unavailable++;
+                       } else {
+                         log->other++;
+                       }
+                       done->fetch_add(1);
+                     });
+}
+
+TEST(HostConnectionKillTest, SigkillAtRandomPointsLosesNothing) {
+  constexpr int kRounds = 200;
+  const size_t fds_before = CountEntries("/proc/self/fd");
+  const size_t shm_before = CountEntries("/dev/shm");
+  std::mt19937 rng(1234);
+  const auto started = std::chrono::steady_clock::now();
+  CallLog log;
+  int submitted_total = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    auto created = HostConnection::Create("echo-host", 1 << 20);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    std::unique_ptr<HostConnection> conn = std::move(created).value();
+    const int fd = conn->channel().fd();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) EchoHost(dup(fd), static_cast<unsigned>(round));
+    conn->StartCompletionThread();
+
+    std::atomic<int> done{0};
+    std::atomic<int> submitted{0};
+    std::atomic<bool> stop_submitting{false};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 2; ++t) {
+      clients.emplace_back([&, t] {
+        std::mt19937 local(static_cast<unsigned>(round * 7 + t));
+        for (uint32_t i = 0; !stop_submitting.load() && i < 400; ++i) {
+          Status s = SubmitOne(*conn, i + 1000 * static_cast<uint32_t>(t), 1 + local() % 4096, &log, &done);
+          if (s.ok()) submitted++;
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    stop_submitting.store(true);
+    for (auto& c : clients) c.join();
+    // What the supervisor does when it sees the death.
+    conn->Close(Status::Unavailable("host 'echo-host' died"));
+    EXPECT_EQ(done.load(), submitted.load()) << "round " << round << ": a call was lost or answered twice";
+    EXPECT_EQ(conn->outstanding(), 0);
+    EXPECT_EQ(conn->arena_used_bytes(), 0u) << "round " << round;
+    submitted_total += submitted.load();
+    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(120)) << "too slow: hang?";
+  }
+  EXPECT_EQ(log.corrupt.load(), 0);
+  EXPECT_EQ(log.other.load(), 0);
+  EXPECT_GT(log.ok.load(), 0);
+  EXPECT_GT(log.unavailable.load(), 0);
+  EXPECT_EQ(log.ok + log.unavailable, submitted_total);
+  EXPECT_EQ(CountEntries("/proc/self/fd"), fds_before);
+  EXPECT_EQ(CountEntries("/dev/shm"), shm_before);
+  std::printf("%d rounds: %d calls answered OK, %d UNAVAILABLE\n", kRounds, log.ok.load(), log.unavailable.load());
+}
+
+TEST(HostConnectionTest, FullArenaRefusesOnlyTheRequestThatDoesNotFit) {
+  auto created = HostConnection::Create("echo-host", 64 << 10);
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<HostConnection> conn = std::move(created).value();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) EchoHost(dup(conn->channel().fd()), 1);
+  conn->StartCompletionThread();
+  CallLog log;
+  std::atomic<int> done{0};
+  // 40 KiB in + 40 KiB out cannot fit in a 64 KiB arena.
+  Status big = SubmitOne(*conn, 1, 10 << 10, &log, &done);
+  EXPECT_EQ(big.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(big.message().find("arena"), std::string::npos) << big.message();
+  // Small requests still go through, one after another.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(SubmitOne(*conn, 7, 256, &log, &done).ok()) << "request " << i;
+    while (done.load() <= i && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  }
+  EXPECT_EQ(log.ok.load(), 100);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  conn->Close(Status::Unavailable("test over"));
+  EXPECT_EQ(conn->arena_used_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace es
