@@ -34,6 +34,9 @@ struct Limits {
   int64_t host_startup_timeout_ms = 60000;  // spawn -> ready
   int64_t heartbeat_timeout_ms = 5000;      // a host silent this long is hung
   int64_t drain_timeout_ms = 10000;         // SIGTERM: finish in-flight calls within this
+  // Polls (CPU pauses) a waiting side of a host channel makes before it
+  // sleeps on its futex; see ipc::WaitPolicy for why the default is small.
+  int64_t channel_spin_polls = 100;
 };
 
 struct ServerConfig {

@@ -73,7 +73,7 @@ Status ParseLimits(const yaml::Field& field, Limits* limits) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(
       field, {"max_request_bytes", "arena_bytes", "max_output_bytes", "host_startup_timeout_ms",
-              "heartbeat_timeout_ms", "drain_timeout_ms"}));
+              "heartbeat_timeout_ms", "drain_timeout_ms", "channel_spin_polls"}));
   const std::pair<const char*, int64_t*> fields[] = {
       {"max_request_bytes", &limits->max_request_bytes},
       {"arena_bytes", &limits->arena_bytes},
@@ -85,7 +85,9 @@ Status ParseLimits(const yaml::Field& field, Limits* limits) {
   for (const auto& [key, out] : fields) {
     ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, key, int64_t{1}, INT64_MAX, out));
   }
-  return Status::Ok();
+  // 0 is valid here: sleep at once, never poll.
+  return yaml::ReadOptionalInt(field, "channel_spin_polls", int64_t{0}, int64_t{100000000},
+                               &limits->channel_spin_polls);
 }
 
 Status ParseLogLevel(const yaml::Field& root, std::string* level) {

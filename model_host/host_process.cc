@@ -112,7 +112,9 @@ int RunModelHost(const HostOptions& options) {
   RequestExecutor executor(&channel);
   if (Status s = LoadModels(*config, *host, &executor); !s.ok()) return fail(s.message());
 
-  ipc::HostEnd end(&channel);
+  ipc::WaitPolicy wait;
+  wait.spin = static_cast<int>(config->limits.channel_spin_polls);
+  ipc::HostEnd end(&channel, wait);
   header.host_state.store(static_cast<uint32_t>(ipc::HostState::kReady), std::memory_order_release);
   std::fprintf(stderr, "ensemble-model-host: host '%s' (pid %d) ready with %zu model(s)\n",
                host->name.c_str(), getpid(), executor.model_count());

@@ -10,20 +10,20 @@ uint64_t AlignUp(uint64_t v) { return (v + ipc::kCacheLine - 1) / ipc::kCacheLin
 }  // namespace
 
 StatusOr<std::unique_ptr<HostConnection>> HostConnection::Create(const std::string& host_name,
-                                                                 uint64_t arena_bytes) {
+                                                                 uint64_t arena_bytes, ipc::WaitPolicy wait) {
   ipc::ChannelOptions options;
   options.arena_bytes = arena_bytes;
   auto channel = ipc::Channel::Create(options);
   if (!channel.ok()) {
     return Status(channel.status().code(), "host '" + host_name + "': " + channel.status().message());
   }
-  return std::unique_ptr<HostConnection>(new HostConnection(host_name, std::move(channel).value()));
+  return std::unique_ptr<HostConnection>(new HostConnection(host_name, std::move(channel).value(), wait));
 }
 
-HostConnection::HostConnection(std::string host_name, ipc::Channel channel)
+HostConnection::HostConnection(std::string host_name, ipc::Channel channel, ipc::WaitPolicy wait)
     : host_name_(std::move(host_name)),
       channel_(std::move(channel)),
-      end_(&channel_),
+      end_(&channel_, wait),
       arena_(channel_.arena_bytes()) {}
 
 HostConnection::~HostConnection() { Close(Status::Unavailable("host '" + host_name_ + "' connection closed")); }

@@ -37,8 +37,8 @@ class HostConnection {
   // arena region is freed when the callback returns, so copy what you need.
   using Done = std::function<void(const Status&, const ipc::CompletionDesc*, const uint8_t* arena)>;
 
-  static StatusOr<std::unique_ptr<HostConnection>> Create(const std::string& host_name,
-                                                          uint64_t arena_bytes);
+  static StatusOr<std::unique_ptr<HostConnection>> Create(const std::string& host_name, uint64_t arena_bytes,
+                                                          ipc::WaitPolicy wait = {});
   ~HostConnection();
 
   // Copies the inputs into the arena, reserves `output_capacity` bytes for the
@@ -58,7 +58,7 @@ class HostConnection {
   uint64_t arena_capacity() const { return arena_.capacity(); }
 
  private:
-  HostConnection(std::string host_name, ipc::Channel channel);
+  HostConnection(std::string host_name, ipc::Channel channel, ipc::WaitPolicy wait);
   void CompletionLoop();
   void Finish(const ipc::CompletionDesc& completion);
 

@@ -124,7 +124,9 @@ void HostSupervisor::NoteFirstStart(bool ok) {
 }
 
 bool HostSupervisor::RunIncarnation() {
-  auto created = HostConnection::Create(host_.name, static_cast<uint64_t>(limits_.arena_bytes));
+  ipc::WaitPolicy wait;
+  wait.spin = static_cast<int>(limits_.channel_spin_polls);
+  auto created = HostConnection::Create(host_.name, static_cast<uint64_t>(limits_.arena_bytes), wait);
   if (!created.ok()) {
     SetError(created.status().message());
     return false;
