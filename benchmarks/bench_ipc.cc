@@ -11,6 +11,7 @@
 //                   it there too) and publishes a CompletionDesc; the router,
 //                   asleep too, wakes and reads it. Spin budget 0.
 //   Channel/spin    the same with both sides polling (spin budget large).
+//   ChannelSpinBudget the same with spin budgets of 10 to 10,000 polls.
 // Floors, same payloads, same run:
 //   FutexPingPong   a bare futex ping-pong between two processes
 //   SpinPingPong    a bare spin ping-pong on one shared atomic
@@ -120,6 +121,8 @@ void ChannelRoundTrip(benchmark::State& state, int spin) {
 
 void BM_ChannelSleep(benchmark::State& state) { ChannelRoundTrip(state, 0); }
 void BM_ChannelSpin(benchmark::State& state) { ChannelRoundTrip(state, kBigSpin); }
+// range(1) = the spin budget in polls: the figures the default is chosen from.
+void BM_ChannelSpinBudget(benchmark::State& state) { ChannelRoundTrip(state, static_cast<int>(state.range(1))); }
 
 void BM_FutexPingPong(benchmark::State& state) {
   auto* word = static_cast<std::atomic<uint32_t>*>(SharedPage(4096));
@@ -268,6 +271,7 @@ void Sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_ChannelSleep)->Apply(Sizes);
 BENCHMARK(BM_ChannelSpin)->Apply(Sizes);
+BENCHMARK(BM_ChannelSpinBudget)->ArgsProduct({{64}, {10, 100, 1000, 10000}})->UseRealTime();
 BENCHMARK(BM_FutexPingPong)->UseRealTime();
 BENCHMARK(BM_SpinPingPong)->UseRealTime();
 BENCHMARK(BM_SocketPingPong)->Apply(Sizes);
@@ -308,6 +312,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
                   std::min(sleep_ns, spin_ns) / copy);
     }
     std::printf("floors: futex ping-pong %.0f ns, spin ping-pong %.0f ns\n", futex, spin);
+    std::printf("64 B round trip by spin budget (default %d polls):", WaitPolicy{}.spin);
+    for (int polls : {10, 100, 1000, 10000}) {
+      std::printf(" %d: %.0f ns;", polls, get("BM_ChannelSpinBudget/64/" + std::to_string(polls) + "/real_time"));
+    }
+    std::printf("\n");
     std::printf("pipelined small requests (64 in flight): %.0f requests/s\n", pipelined_rps_);
   }
 
