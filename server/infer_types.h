@@ -50,9 +50,23 @@ struct InferRequest {
   }
 };
 
+// Where a request's time went, filled by the core for metrics and statistics.
+// For an ensemble: queue, ipc and compute of its slowest member, plus combine.
+struct StageTimes {
+  uint64_t queue_ns = 0;    // waiting in the router's batcher queue
+  uint64_t ipc_ns = 0;      // submit to completion, minus the host's compute
+  uint64_t compute_ns = 0;  // the host running the model
+  uint64_t combine_ns = 0;  // ensembles: combining the members' outputs
+  int64_t batch_size = 0;   // rows in the batch the request ran in (per member)
+};
+
 struct InferResponse {
   std::vector<InferOutput> outputs;
   uint64_t compute_ns = 0;  // host compute time (an ensemble: its slowest member)
+  StageTimes stages;
+  // Ensembles: per-row member disagreement, filled whether or not the client
+  // asked for it (the monitoring histogram needs it); empty otherwise.
+  std::vector<float> disagreement;
 };
 
 // Called exactly once per request, from whichever thread finished it.
