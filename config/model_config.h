@@ -37,6 +37,23 @@ struct EnsembleMember {
 struct EnsembleSpec {
   std::vector<EnsembleMember> members;
   CombineRule combine = CombineRule::kMean;
+  // Admission limit: requests of this ensemble in flight at once; more get
+  // RESOURCE_EXHAUSTED, so a slow member cannot make memory grow without bound.
+  int64_t max_in_flight = 1024;
+};
+
+// The router's dynamic batcher for one model (Triton's semantics): requests
+// queue per priority level; a batch is sent when it holds max_batch_size
+// rows, or its oldest request has waited max_queue_delay_us, as soon as a
+// host slot (an executor of a host serving the model) is free. Preferred
+// sizes trim a batch to the largest preferred size it can fill.
+struct DynamicBatching {
+  bool enabled = false;                        // the `dynamic_batching:` section is present
+  int64_t max_queue_delay_us = 0;
+  std::vector<int64_t> preferred_batch_sizes;  // ascending
+  int64_t max_queue_size = 1024;               // queued requests; more: RESOURCE_EXHAUSTED
+  int priority_levels = 2;                     // request parameter `priority`: 1 (highest) .. levels
+  int default_priority = 2;                    // for requests without one
 };
 
 struct ModelConfig {
@@ -49,6 +66,7 @@ struct ModelConfig {
   std::vector<int64_t> versions;     // numeric version folders holding model.pt, ascending
   std::vector<std::string> hosts;    // host names that serve it (torchscript only)
   int instances_per_host = 1;        // executor instances per host
+  DynamicBatching dynamic_batching;  // torchscript models with max_batch_size > 0
   EnsembleSpec ensemble;             // only for platform == "ensemble"
 
   bool is_ensemble() const { return platform == "ensemble"; }

@@ -99,9 +99,44 @@ Status ParseMember(const yaml::Field& field, EnsembleMember* member) {
   return Status::Ok();
 }
 
+Status ParseDynamicBatching(const yaml::Field& field, ModelConfig* config) {
+  if (!field.present()) return Status::Ok();
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"max_queue_delay_us", "preferred_batch_sizes", "max_queue_size",
+                                            "priority_levels", "default_priority"}));
+  if (config->max_batch_size <= 0) {
+    return yaml::Error(field, "dynamic batching needs max_batch_size > 0");
+  }
+  DynamicBatching& b = config->dynamic_batching;
+  b.enabled = true;
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "max_queue_delay_us", int64_t{0}, int64_t{60000000},
+                                           &b.max_queue_delay_us));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "max_queue_size", int64_t{1}, int64_t{1} << 24,
+                                           &b.max_queue_size));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "priority_levels", 1, 16, &b.priority_levels));
+  b.default_priority = b.priority_levels;
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "default_priority", 1, b.priority_levels, &b.default_priority));
+  const yaml::Field preferred = yaml::Child(field, "preferred_batch_sizes");
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(preferred));
+  for (const yaml::Field& item : yaml::Items(preferred)) {
+    StatusOr<int64_t> size = yaml::ReadInt(item);
+    if (!size.ok()) return size.status();
+    if (*size < 1 || *size > config->max_batch_size) {
+      return yaml::Error(item, "preferred batch size must be in [1, max_batch_size " +
+                                   std::to_string(config->max_batch_size) + "]");
+    }
+    if (!b.preferred_batch_sizes.empty() && *size <= b.preferred_batch_sizes.back()) {
+      return yaml::Error(item, "preferred batch sizes must be ascending");
+    }
+    b.preferred_batch_sizes.push_back(*size);
+  }
+  return Status::Ok();
+}
+
 Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
-  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"combine", "members"}));
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"combine", "members", "max_in_flight"}));
   EnsembleSpec& spec = model->config.ensemble;
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "max_in_flight", int64_t{1}, int64_t{1} << 24,
+                                           &spec.max_in_flight));
   const yaml::Field combine = yaml::Child(field, "combine");
   model->source.combine_line = combine.line;
   if (combine.present()) {
@@ -144,11 +179,13 @@ Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
       return yaml::Error(ensemble, "only a model with platform 'ensemble' has this section");
     }
     ES_RETURN_IF_ERROR(ParseHosts(yaml::Child(root, "hosts"), model));
+    ES_RETURN_IF_ERROR(ParseDynamicBatching(yaml::Child(root, "dynamic_batching"), &model->config));
     return yaml::ReadOptionalInt(root, "instances_per_host", 1, 1 << 16,
                                  &model->config.instances_per_host);
   }
-  // An ensemble runs where its members run; placement fields would be ignored.
-  for (const char* key : {"hosts", "instances_per_host"}) {
+  // An ensemble runs where its members run; placement and batching fields
+  // would be ignored (its members batch their own requests).
+  for (const char* key : {"hosts", "instances_per_host", "dynamic_batching"}) {
     const yaml::Field field = yaml::Child(root, key);
     if (field.present()) {
       return yaml::Error(field, "an ensemble runs on its members' hosts; set this on the members");
@@ -181,7 +218,8 @@ Status ParseTensorLists(const yaml::Field& root, LoadedModel* model) {
 Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                         LoadedModel* model) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"name", "platform", "max_batch_size", "inputs",
-                                           "outputs", "hosts", "instances_per_host", "ensemble"}));
+                                           "outputs", "hosts", "instances_per_host", "dynamic_batching",
+                                           "ensemble"}));
   model->source.file = root.file;
   model->config.name = folder_name;
   std::string name = folder_name;

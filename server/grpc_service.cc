@@ -142,6 +142,8 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   }
   std::shared_ptr<InferRequest> request = std::move(decoded).value();
   request->deadline = std::min(request->deadline, SteadyDeadline(*ctx));
+  // The context lives until Finish, which comes after any look at this.
+  request->cancelled = [ctx] { return ctx->IsCancelled(); };
   auto* reactor = ctx->DefaultReactor();
   core_->Infer(request, [this, reactor, resp, request, start, stats = stats_](const Status& status,
                                                                              InferResponse response) {

@@ -30,7 +30,7 @@ HostConnection::~HostConnection() { Close(Status::Unavailable("host '" + host_na
 
 void HostConnection::StartCompletionThread() { completion_thread_ = std::thread([this] { CompletionLoop(); }); }
 
-Status HostConnection::Submit(const std::string& model, int64_t version, const std::vector<InferInput>& inputs,
+Status HostConnection::Submit(const std::string& model, int64_t version, const std::vector<TensorParts>& inputs,
                               uint64_t output_capacity, Done done) {
   if (inputs.size() > ipc::kMaxTensors) {
     return Status::InvalidArgument("model '" + model + "' has more inputs than the IPC channel carries");
@@ -39,7 +39,7 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
     return Status::InvalidArgument("model name '" + model + "' is too long for the IPC channel");
   }
   uint64_t total = AlignUp(output_capacity);
-  for (const auto& in : inputs) total += AlignUp(in.bytes);
+  for (const auto& in : inputs) total += AlignUp(in.bytes());
   auto region = arena_.Allocate(total);
   if (!region) {
     return Status::ResourceExhausted("host '" + host_name_ + "': tensor arena full (" +
@@ -53,17 +53,21 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
   desc.num_inputs = static_cast<uint32_t>(inputs.size());
   uint64_t cursor = *region;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const InferInput& in = inputs[i];
+    const TensorParts& in = inputs[i];
     ipc::TensorDesc& t = desc.inputs[i];
     t.offset = cursor;
-    t.bytes = in.bytes;
+    t.bytes = in.bytes();
     t.datatype = static_cast<uint32_t>(in.datatype);
     t.ndim = static_cast<uint32_t>(in.shape.size());
     for (size_t d = 0; d < in.shape.size() && d < ipc::kMaxDims; ++d) t.dims[d] = in.shape[d];
-    // The one copy of the request's bytes: into shared memory, where the host
-    // reads them in place.
-    if (in.bytes > 0) std::memcpy(channel_.arena() + cursor, in.data, in.bytes);
-    cursor += AlignUp(in.bytes);
+    // The one copy of each request's bytes: into shared memory, where the
+    // host reads them in place as one contiguous tensor.
+    uint8_t* dst = channel_.arena() + cursor;
+    for (const auto& [data, bytes] : in.pieces) {
+      if (bytes > 0) std::memcpy(dst, data, bytes);
+      dst += bytes;
+    }
+    cursor += AlignUp(t.bytes);
   }
   desc.output_offset = cursor;
   desc.output_capacity = output_capacity;

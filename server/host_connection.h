@@ -31,6 +31,20 @@
 
 namespace es {
 
+// One input tensor of a request as the pieces that make it up: a batch of
+// requests is one tensor whose rows come from several requests, copied one
+// after another straight into the arena (each request's bytes copied once).
+struct TensorParts {
+  DataType datatype = DataType::kInvalid;
+  std::vector<int64_t> shape;  // full shape of the assembled tensor
+  std::vector<std::pair<const uint8_t*, size_t>> pieces;
+  size_t bytes() const {
+    size_t n = 0;
+    for (const auto& p : pieces) n += p.second;
+    return n;
+  }
+};
+
 class HostConnection {
  public:
   // The completion (or nullptr on error) with the arena it points into; the
@@ -44,7 +58,7 @@ class HostConnection {
   // Copies the inputs into the arena, reserves `output_capacity` bytes for the
   // outputs and publishes the request. On error nothing was submitted and
   // `done` will not be called; on success `done` is called exactly once.
-  Status Submit(const std::string& model, int64_t version, const std::vector<InferInput>& inputs,
+  Status Submit(const std::string& model, int64_t version, const std::vector<TensorParts>& inputs,
                 uint64_t output_capacity, Done done);
 
   void StartCompletionThread();

@@ -44,6 +44,8 @@ struct InferRequest {
   bool return_member_outputs = false;       // ensembles only
   bool return_uncertainty = false;          // ensembles only
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  int priority = 0;                          // 1 = highest; 0 = the model's default
+  std::function<bool()> cancelled;           // true once the client gave up (may be empty)
   std::vector<std::unique_ptr<std::string>> scratch;  // converted typed contents
   int64_t batch_rows() const {
     return model->batched() && !inputs.empty() && !inputs[0].shape.empty() ? inputs[0].shape[0] : 1;

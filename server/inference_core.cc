@@ -1,6 +1,7 @@
 #include "server/inference_core.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "server/ensemble_combiner.h"
@@ -8,47 +9,31 @@
 namespace es {
 namespace {
 
-constexpr uint64_t kAlign = ipc::kCacheLine;
-
-// Reads the host's completion into owned outputs named as the config says.
-Status CopyOutputs(const ModelConfig& model, const ipc::CompletionDesc& completion, const uint8_t* arena,
-                   InferResponse* response) {
-  if (completion.num_outputs != model.outputs.size()) {
-    return Status::Internal("model '" + model.name + "' returned " + std::to_string(completion.num_outputs) +
-                            " output(s), the config declares " + std::to_string(model.outputs.size()));
-  }
-  response->compute_ns = completion.compute_ns;
-  response->outputs.reserve(model.outputs.size());
-  for (size_t i = 0; i < model.outputs.size(); ++i) {
-    const ipc::TensorDesc& t = completion.outputs[i];
-    InferOutput out;
-    out.name = model.outputs[i].name;
-    out.datatype = static_cast<DataType>(t.datatype);
-    out.shape.assign(t.dims, t.dims + std::min<uint32_t>(t.ndim, ipc::kMaxDims));
-    out.data.assign(reinterpret_cast<const char*>(arena + t.offset), t.bytes);
-    response->outputs.push_back(std::move(out));
-  }
-  return Status::Ok();
-}
-
-// Errors from hosts (e.g. "host 'cpu1' went down") get the model's name in
-// front, so every answer names the model it concerns.
-Status NameModel(const ModelConfig& model, const Status& status) {
-  if (status.ok() || status.message().find("model '" + model.name + "'") != std::string::npos) return status;
-  return Status(status.code(), "model '" + model.name + "': " + status.message());
-}
-
 // Gathers the members' answers of one ensemble request.
 struct EnsembleCall {
   std::shared_ptr<const InferRequest> request;
   InferDone done;
+  std::atomic<int64_t>* load = nullptr;  // the ensemble's in-flight count
   std::mutex mu;
   std::vector<InferResponse> results;  // GUARDED_BY(mu), one per member
   Status error;                        // GUARDED_BY(mu), the first member error
   std::atomic<size_t> remaining{0};
 };
 
+// The slowest member's stages (the members run in parallel).
+StageTimes SlowestMember(const std::vector<InferResponse>& results) {
+  StageTimes t;
+  for (const auto& r : results) {
+    t.queue_ns = std::max(t.queue_ns, r.stages.queue_ns);
+    t.ipc_ns = std::max(t.ipc_ns, r.stages.ipc_ns);
+    t.compute_ns = std::max(t.compute_ns, r.stages.compute_ns);
+    t.batch_size = std::max(t.batch_size, r.stages.batch_size);
+  }
+  return t;
+}
+
 Status CombineMembers(const InferRequest& request, std::vector<InferResponse>& results, InferResponse* out) {
+  const auto start = std::chrono::steady_clock::now();
   const ModelConfig& ensemble = *request.model;
   const auto& members = ensemble.ensemble.members;
   std::vector<double> weights;
@@ -59,16 +44,23 @@ Status CombineMembers(const InferRequest& request, std::vector<InferResponse>& r
     auto combined = CombineOutputs(parts, weights, ensemble.ensemble.combine);
     if (!combined.ok()) return combined.status();
     combined->name = ensemble.outputs[o].name;
-    if (o == 0 && request.return_uncertainty) {
+    if (o == 0) {
+      // Uncertainty of the first output always feeds the disagreement
+      // metric; it is returned only when asked for.
       auto u = ComputeUncertainty(*combined, parts);
       if (!u.ok()) return u.status();
+      const auto* d = reinterpret_cast<const float*>(u->disagreement.data.data());
+      out->disagreement.assign(d, d + u->disagreement.data.size() / sizeof(float));
       out->outputs.push_back(std::move(combined).value());
-      out->outputs.push_back(std::move(u->entropy));
-      out->outputs.push_back(std::move(u->disagreement));
+      if (request.return_uncertainty) {
+        out->outputs.push_back(std::move(u->entropy));
+        out->outputs.push_back(std::move(u->disagreement));
+      }
       continue;
     }
     out->outputs.push_back(std::move(combined).value());
   }
+  out->stages = SlowestMember(results);
   for (const auto& r : results) out->compute_ns = std::max(out->compute_ns, r.compute_ns);
   if (request.return_member_outputs) {
     for (size_t m = 0; m < members.size(); ++m) {
@@ -78,13 +70,28 @@ Status CombineMembers(const InferRequest& request, std::vector<InferResponse>& r
       }
     }
   }
+  out->stages.combine_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
 }
 
 }  // namespace
 
-InferenceCore::InferenceCore(const ServerConfig* config, std::map<std::string, HostSupervisor*> hosts)
-    : config_(config), hosts_(std::move(hosts)) {}
+InferenceCore::InferenceCore(const ServerConfig* config, const std::map<std::string, HostSupervisor*>& hosts)
+    : config_(config) {
+  for (const auto& [name, model] : config->models) {
+    if (model.is_ensemble()) {
+      ensemble_load_[name] = std::make_unique<std::atomic<int64_t>>(0);
+      continue;
+    }
+    std::vector<HostSupervisor*> serving;
+    for (const auto& h : model.hosts) {
+      auto it = hosts.find(h);
+      if (it != hosts.end()) serving.push_back(it->second);
+    }
+    dispatchers_[name] = std::make_unique<ModelDispatcher>(&model, config, std::move(serving));
+  }
+}
 
 bool InferenceCore::ModelReady(const ModelConfig& model) const {
   if (model.is_ensemble()) {
@@ -94,42 +101,8 @@ bool InferenceCore::ModelReady(const ModelConfig& model) const {
     }
     return true;
   }
-  for (const auto& h : model.hosts) {
-    auto it = hosts_.find(h);
-    if (it != hosts_.end() && it->second->ready()) return true;
-  }
-  return false;
-}
-
-std::shared_ptr<HostConnection> InferenceCore::PickHost(const ModelConfig& model, std::string* why_none) const {
-  std::shared_ptr<HostConnection> best;
-  for (const auto& h : model.hosts) {
-    auto it = hosts_.find(h);
-    if (it == hosts_.end()) continue;
-    auto conn = it->second->connection();
-    if (!conn) {
-      *why_none += (why_none->empty() ? "" : "; ") + ("host '" + h + "' is down");
-      continue;
-    }
-    if (!best || conn->outstanding() < best->outstanding()) best = std::move(conn);
-  }
-  return best;
-}
-
-uint64_t InferenceCore::OutputCapacity(const ModelConfig& model, int64_t rows) const {
-  uint64_t total = 0;
-  for (const auto& out : model.outputs) {
-    uint64_t bytes = DataTypeSize(out.datatype) * static_cast<uint64_t>(model.batched() ? rows : 1);
-    for (int64_t d : out.dims) {
-      if (d < 0) {
-        bytes = static_cast<uint64_t>(config_->limits.max_output_bytes);
-        break;
-      }
-      bytes *= static_cast<uint64_t>(d);
-    }
-    total += (bytes + kAlign - 1) / kAlign * kAlign;
-  }
-  return total;
+  auto it = dispatchers_.find(model.name);
+  return it != dispatchers_.end() && it->second->Ready();
 }
 
 void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone done) const {
@@ -139,41 +112,30 @@ void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone
   }
   if (request->model->is_ensemble()) {
     RunEnsemble(request, std::move(done));
-  } else {
-    RunModel(*request->model, request, std::move(done));
-  }
-}
-
-void InferenceCore::RunModel(const ModelConfig& model, const std::shared_ptr<const InferRequest>& request,
-                             InferDone done) const {
-  std::string why;
-  auto conn = PickHost(model, &why);
-  if (!conn) {
-    done(Status::Unavailable("model '" + model.name + "' is unavailable: " + why), {});
     return;
   }
-  auto shared_done = std::make_shared<InferDone>(std::move(done));
-  Status submitted = conn->Submit(
-      model.name, model.LatestVersion(), request->inputs, OutputCapacity(model, request->batch_rows()),
-      [&model, request, shared_done](const Status& status, const ipc::CompletionDesc* completion,
-                                     const uint8_t* arena) {
-        InferResponse response;
-        Status s = status;
-        if (s.ok()) s = CopyOutputs(model, *completion, arena, &response);
-        (*shared_done)(NameModel(model, s), std::move(response));
-      });
-  if (!submitted.ok()) (*shared_done)(NameModel(model, submitted), {});
+  dispatchers_.at(request->model->name)->Infer(std::move(request), std::move(done));
 }
 
 void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) const {
-  const auto& members = request->model->ensemble.members;
+  const ModelConfig& ensemble = *request->model;
+  std::atomic<int64_t>* load = ensemble_load_.at(ensemble.name).get();
+  if (load->fetch_add(1) >= ensemble.ensemble.max_in_flight) {
+    load->fetch_sub(1);
+    done(Status::ResourceExhausted("ensemble '" + ensemble.name + "': " +
+                                   std::to_string(ensemble.ensemble.max_in_flight) +
+                                   " requests already in flight (ensemble.max_in_flight)"),
+         {});
+    return;
+  }
+  const auto& members = ensemble.ensemble.members;
   auto call = std::make_shared<EnsembleCall>();
   call->request = request;
   call->done = std::move(done);
+  call->load = load;
   call->results.resize(members.size());
   call->remaining.store(members.size());
   for (size_t m = 0; m < members.size(); ++m) {
-    const ModelConfig* member = config_->FindModel(members[m].model);
     auto on_member = [call, m, name = members[m].model](const Status& status, InferResponse response) {
       {
         std::lock_guard<std::mutex> lock(call->mu);
@@ -187,6 +149,7 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
       // The last member to answer combines; the others have published their
       // results under the mutex, which this thread has since taken.
       std::lock_guard<std::mutex> lock(call->mu);
+      call->load->fetch_sub(1);
       if (!call->error.ok()) {
         call->done(call->error, {});
         return;
@@ -195,7 +158,7 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
       Status s = CombineMembers(*call->request, call->results, &combined);
       call->done(s, s.ok() ? std::move(combined) : InferResponse{});
     };
-    RunModel(*member, request, on_member);
+    dispatchers_.at(members[m].model)->Infer(request, std::move(on_member));
   }
 }
 

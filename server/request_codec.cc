@@ -103,6 +103,14 @@ Status ReadParameters(const ModelInferRequest& proto, InferRequest* request) {
       }
       (key == "return_member_outputs" ? request->return_member_outputs : request->return_uncertainty) =
           value.bool_param();
+    } else if (key == "priority") {
+      const int levels = model.dynamic_batching.enabled ? model.dynamic_batching.priority_levels : 1;
+      if (value.parameter_choice_case() != inference::InferParameter::kInt64Param || value.int64_param() < 0 ||
+          value.int64_param() > levels) {
+        return Status::InvalidArgument("model '" + model.name + "': parameter 'priority' must be an int64 in [0, " +
+                                       std::to_string(levels) + "] (1 = highest, 0 = default)");
+      }
+      request->priority = static_cast<int>(value.int64_param());
     } else if (key == "timeout") {
       if (value.parameter_choice_case() != inference::InferParameter::kInt64Param || value.int64_param() < 0) {
         return Status::InvalidArgument("model '" + model.name + "': parameter 'timeout' must be an int64 >= 0 (µs)");

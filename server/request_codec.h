@@ -17,6 +17,8 @@
 //   return_uncertainty (bool)    : ensembles also return "entropy" and
 //                                  "disagreement", FP32 [batch]
 //   timeout (int64, µs)          : a deadline, as Triton's `timeout` parameter
+//   priority (int64)             : batched models: 1 (highest) .. priority_levels;
+//                                  0 or absent = the model's default_priority
 #pragma once
 
 #include <memory>

@@ -43,7 +43,7 @@ Status Router::StartHosts(const RouterOptions& options) {
   for (auto& h : hosts_) {
     if (!h->WaitFirstStart()) return Status::Unavailable(h->last_error());
   }
-  core_ = std::make_unique<InferenceCore>(&config_, std::move(by_name));
+  core_ = std::make_unique<InferenceCore>(&config_, by_name);
   std::map<std::string, std::string> versions;
   for (const auto& [name, model] : config_.models) versions[name] = std::to_string(model.LatestVersion());
   stats_ = std::make_unique<es::ModelStatistics>(versions);

@@ -69,12 +69,11 @@ struct CallLog {
 // Submits one request whose payload is `value` repeated; checks the echo.
 Status SubmitOne(HostConnection& conn, uint32_t value, size_t floats, CallLog* log, std::atomic<int>* done) {
   std::vector<float> payload(floats, static_cast<float>(value));
-  InferInput input;
+  TensorParts input;
   input.datatype = DataType::kFp32;
   input.shape = {static_cast<int64_t>(floats)};
-  input.data = reinterpret_cast<const uint8_t*>(payload.data());
-  input.bytes = floats * sizeof(float);
-  return conn.Submit("echo", 1, {input}, input.bytes,
+  input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float)}};
+  return conn.Submit("echo", 1, {input}, input.bytes(),
                      [=](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
                        if (s.ok()) {
                          const auto* out = reinterpret_cast<const float*>(arena + c->outputs[0].offset);

@@ -1,0 +1,96 @@
+// ModelDispatcher: gets the requests of one TorchScript model computed on the
+// hosts that serve it, batching them when the model's config asks for it.
+//
+// Without dynamic batching each request is sent as it comes. With it,
+// requests wait in a bounded queue per priority level (a full queue answers
+// RESOURCE_EXHAUSTED at once) and leave it in batches: a batch is formed when
+// a host slot is free (slots = the executors of the hosts serving the model)
+// and either max_batch_size rows are waiting or the oldest request has waited
+// max_queue_delay_us. A batch holds only requests whose non-batch dimensions
+// agree, takes higher priorities first, FIFO within a level, and is trimmed
+// to the largest preferred size it fills. Requests whose deadline passed or
+// whose client cancelled leave the queue with DEADLINE_EXCEEDED / CANCELLED
+// and are never computed. The batch's rows are copied straight into the
+// host's arena; the outputs are split back per request.
+//
+// Replicas: each batch goes to the ready host with the least outstanding
+// work; if that host dies with the batch in flight, the batch is retried once
+// on another ready replica before its requests fail with UNAVAILABLE.
+//
+// Thread safety: Infer() from any thread; completions arrive on the hosts'
+// completion threads. `mu_` guards the queue and the slot count; nothing
+// else is shared and mutable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/server_config.h"
+#include "server/host_supervisor.h"
+#include "server/infer_types.h"
+
+namespace es {
+
+class ModelDispatcher {
+ public:
+  ModelDispatcher(const ModelConfig* model, const ServerConfig* config, std::vector<HostSupervisor*> hosts);
+  ~ModelDispatcher();
+  ModelDispatcher(const ModelDispatcher&) = delete;
+  ModelDispatcher& operator=(const ModelDispatcher&) = delete;
+
+  // `done` is called exactly once, possibly before Infer() returns.
+  void Infer(std::shared_ptr<const InferRequest> request, InferDone done);
+  bool Ready() const;
+  const ModelConfig& model() const { return *model_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Queued {
+    std::shared_ptr<const InferRequest> request;
+    InferDone done;
+    Clock::time_point enqueued;
+    size_t level = 0;  // index into queues_
+  };
+  using Batch = std::vector<Queued>;
+  // Requests that leave the queue without running, with the reason.
+  using Dropped = std::vector<std::pair<Queued, Status>>;
+
+  // Takes the batches that may leave the queue now. Requires mu_.
+  std::vector<Batch> TakeReadyBatchesLocked(Clock::time_point now, Dropped* dropped);
+  Batch FormBatchLocked(Clock::time_point now, Dropped* dropped);
+  // Moves expired and cancelled requests out of the queue. Requires mu_.
+  void PurgeLocked(Clock::time_point now, Dropped* dropped);
+  bool QueueEmptyLocked() const;
+  Clock::time_point OldestLocked() const;
+  void DispatchAll(std::vector<Batch> batches, Dropped dropped);
+  void Dispatch(std::shared_ptr<Batch> batch, Clock::time_point dispatched, int attempt);
+  void Finish(const Batch& batch, const Status& status, const ipc::CompletionDesc* completion,
+              const uint8_t* arena, Clock::time_point dispatched, Clock::time_point submitted);
+  void SlotFreed();
+  void TimerLoop();
+  std::shared_ptr<HostConnection> PickHost(std::string* why_none) const;
+  uint64_t OutputCapacity(int64_t rows) const;
+
+  const ModelConfig* model_;
+  const ServerConfig* config_;
+  const std::vector<HostSupervisor*> hosts_;
+  const bool batching_;
+  const int slots_;  // batches in flight at once
+
+  std::mutex mu_;
+  std::condition_variable timer_cv_;
+  std::vector<std::deque<Queued>> queues_;  // GUARDED_BY(mu_), index = priority - 1
+  size_t queued_ = 0;                       // GUARDED_BY(mu_), requests
+  int64_t queued_rows_ = 0;                 // GUARDED_BY(mu_)
+  int in_flight_ = 0;                       // GUARDED_BY(mu_), batches
+  bool stopping_ = false;                   // GUARDED_BY(mu_)
+  std::thread timer_;
+};
+
+}  // namespace es
