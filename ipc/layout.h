@@ -26,7 +26,7 @@
 namespace es::ipc {
 
 inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: ChannelHeader::host_metrics
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
 inline constexpr size_t kMaxDims = 8;        // rank of any tensor
@@ -110,6 +110,23 @@ static_assert(std::is_standard_layout_v<RingControl>);
 
 enum class HostState : uint32_t { kStarting = 0, kReady = 1, kFailed = 2, kStopping = 3 };
 
+// What a host tells the router about itself for /metrics, published by the
+// host's heartbeat thread (every 100 ms) and read by the router's supervisor.
+// One writer (the host), one reader (the router); relaxed atomics because
+// every field is an independent gauge or counter: no reader needs two fields
+// to agree. The fields are process-wide figures of the current incarnation;
+// the router turns cpu_ns into a counter that survives restarts. Its own
+// cache line, so the host's writes never touch the rings' lines.
+struct alignas(kCacheLine) HostMetricsBlock {
+  std::atomic<uint64_t> resident_bytes;          // RSS (/proc/self/statm)
+  std::atomic<uint64_t> cpu_ns;                  // user + system CPU time so far
+  std::atomic<uint64_t> device_allocated_bytes;  // CUDA caching allocator; 0 on CPU
+  std::atomic<uint64_t> device_reserved_bytes;   // CUDA caching allocator; 0 on CPU
+  std::atomic<uint64_t> publishes;               // bumped after each update; 0 = none yet
+};
+static_assert(std::is_standard_layout_v<HostMetricsBlock>);
+static_assert(sizeof(HostMetricsBlock) == kCacheLine);
+
 struct alignas(kCacheLine) ChannelHeader {
   uint64_t magic;
   uint32_t layout_version;
@@ -123,6 +140,7 @@ struct alignas(kCacheLine) ChannelHeader {
   std::atomic<uint32_t> stop_requested;   // router asks the host to exit
   alignas(kCacheLine) std::atomic<uint64_t> heartbeat;  // host bumps it periodically
   char host_message[kHostMessage];        // why the host failed to start
+  HostMetricsBlock host_metrics;          // host -> router, for /metrics
   RingControl requests;
   RingControl completions;
 };

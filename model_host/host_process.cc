@@ -1,16 +1,25 @@
 #include "model_host/host_process.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#if defined(ES_TORCH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include "config/server_config.h"
 #include "ipc/channel.h"
@@ -22,9 +31,27 @@ namespace es {
 namespace {
 
 std::atomic<bool> g_stop{false};
+// The CUDA device index once models are loaded (the CUDA context exists), -1
+// before that and on CPU hosts: the heartbeat thread reads device memory only then.
+std::atomic<int> g_cuda_device{-1};
+
+// One line per event on stderr (the router's log), leveled; the level comes
+// from the config's log_level, overridden by SPDLOG_LEVEL, which the router
+// sets to its own effective level (so its --log-level reaches the hosts).
+void SetUpLogging(const std::string& host_name) {
+  auto logger = spdlog::stderr_color_mt("ensemble-model-host");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [host " + host_name + "] %v");
+  spdlog::cfg::load_env_levels();
+}
+
+void ApplyConfigLogLevel(const std::string& level) {
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::cfg::load_env_levels();  // the router's effective level wins
+}
 
 void Fail(ipc::Channel& channel, const std::string& message) {
-  std::fprintf(stderr, "ensemble-model-host: %s\n", message.c_str());
+  spdlog::error("{}", message);
   auto& h = channel.header();
   const size_t n = std::min(message.size(), sizeof(h.host_message) - 1);
   std::memcpy(h.host_message, message.data(), n);
@@ -56,10 +83,69 @@ Status LoadModels(const ServerConfig& config, const HostConfig& host, RequestExe
   return Status::Ok();
 }
 
+uint64_t ResidentBytes() {
+  // statm: size resident shared ... in pages. A plain read: no stdio buffer.
+  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char* rest = nullptr;
+  std::strtoull(buf, &rest, 10);  // total program size: skipped
+  const unsigned long long pages = std::strtoull(rest, nullptr, 10);
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+uint64_t CpuNs() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// LibTorch's CUDA caching allocator: bytes in live tensors and bytes it holds
+// from the driver. Only in CUDA builds, only once the device is set up.
+void DeviceMemory(uint64_t* allocated, uint64_t* reserved) {
+  *allocated = 0;
+  *reserved = 0;
+#if defined(ES_TORCH_CUDA)
+  const int device = g_cuda_device.load(std::memory_order_relaxed);
+  if (device < 0) return;
+  try {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    constexpr size_t kAggregate = 0;  // StatType::AGGREGATE: all pools together
+    *allocated = static_cast<uint64_t>(stats.allocated_bytes[kAggregate].current);
+    *reserved = static_cast<uint64_t>(stats.reserved_bytes[kAggregate].current);
+  } catch (const std::exception& e) {
+    spdlog::debug("device memory statistics unavailable: {}", e.what());
+  }
+#endif
+}
+
+// The figures of ipc::HostMetricsBlock, refreshed with every heartbeat.
+void PublishMetrics(ipc::HostMetricsBlock* m) {
+  uint64_t allocated = 0, reserved = 0;
+  DeviceMemory(&allocated, &reserved);
+  m->resident_bytes.store(ResidentBytes(), std::memory_order_relaxed);
+  m->cpu_ns.store(CpuNs(), std::memory_order_relaxed);
+  m->device_allocated_bytes.store(allocated, std::memory_order_relaxed);
+  m->device_reserved_bytes.store(reserved, std::memory_order_relaxed);
+  m->publishes.fetch_add(1, std::memory_order_release);
+}
+
+// "cuda:N" -> N; -1 for anything else.
+int CudaIndex(const std::string& device) {
+  if (device.rfind("cuda", 0) != 0) return -1;
+  const size_t colon = device.find(':');
+  return colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
+}
+
 void HeartbeatLoop(ipc::Channel* channel, pid_t router_pid) {
   auto& h = channel->header();
   while (!g_stop.load()) {
     h.heartbeat.fetch_add(1, std::memory_order_relaxed);
+    PublishMetrics(&h.host_metrics);
     if (h.stop_requested.load(std::memory_order_acquire) != 0) g_stop.store(true);
     if (getppid() != router_pid) _exit(3);  // orphaned: the router is gone
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -83,10 +169,11 @@ int RunModelHost(const HostOptions& options) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   signal(SIGTERM, [](int) { g_stop.store(true); });
   signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the router, which stops us in order
+  SetUpLogging(options.host_name);
 
   auto attached = ipc::Channel::Attach(options.channel_fd);
   if (!attached.ok()) {
-    std::fprintf(stderr, "ensemble-model-host: %s\n", attached.status().message().c_str());
+    spdlog::error("{}", attached.status().message());
     return 1;
   }
   ipc::Channel channel = std::move(attached).value();
@@ -104,6 +191,7 @@ int RunModelHost(const HostOptions& options) {
 
   auto config = LoadServerConfig(options.config_path);
   if (!config.ok()) return fail(config.status().message());
+  ApplyConfigLogLevel(config->log_level);
   const HostConfig* host = config->FindHost(options.host_name);
   if (host == nullptr) return fail("host '" + options.host_name + "' is not in " + options.config_path);
   if (Status s = PinToCpus(*host); !s.ok()) return fail(s.message());
@@ -111,19 +199,21 @@ int RunModelHost(const HostOptions& options) {
 
   RequestExecutor executor(&channel);
   if (Status s = LoadModels(*config, *host, &executor); !s.ok()) return fail(s.message());
+  g_cuda_device.store(CudaIndex(host->device));
 
   ipc::WaitPolicy wait;
   wait.spin = static_cast<int>(config->limits.channel_spin_polls);
   ipc::HostEnd end(&channel, wait);
   header.host_state.store(static_cast<uint32_t>(ipc::HostState::kReady), std::memory_order_release);
-  std::fprintf(stderr, "ensemble-model-host: host '%s' (pid %d) ready with %zu model(s)\n",
-               host->name.c_str(), getpid(), executor.model_count());
+  spdlog::info("ready with {} model(s) (pid {}, device {}, {} executor(s))", executor.model_count(), getpid(),
+               host->device, std::max(1, host->executors));
 
   std::vector<std::thread> executors;
   for (int i = 0; i < std::max(1, host->executors); ++i) executors.emplace_back(ExecutorLoop, &end, &executor);
   for (auto& t : executors) t.join();
   heartbeat.join();
   header.host_state.store(static_cast<uint32_t>(ipc::HostState::kStopping), std::memory_order_release);
+  spdlog::info("stopped");
   return 0;
 }
 

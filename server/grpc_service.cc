@@ -39,8 +39,9 @@ grpc::Status ToGrpcStatus(const Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
 }
 
-KServeService::KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats)
-    : config_(config), core_(core), stats_(stats) {}
+KServeService::KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats,
+                             RequestMetrics* metrics)
+    : config_(config), core_(core), stats_(stats), metrics_(metrics) {}
 
 bool KServeService::ServerIsReady() const {
   if (!accepting_.load()) return false;
@@ -130,14 +131,21 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   // Counted before the accepting check, so Shutdown cannot miss a call that
   // slipped in just as draining began.
   in_flight_.fetch_add(1);
+  // Read-only map lookup; from here on metrics are relaxed atomics only.
+  ModelMetrics* metrics = metrics_ != nullptr ? metrics_->Find(req->model_name()) : nullptr;
   auto refuse = [&](const grpc::Status& status) {
+    if (metrics != nullptr) {
+      metrics->Refused(status.error_code());
+    } else if (metrics_ != nullptr) {
+      metrics_->CountUnknownModel();
+    }
     in_flight_.fetch_sub(1);
     return Reply(ctx, status);
   };
   if (!accepting_.load()) return refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
   auto decoded = DecodeInferRequest(*req, *config_);
   if (!decoded.ok()) {
-    stats_->Record(req->model_name(), false, 0, 0, 0);
+    stats_->Record(req->model_name(), false, 0, {}, 0);
     return refuse(ToGrpcStatus(decoded.status()));
   }
   std::shared_ptr<InferRequest> request = std::move(decoded).value();
@@ -145,11 +153,16 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   // The context lives until Finish, which comes after any look at this.
   request->cancelled = [ctx] { return ctx->IsCancelled(); };
   auto* reactor = ctx->DefaultReactor();
-  core_->Infer(request, [this, reactor, resp, request, start, stats = stats_](const Status& status,
-                                                                             InferResponse response) {
+  if (metrics != nullptr) metrics->Started();
+  core_->Infer(request, [this, reactor, resp, request, start, stats = stats_, metrics](const Status& status,
+                                                                                      InferResponse response) {
     const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-    stats->Record(request->model->name, status.ok(), static_cast<uint64_t>(elapsed.count()), response.compute_ns,
+    stats->Record(request->model->name, status.ok(), static_cast<uint64_t>(elapsed.count()), response.stages,
                   static_cast<uint64_t>(request->batch_rows()));
+    if (metrics != nullptr) {
+      metrics->Finished(static_cast<int>(status.code()), static_cast<uint64_t>(elapsed.count()), response,
+                        request->batch_rows());
+    }
     if (status.ok()) EncodeInferResponse(*request, std::move(response), resp);
     reactor->Finish(ToGrpcStatus(status));
     in_flight_.fetch_sub(1);

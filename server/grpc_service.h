@@ -18,6 +18,7 @@
 #include "proto/health.grpc.pb.h"
 #include "server/inference_core.h"
 #include "server/model_statistics.h"
+#include "server/request_metrics.h"
 
 namespace es {
 
@@ -25,7 +26,9 @@ grpc::Status ToGrpcStatus(const Status& status);
 
 class KServeService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats);
+  // `metrics` may be null (ensemble-server --no-metrics): nothing is recorded.
+  KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats,
+                RequestMetrics* metrics = nullptr);
 
   // False once draining has begun: readiness goes down before we stop.
   void SetAcceptingRequests(bool accepting) { accepting_.store(accepting); }
@@ -61,6 +64,7 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   const ServerConfig* config_;
   const InferenceCore* core_;
   es::ModelStatistics* stats_;
+  RequestMetrics* metrics_;  // null when metrics are off
   std::atomic<bool> accepting_{true};
   std::atomic<int> in_flight_{0};  // ModelInfer calls between decode and Finish
 };

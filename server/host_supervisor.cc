@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,14 @@ constexpr milliseconds kWatchTick(50);
 constexpr milliseconds kInitialBackoff(100);
 constexpr milliseconds kMaxBackoff(5000);
 constexpr auto kStableUptime = std::chrono::seconds(10);
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+uint64_t TimevalNs(const timeval& tv) {
+  return static_cast<uint64_t>(tv.tv_sec) * 1000000000ULL + static_cast<uint64_t>(tv.tv_usec) * 1000ULL;
+}
 
 int OpenPidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
@@ -93,6 +102,61 @@ void HostSupervisor::Publish(std::shared_ptr<HostConnection> conn) {
   connection_ = std::move(conn);
 }
 
+HostFigures HostSupervisor::figures() const {
+  HostFigures f;
+  const std::shared_ptr<HostConnection> conn = connection();
+  f.up = conn != nullptr;
+  f.restarts = restarts_.load();
+  f.pid = pid_.load();
+  f.heartbeat_age_seconds = static_cast<double>(SteadyNs() - last_beat_ns_.load(std::memory_order_relaxed)) / 1e9;
+  f.arena_capacity_bytes = conn ? conn->arena_capacity() : static_cast<uint64_t>(limits_.arena_bytes);
+  f.arena_used_bytes = conn ? conn->arena_used_bytes() : 0;
+  f.resident_bytes = resident_bytes_.load(std::memory_order_relaxed);
+  f.device_allocated_bytes = device_allocated_bytes_.load(std::memory_order_relaxed);
+  f.device_reserved_bytes = device_reserved_bytes_.load(std::memory_order_relaxed);
+  f.cpu_seconds_total = static_cast<double>(cpu_total_ns_.load(std::memory_order_relaxed)) / 1e9;
+  return f;
+}
+
+void HostSupervisor::SampleHost(HostConnection* conn) {
+  const auto& header = conn->channel().header();
+  const uint64_t beat = header.heartbeat.load(std::memory_order_relaxed);
+  if (beat != last_beat_) {
+    last_beat_ = beat;
+    last_beat_ns_.store(SteadyNs(), std::memory_order_relaxed);
+  }
+  const auto& m = header.host_metrics;
+  if (m.publishes.load(std::memory_order_acquire) == 0) return;  // nothing published yet
+  resident_bytes_.store(m.resident_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  device_allocated_bytes_.store(m.device_allocated_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  device_reserved_bytes_.store(m.device_reserved_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // A host only ever reports its own CPU time growing; max() keeps a corrupt
+  // figure from making the counter go down.
+  cpu_sampled_ns_ = std::max(cpu_sampled_ns_, m.cpu_ns.load(std::memory_order_relaxed));
+  cpu_total_ns_.store(std::max(cpu_total_ns_.load(std::memory_order_relaxed), cpu_dead_ns_ + cpu_sampled_ns_),
+                      std::memory_order_relaxed);
+}
+
+void HostSupervisor::ReapChild(pid_t pid, int* status) {
+  rusage usage{};
+  int st = 0;
+  if (wait4(pid, &st, __WALL, &usage) == pid) {
+    cpu_reaped_ns_ = TimevalNs(usage.ru_utime) + TimevalNs(usage.ru_stime);
+  }
+  if (status != nullptr) *status = st;
+}
+
+void HostSupervisor::CloseIncarnationFigures() {
+  cpu_dead_ns_ += std::max(cpu_sampled_ns_, cpu_reaped_ns_);
+  cpu_sampled_ns_ = 0;
+  cpu_reaped_ns_ = 0;
+  cpu_total_ns_.store(std::max(cpu_total_ns_.load(std::memory_order_relaxed), cpu_dead_ns_),
+                      std::memory_order_relaxed);
+  resident_bytes_.store(0, std::memory_order_relaxed);
+  device_allocated_bytes_.store(0, std::memory_order_relaxed);
+  device_reserved_bytes_.store(0, std::memory_order_relaxed);
+}
+
 void HostSupervisor::MonitorLoop() {
   milliseconds backoff = kInitialBackoff;
   bool first = true;
@@ -140,6 +204,9 @@ bool HostSupervisor::RunIncarnation() {
   // OpenBLAS starts its own thread pool when it loads, before the host can
   // configure LibTorch; size it to the host's share of the machine.
   spec.env = {{"OPENBLAS_NUM_THREADS", std::to_string(std::max(1, host_.threads))}};
+  // The host logs at the router's level (its --log-level, else the config's).
+  const auto level = spdlog::level::to_string_view(spdlog::get_level());
+  spec.env.emplace_back("SPDLOG_LEVEL", std::string(level.data(), level.size()));
   auto spawned = Spawn(spec);
   if (!spawned.ok()) {
     SetError("host '" + host_.name + "': cannot start " + host_binary_ + ": " + spawned.status().message());
@@ -147,12 +214,15 @@ bool HostSupervisor::RunIncarnation() {
   }
   const pid_t pid = spawned.value();
   pid_.store(pid);
+  last_beat_ns_.store(SteadyNs(), std::memory_order_relaxed);  // the age counts from the spawn
+  last_beat_ = 0;
   const int pidfd = OpenPidfd(pid);
 
   Status ready = WaitReady(conn.get(), pid, pidfd);
   if (!ready.ok()) {
     SetError(ready.message());
     Reap(pid, pidfd, milliseconds(0), conn.get());
+    CloseIncarnationFigures();
     conn->Close(Status::Unavailable(ready.message()));
     return false;
   }
@@ -164,6 +234,7 @@ bool HostSupervisor::RunIncarnation() {
   Watch(conn.get(), pid, pidfd);
   Publish(nullptr);  // new requests see UNAVAILABLE from now on
   Reap(pid, pidfd, stopping_.load() ? stop_grace_ : milliseconds(0), conn.get());
+  CloseIncarnationFigures();
   conn->Close(Status::Unavailable("host '" + host_.name + "' went down: " + last_error()));
   return true;
 }
@@ -172,6 +243,7 @@ Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd) {
   const auto deadline = Clock::now() + milliseconds(limits_.host_startup_timeout_ms);
   const std::string who = "host '" + host_.name + "' (pid " + std::to_string(pid) + ")";
   while (true) {
+    SampleHost(conn);
     const ipc::HostState state = StateOf(conn);
     if (state == ipc::HostState::kReady) return Status::Ok();
     if (state == ipc::HostState::kFailed) return Status::Unavailable(who + " failed to start: " + HostMessage(conn));
@@ -182,7 +254,7 @@ Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd) {
     }
     if (WaitExit(pidfd, pid, milliseconds(5))) {
       int st = 0;
-      waitpid(pid, &st, __WALL);
+      ReapChild(pid, &st);
       pid_.store(0);
       const std::string msg = HostMessage(conn);
       return Status::Unavailable(who + " " + DescribeWaitStatus(st) + " during start-up" +
@@ -198,11 +270,12 @@ void HostSupervisor::Watch(HostConnection* conn, pid_t pid, int pidfd) {
   while (!stopping_.load()) {
     if (WaitExit(pidfd, pid, kWatchTick)) {
       int st = 0;
-      waitpid(pid, &st, __WALL);
+      ReapChild(pid, &st);
       pid_.store(0);
       SetError("host '" + host_.name + "' (pid " + std::to_string(pid) + ") " + DescribeWaitStatus(st));
       return;
     }
+    SampleHost(conn);
     const uint64_t beat = header.heartbeat.load(std::memory_order_relaxed);
     const auto now = Clock::now();
     if (beat != last_beat) {
@@ -225,7 +298,7 @@ void HostSupervisor::Reap(pid_t pid, int pidfd, milliseconds grace, HostConnecti
     } else {
       kill(pid, SIGKILL);
     }
-    waitpid(pid, nullptr, __WALL);
+    ReapChild(pid, nullptr);
     pid_.store(0);
   }
   if (pidfd >= 0) close(pidfd);

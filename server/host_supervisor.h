@@ -10,8 +10,16 @@
 // and the host is restarted after a backoff that doubles from 100 ms to 5 s
 // and resets once a host has stayed up for 10 s.
 //
+// It also keeps the host's figures for /metrics (figures()): the watch loop
+// samples the heartbeat and the host's metrics block of the channel header
+// into atomics every tick, and keeps CPU time a counter across incarnations:
+// a dead incarnation's CPU time (its last published figure, or what wait4
+// reported when it was reaped, whichever is larger) moves into a running
+// total, so the exported total never goes backwards.
+//
 // Thread safety: all public methods are thread-safe. `mu_` guards
-// `connection_`, `last_error_` and `first_start_done_`.
+// `connection_`, `last_error_` and `first_start_done_`; the figure atomics
+// are written by the monitor thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -28,6 +36,20 @@
 #include "server/host_connection.h"
 
 namespace es {
+
+// A snapshot of one host for /metrics.
+struct HostFigures {
+  bool up = false;  // a ready connection is published
+  int restarts = 0;
+  pid_t pid = 0;
+  double heartbeat_age_seconds = 0;  // since the heartbeat word last moved
+  uint64_t arena_used_bytes = 0;     // 0 while down
+  uint64_t arena_capacity_bytes = 0;
+  uint64_t resident_bytes = 0;       // 0 while down
+  uint64_t device_allocated_bytes = 0;
+  uint64_t device_reserved_bytes = 0;
+  double cpu_seconds_total = 0;      // all incarnations; never decreases
+};
 
 class HostSupervisor {
  public:
@@ -49,6 +71,7 @@ class HostSupervisor {
   int restarts() const { return restarts_.load(); }
   pid_t pid() const { return pid_.load(); }
   std::string last_error() const;
+  HostFigures figures() const;
 
  private:
   void MonitorLoop();
@@ -62,6 +85,13 @@ class HostSupervisor {
   // Wakes WaitFirstStart() once, with the outcome of the first incarnation.
   void NoteFirstStart(bool ok);
   void Publish(std::shared_ptr<HostConnection> conn);
+  // Monitor thread: copies the heartbeat time and the host's metrics block
+  // into the figure atomics.
+  void SampleHost(HostConnection* conn);
+  // Monitor thread: waits for `pid` (wait4) and remembers its CPU time.
+  void ReapChild(pid_t pid, int* status);
+  // Monitor thread, once per incarnation: its CPU time joins the total.
+  void CloseIncarnationFigures();
 
   const HostConfig host_;
   const Limits limits_;
@@ -73,6 +103,18 @@ class HostSupervisor {
   std::atomic<pid_t> pid_{0};
   std::thread monitor_;
   std::chrono::milliseconds stop_grace_{2000};
+
+  // /metrics figures: written by the monitor thread, read by scrapes.
+  std::atomic<int64_t> last_beat_ns_{0};   // steady clock, when the heartbeat last moved
+  std::atomic<uint64_t> resident_bytes_{0};
+  std::atomic<uint64_t> device_allocated_bytes_{0};
+  std::atomic<uint64_t> device_reserved_bytes_{0};
+  std::atomic<uint64_t> cpu_total_ns_{0};  // dead incarnations + the current one
+  // Monitor thread only.
+  uint64_t last_beat_ = 0;
+  uint64_t cpu_dead_ns_ = 0;     // CPU time of the incarnations that ended
+  uint64_t cpu_sampled_ns_ = 0;  // the current incarnation's last published CPU time
+  uint64_t cpu_reaped_ns_ = 0;   // the current incarnation's CPU time from wait4
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -77,7 +77,8 @@ Status CombineMembers(const InferRequest& request, std::vector<InferResponse>& r
 
 }  // namespace
 
-InferenceCore::InferenceCore(const ServerConfig* config, const std::map<std::string, HostSupervisor*>& hosts)
+InferenceCore::InferenceCore(const ServerConfig* config, const std::map<std::string, HostSupervisor*>& hosts,
+                             ModelStatistics* stats)
     : config_(config) {
   for (const auto& [name, model] : config->models) {
     if (model.is_ensemble()) {
@@ -89,7 +90,7 @@ InferenceCore::InferenceCore(const ServerConfig* config, const std::map<std::str
       auto it = hosts.find(h);
       if (it != hosts.end()) serving.push_back(it->second);
     }
-    dispatchers_[name] = std::make_unique<ModelDispatcher>(&model, config, std::move(serving));
+    dispatchers_[name] = std::make_unique<ModelDispatcher>(&model, config, std::move(serving), stats);
   }
 }
 

@@ -21,12 +21,15 @@
 #include "server/host_supervisor.h"
 #include "server/infer_types.h"
 #include "server/model_dispatcher.h"
+#include "server/model_statistics.h"
 
 namespace es {
 
 class InferenceCore {
  public:
-  InferenceCore(const ServerConfig* config, const std::map<std::string, HostSupervisor*>& hosts);
+  // `stats` (may be null) receives each model execution (batch).
+  InferenceCore(const ServerConfig* config, const std::map<std::string, HostSupervisor*>& hosts,
+                ModelStatistics* stats);
 
   // `done` is called exactly once, possibly before Infer() returns.
   void Infer(std::shared_ptr<const InferRequest> request, InferDone done) const;

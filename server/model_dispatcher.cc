@@ -43,11 +43,13 @@ bool SameSampleShape(const InferRequest& a, const InferRequest& b) {
   return true;
 }
 
+// Batches of one model in flight at once: on each host serving it, its
+// instances_per_host, bounded by the executor threads that can run them.
 int SlotsOf(const ModelConfig& model, const ServerConfig& config) {
   int slots = 0;
   for (const auto& h : model.hosts) {
     const HostConfig* host = config.FindHost(h);
-    slots += host ? std::max(1, host->executors) : 0;
+    if (host != nullptr) slots += std::max(1, std::min(model.instances_per_host, host->executors));
   }
   return std::max(1, slots);
 }
@@ -55,10 +57,11 @@ int SlotsOf(const ModelConfig& model, const ServerConfig& config) {
 }  // namespace
 
 ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* config,
-                                 std::vector<HostSupervisor*> hosts)
+                                 std::vector<HostSupervisor*> hosts, ModelStatistics* stats)
     : model_(model),
       config_(config),
       hosts_(std::move(hosts)),
+      stats_(stats),
       batching_(model->dynamic_batching.enabled && model->batched()),
       slots_(SlotsOf(*model, *config)),
       queues_(static_cast<size_t>(std::max(1, model->dynamic_batching.priority_levels))) {
@@ -278,6 +281,7 @@ void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc
                            std::to_string(total_rows));
     }
   }
+  if (s.ok() && stats_ != nullptr) stats_->RecordExecution(model_->name, total_rows, completion->compute_ns);
   int64_t row = 0;
   for (const auto& q : batch) {
     if (!s.ok()) {

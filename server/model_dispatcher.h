@@ -4,7 +4,8 @@
 // Without dynamic batching each request is sent as it comes. With it,
 // requests wait in a bounded queue per priority level (a full queue answers
 // RESOURCE_EXHAUSTED at once) and leave it in batches: a batch is formed when
-// a host slot is free (slots = the executors of the hosts serving the model)
+// a host slot is free (per host serving the model: its instances_per_host,
+// at most the host's executors)
 // and either max_batch_size rows are waiting or the oldest request has waited
 // max_queue_delay_us. A batch holds only requests whose non-batch dimensions
 // agree, takes higher priorities first, FIFO within a level, and is trimmed
@@ -34,12 +35,15 @@
 #include "config/server_config.h"
 #include "server/host_supervisor.h"
 #include "server/infer_types.h"
+#include "server/model_statistics.h"
 
 namespace es {
 
 class ModelDispatcher {
  public:
-  ModelDispatcher(const ModelConfig* model, const ServerConfig* config, std::vector<HostSupervisor*> hosts);
+  // `stats` (may be null) receives one RecordExecution per batch computed.
+  ModelDispatcher(const ModelConfig* model, const ServerConfig* config, std::vector<HostSupervisor*> hosts,
+                  ModelStatistics* stats);
   ~ModelDispatcher();
   ModelDispatcher(const ModelDispatcher&) = delete;
   ModelDispatcher& operator=(const ModelDispatcher&) = delete;
@@ -80,6 +84,7 @@ class ModelDispatcher {
   const ModelConfig* model_;
   const ServerConfig* config_;
   const std::vector<HostSupervisor*> hosts_;
+  ModelStatistics* const stats_;
   const bool batching_;
   const int slots_;  // batches in flight at once
 

@@ -3,31 +3,51 @@
 #include <chrono>
 
 namespace es {
+namespace {
 
-ModelStatistics::ModelStatistics(const std::map<std::string, std::string>& model_versions) {
-  for (const auto& [name, version] : model_versions) {
-    entries_.emplace(name, Entry{version, std::make_unique<ModelCounters>()});
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+}  // namespace
+
+ModelStatistics::ModelStatistics(const std::map<std::string, ModelConfig>& models) {
+  for (const auto& [name, model] : models) {
+    auto counters = std::make_unique<ModelCounters>();
+    counters->max_batch = std::max<int64_t>(1, model.max_batch_size);
+    counters->batches = std::make_unique<ModelCounters::BatchCounter[]>(static_cast<size_t>(counters->max_batch) + 1);
+    entries_.emplace(name, Entry{std::to_string(model.LatestVersion()), model.is_ensemble(), std::move(counters)});
   }
 }
 
-void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duration_ns, uint64_t compute_ns,
+void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duration_ns, const StageTimes& stages,
                              uint64_t rows) {
   auto it = entries_.find(model);
   if (it == entries_.end()) return;
   ModelCounters& c = *it->second.counters;
-  constexpr auto kRelaxed = std::memory_order_relaxed;
   if (ok) {
     c.success_count.fetch_add(1, kRelaxed);
     c.success_ns.fetch_add(duration_ns, kRelaxed);
-    c.compute_ns.fetch_add(compute_ns, kRelaxed);
+    c.queue_ns.fetch_add(stages.queue_ns, kRelaxed);
     c.inference_count.fetch_add(rows, kRelaxed);
-    c.execution_count.fetch_add(1, kRelaxed);
+    if (it->second.ensemble) RecordExecution(model, static_cast<int64_t>(rows), stages.compute_ns);
   } else {
     c.fail_count.fetch_add(1, kRelaxed);
     c.fail_ns.fetch_add(duration_ns, kRelaxed);
   }
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  c.last_inference_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(now).count(), kRelaxed);
+  c.last_inference_ms.store(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()),
+                            kRelaxed);
+}
+
+void ModelStatistics::RecordExecution(const std::string& model, int64_t rows, uint64_t compute_ns) {
+  auto it = entries_.find(model);
+  if (it == entries_.end()) return;
+  ModelCounters& c = *it->second.counters;
+  c.execution_count.fetch_add(1, kRelaxed);
+  c.compute_ns.fetch_add(compute_ns, kRelaxed);
+  if (rows >= 1 && rows <= c.max_batch) {
+    c.batches[rows].count.fetch_add(1, kRelaxed);
+    c.batches[rows].compute_ns.fetch_add(compute_ns, kRelaxed);
+  }
 }
 
 bool ModelStatistics::Fill(const std::string& model, inference::ModelStatisticsResponse* response) const {
@@ -55,10 +75,20 @@ void ModelStatistics::FillOne(const std::string& name, const Entry& entry,
   stats->mutable_success()->set_ns(c.success_ns.load());
   stats->mutable_fail()->set_count(c.fail_count.load());
   stats->mutable_fail()->set_ns(c.fail_ns.load());
-  // compute_infer is the time the hosts spent in the model's forward; the
-  // rest of `success` is validation, copies, IPC and (for ensembles) combine.
+  stats->mutable_queue()->set_count(c.success_count.load());
+  stats->mutable_queue()->set_ns(c.queue_ns.load());
+  // compute_infer: the hosts' forward time, per execution; the rest of
+  // `success` is validation, copies, IPC, queueing and (ensembles) combine.
   stats->mutable_compute_infer()->set_count(c.execution_count.load());
   stats->mutable_compute_infer()->set_ns(c.compute_ns.load());
+  for (int64_t b = 1; b <= c.max_batch; ++b) {
+    const uint64_t n = c.batches[b].count.load();
+    if (n == 0) continue;
+    auto* batch = s->add_batch_stats();
+    batch->set_batch_size(static_cast<uint64_t>(b));
+    batch->mutable_compute_infer()->set_count(n);
+    batch->mutable_compute_infer()->set_ns(c.batches[b].compute_ns.load());
+  }
 }
 
 }  // namespace es

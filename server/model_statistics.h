@@ -1,9 +1,13 @@
 // ModelStatistics: per-model counters behind the KServe v2 ModelStatistics
-// RPC (Triton's fields: success/fail counts with cumulative durations, the
-// compute time on the hosts, rows and executions, the last inference time).
+// RPC, with Triton's meanings: success/fail counts with cumulative durations
+// (end to end, per request), queue time (per request, in the batcher),
+// inference_count (rows), execution_count and compute_infer (per model
+// execution: one batch), batch_stats (executions per batch size), and the
+// last inference time.
 //
 // Thread safety: Record*() are lock-free (relaxed atomics; the counters are
-// independent, a reader may see one a moment ahead of another).
+// independent, a reader may see one a moment ahead of another). The map of
+// models is built in the constructor and read-only afterwards.
 #pragma once
 
 #include <atomic>
@@ -11,26 +15,37 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "config/model_config.h"
 #include "proto/grpc_service.pb.h"
+#include "server/infer_types.h"
 
 namespace es {
 
 struct ModelCounters {
   std::atomic<uint64_t> success_count{0}, success_ns{0};
   std::atomic<uint64_t> fail_count{0}, fail_ns{0};
-  std::atomic<uint64_t> compute_ns{0};       // on the hosts
+  std::atomic<uint64_t> queue_ns{0};
+  std::atomic<uint64_t> compute_ns{0};       // on the hosts, per execution
   std::atomic<uint64_t> inference_count{0};  // rows
-  std::atomic<uint64_t> execution_count{0};  // calls
+  std::atomic<uint64_t> execution_count{0};  // model executions (batches)
   std::atomic<uint64_t> last_inference_ms{0};
+  struct BatchCounter {
+    std::atomic<uint64_t> count{0}, compute_ns{0};
+  };
+  std::unique_ptr<BatchCounter[]> batches;  // index = batch size, 0..max_batch_size
+  int64_t max_batch = 0;
 };
 
 class ModelStatistics {
  public:
-  // One entry per model name, created up front so the map is read-only later.
-  explicit ModelStatistics(const std::map<std::string, std::string>& model_versions);
+  explicit ModelStatistics(const std::map<std::string, ModelConfig>& models);
 
-  void Record(const std::string& model, bool ok, uint64_t duration_ns, uint64_t compute_ns, uint64_t rows);
+  // One finished request (any model).
+  void Record(const std::string& model, bool ok, uint64_t duration_ns, const StageTimes& stages, uint64_t rows);
+  // One execution of a model on a host: a batch of `rows` rows.
+  void RecordExecution(const std::string& model, int64_t rows, uint64_t compute_ns);
   // Fills the response for one model, or every model when `model` is empty;
   // false when the model is unknown.
   bool Fill(const std::string& model, inference::ModelStatisticsResponse* response) const;
@@ -38,6 +53,7 @@ class ModelStatistics {
  private:
   struct Entry {
     std::string version;
+    bool ensemble = false;  // an ensemble's execution is its request
     std::unique_ptr<ModelCounters> counters;
   };
   void FillOne(const std::string& name, const Entry& entry, inference::ModelStatisticsResponse* response) const;

@@ -14,7 +14,13 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   auto config = LoadServerConfig(options.config_path);
   if (!config.ok()) return config.status();
   router->config_ = std::move(config).value();
+  // Before the hosts start: they inherit the router's level.
+  spdlog::set_level(spdlog::level::from_str(options.log_level.value_or(router->config_.log_level)));
   if (Status s = router->StartHosts(options); !s.ok()) {
+    router->Shutdown();
+    return s;
+  }
+  if (Status s = router->StartMetrics(options); !s.ok()) {
     router->Shutdown();
     return s;
   }
@@ -43,15 +49,29 @@ Status Router::StartHosts(const RouterOptions& options) {
   for (auto& h : hosts_) {
     if (!h->WaitFirstStart()) return Status::Unavailable(h->last_error());
   }
-  core_ = std::make_unique<InferenceCore>(&config_, by_name);
-  std::map<std::string, std::string> versions;
-  for (const auto& [name, model] : config_.models) versions[name] = std::to_string(model.LatestVersion());
-  stats_ = std::make_unique<es::ModelStatistics>(versions);
+  stats_ = std::make_unique<es::ModelStatistics>(config_.models);
+  core_ = std::make_unique<InferenceCore>(&config_, by_name, stats_.get());
   return Status::Ok();
 }
 
+Status Router::StartMetrics(const RouterOptions& options) {
+  if (!options.metrics) return Status::Ok();
+  request_metrics_ = std::make_shared<RequestMetrics>(config_.models);
+  std::vector<const HostSupervisor*> hosts;
+  for (const auto& h : hosts_) hosts.push_back(h.get());
+  host_metrics_ = std::make_shared<HostMetrics>(std::move(hosts));
+  auto endpoint = MetricsEndpoint::Start(options.listen.value_or(config_.listen_address),
+                                         options.metrics_port.value_or(config_.metrics_port),
+                                         {request_metrics_, host_metrics_});
+  if (!endpoint.ok()) return endpoint.status();
+  metrics_ = std::move(endpoint).value();
+  return Status::Ok();
+}
+
+std::string Router::metrics_address() const { return metrics_ ? metrics_->address() : ""; }
+
 Status Router::StartGrpc(const RouterOptions& options) {
-  kserve_ = std::make_unique<KServeService>(&config_, core_.get(), stats_.get());
+  kserve_ = std::make_unique<KServeService>(&config_, core_.get(), stats_.get(), request_metrics_.get());
   health_ = std::make_unique<HealthService>(kserve_.get());
   listen_address_ = options.listen.value_or(config_.listen_address);
   const int port = options.grpc_port.value_or(config_.grpc_port);
@@ -92,6 +112,7 @@ void Router::Shutdown() {
   }
   for (auto& h : hosts_) h->Stop();
   if (!hosts_.empty()) spdlog::info("all hosts stopped");
+  metrics_.reset();  // scrapes were answered through the drain; now the endpoint goes
 }
 
 }  // namespace es

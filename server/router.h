@@ -8,6 +8,10 @@
 // by the drain timeout), then the hosts are stopped and reaped. Memfd
 // channels leave nothing behind in /dev/shm.
 //
+// Metrics: unless turned off, a MetricsEndpoint serves /metrics (request
+// figures from RequestMetrics, per-host figures from HostMetrics) on the
+// metrics port; it starts before gRPC and stops after the hosts.
+//
 // Thread safety: Start/Shutdown from one thread (main).
 #pragma once
 
@@ -21,9 +25,12 @@
 
 #include "config/server_config.h"
 #include "server/grpc_service.h"
+#include "server/host_metrics.h"
 #include "server/host_supervisor.h"
 #include "server/inference_core.h"
+#include "server/metrics_endpoint.h"
 #include "server/model_statistics.h"
+#include "server/request_metrics.h"
 
 namespace es {
 
@@ -32,6 +39,9 @@ struct RouterOptions {
   std::optional<int> grpc_port;       // overrides the config
   std::optional<std::string> listen;  // overrides the config's listen_address
   std::string host_binary;            // ensemble-model-host; default: beside this binary
+  std::optional<int> metrics_port;    // overrides the config; 0 picks a free port
+  bool metrics = true;                // false: no /metrics endpoint, nothing recorded
+  std::optional<std::string> log_level;  // overrides the config; set before the hosts start
 };
 
 class Router {
@@ -41,17 +51,23 @@ class Router {
 
   const ServerConfig& config() const { return config_; }
   std::string grpc_address() const;
+  // "HOST:PORT" of /metrics, or "" when metrics are off.
+  std::string metrics_address() const;
   void Shutdown();
 
  private:
   Router() = default;
   Status StartHosts(const RouterOptions& options);
+  Status StartMetrics(const RouterOptions& options);
   Status StartGrpc(const RouterOptions& options);
 
   ServerConfig config_;
   std::vector<std::unique_ptr<HostSupervisor>> hosts_;
   std::unique_ptr<InferenceCore> core_;
   std::unique_ptr<es::ModelStatistics> stats_;
+  std::shared_ptr<RequestMetrics> request_metrics_;  // null when metrics are off
+  std::shared_ptr<HostMetrics> host_metrics_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;

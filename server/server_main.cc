@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   es::RouterOptions options;
   int grpc_port = -1;
   int metrics_port = -1;
+  bool no_metrics = false;
   int http_port = -1;
   std::string log_level;
   app.add_option("--config", options.config_path, "server config (YAML), e.g. config/demo.yaml")
@@ -40,7 +41,12 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--grpc-port", grpc_port, "gRPC port (0 picks a free one; default: config, else 8001)")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--metrics-port", metrics_port, "Prometheus /metrics port (default 8002; accepted, not served yet)")->check(CLI::Range(0, 65535));
+  auto* metrics_port_option =
+      app.add_option("--metrics-port", metrics_port,
+                     "Prometheus /metrics port (0 picks a free one and prints it; default: config, else 8002)")
+          ->check(CLI::Range(0, 65535));
+  app.add_flag("--no-metrics", no_metrics, "serve no /metrics endpoint and record no metrics")
+      ->excludes(metrics_port_option);
   app.add_option("--http-port", http_port, "HTTP port (default 8000; accepted, not served yet)")->check(CLI::Range(0, 65535));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: config, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
@@ -51,6 +57,9 @@ int main(int argc, char** argv) {
     return e.get_exit_code() == 0 ? 0 : 2;
   }
   if (grpc_port >= 0) options.grpc_port = grpc_port;
+  if (metrics_port >= 0) options.metrics_port = metrics_port;
+  options.metrics = !no_metrics;
+  if (!log_level.empty()) options.log_level = log_level;
 
   auto logger = spdlog::stderr_color_mt("ensemble-server");
   spdlog::set_default_logger(logger);
@@ -62,9 +71,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ensemble-server: %s\n", router.status().message().c_str());
     return 1;
   }
-  spdlog::set_level(spdlog::level::from_str(log_level.empty() ? (*router)->config().log_level : log_level));
-  // The line tests and scripts wait for: the server answers from now on.
+  // The line tests and scripts wait for: the server answers from now on. It
+  // stays the first line of stdout; the metrics line follows it.
   std::cout << "grpc listening on " << (*router)->grpc_address() << std::endl;
+  if (options.metrics) std::cout << "metrics listening on " << (*router)->metrics_address() << std::endl;
   spdlog::info("serving {} model(s) from {}", (*router)->config().models.size(), (*router)->config().repository);
 
   int signal_number = 0;

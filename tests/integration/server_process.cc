@@ -379,8 +379,14 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
                              const_cast<char*>("--config"),
                              config.data(),
                              const_cast<char*>("--grpc-port"),
-                             const_cast<char*>("0"),
-                             nullptr};
+                             const_cast<char*>("0")};
+  if (options.metrics) {
+    argv.push_back(const_cast<char*>("--metrics-port"));
+    argv.push_back(const_cast<char*>("0"));
+  } else {
+    argv.push_back(const_cast<char*>("--no-metrics"));
+  }
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
     g_last_start_error = std::string("fork: ") + std::strerror(errno);
@@ -429,7 +435,22 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
     return nullptr;
   }
   server->address_ = line.substr(prefix.size());
-  server->stdout_extra_ = text.substr(nl + 1);
+  text = text.substr(nl + 1);
+  if (options.metrics) {
+    // The second line, printed right after the first.
+    while (text.find('\n') == std::string::npos && !eof && Clock::now() < deadline) {
+      eof = !ReadSome(server->stdout_fd_, milliseconds(200), &text);
+    }
+    const size_t nl2 = text.find('\n');
+    const std::string metrics_prefix = "metrics listening on ";
+    if (nl2 == std::string::npos || text.compare(0, metrics_prefix.size(), metrics_prefix) != 0) {
+      g_last_start_error = "no 'metrics listening on' line after the grpc line; stdout: '" + text + "'";
+      return nullptr;
+    }
+    server->metrics_address_ = text.substr(metrics_prefix.size(), nl2 - metrics_prefix.size());
+    text = text.substr(nl2 + 1);
+  }
+  server->stdout_extra_ = text;
 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);

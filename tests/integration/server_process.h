@@ -7,9 +7,10 @@
 //   auto stub = server->Stub();                       // KServe v2 gRPC client
 //
 // Start() writes a server config into a fresh temp dir, fork/execs the server
-// in its own process group with --grpc-port 0, and waits (at most
-// Options::startup_timeout) for its one stdout line "grpc listening on
-// HOST:PORT". The destructor SIGKILLs the whole process group (router and
+// in its own process group with --grpc-port 0 (and --metrics-port 0, or
+// --no-metrics), and waits (at most Options::startup_timeout) for its stdout
+// line "grpc listening on HOST:PORT", then for "metrics listening on
+// HOST:PORT" when metrics are on. The destructor SIGKILLs the whole process group (router and
 // hosts), reaps the router and removes the temp dir; if the test failed it
 // prints the tail of the server's log (stderr, kept in the temp dir).
 //
@@ -113,6 +114,8 @@ class ServerProcess {
     int64_t heartbeat_timeout_ms = 5000;
     int64_t drain_timeout_ms = 5000;
     std::chrono::seconds startup_timeout{120};
+    // /metrics on a free port (--metrics-port 0), or off (--no-metrics).
+    bool metrics = true;
   };
 
   // Starts the server; nullptr on failure (see last_start_error()).
@@ -125,6 +128,8 @@ class ServerProcess {
 
   pid_t pid() const { return pid_; }
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
+  // Where /metrics is served ("127.0.0.1:PORT"); "" with Options::metrics off.
+  const std::string& metrics_address() const { return metrics_address_; }
   const fs::path& config_path() const { return config_path_; }
   const fs::path& dir() const { return dir_->path(); }
   std::string LogTail(size_t max_bytes = 8000) const;
@@ -163,6 +168,7 @@ class ServerProcess {
   std::string stdout_extra_;  // read past the listening line
   bool exited_ = false;
   std::string address_;
+  std::string metrics_address_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 

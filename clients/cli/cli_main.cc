@@ -1,0 +1,89 @@
+// ensemble-cli: a command-line KServe v2 client (any KServe v2 gRPC server).
+//
+//   ensemble-cli [--server HOST:PORT] [--timeout-ms MS] [--json] SUBCOMMAND
+//     live | ready [MODEL] | index | metadata MODEL | stats [MODEL]
+//     infer MODEL [--input [NAME=]SOURCE]... [--batch N] [--output NAME]...
+//                 [--top-k K] [--plain] [--seed N] [--id ID]
+//
+// Exit codes (see commands.h): 0 ok, 1 the call failed, 2 usage error,
+// 3 live/ready answered no.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "clients/cli/commands.h"
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  CLI::App app{
+      "ensemble-cli: a KServe v2 gRPC client for ensemble-server (or any KServe v2 server).\n"
+      "Exit codes: 0 ok, 1 the call failed (message: CODE: text), 2 usage error, 3 live/ready answered no.",
+      "ensemble-cli"};
+  std::string server = "127.0.0.1:8001";
+  int timeout_ms = 30000;
+  bool json = false;
+  app.add_option("--server", server, "HOST:PORT of the KServe v2 gRPC endpoint (default 127.0.0.1:8001)");
+  app.add_option("--timeout-ms", timeout_ms, "deadline of the call (default 30000)")->check(CLI::Range(1, 3600000));
+  app.add_flag("--json", json, "print the answer as JSON");
+  app.require_subcommand(1);
+  app.fallthrough();  // --server, --timeout-ms and --json after the subcommand too
+
+  app.add_subcommand("live", "is the server live? (exit 0 yes, 3 no)");
+  std::string ready_model;
+  app.add_subcommand("ready", "is the server (or MODEL) ready? (exit 0 yes, 3 no)")
+      ->add_option("model", ready_model, "a model (default: the server)");
+  app.add_subcommand("index", "the models of the repository and their state");
+  std::string meta_model, meta_version;
+  auto* metadata = app.add_subcommand("metadata", "a model's platform, versions, inputs and outputs");
+  metadata->add_option("model", meta_model, "model name")->required();
+  metadata->add_option("--model-version", meta_version, "version (default: the server's)");
+  std::string stats_model;
+  app.add_subcommand("stats", "inference statistics of MODEL (default: every model)")
+      ->add_option("model", stats_model, "a model (default: all)");
+
+  es::cli::InferArgs infer_args;
+  auto* infer = app.add_subcommand(
+      "infer",
+      "one ModelInfer call; prints each output (top-k classes of a classifier's rows). Ensembles are asked for\n"
+      "their member outputs and uncertainty (entropy, disagreement) unless --plain.");
+  infer->add_option("model", infer_args.model, "model name")->required();
+  infer->add_option("--model-version", infer_args.version, "version (default: the server's)");
+  infer->add_option("--input", infer_args.inputs,
+                    "[NAME=]SOURCE, SOURCE one of: random, FILE.npy, FILE.json, json:[...], raw:FILE "
+                    "(repeatable; inputs not given are random)");
+  infer->add_option("--batch", infer_args.batch, "rows of random inputs (default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  infer->add_option("--output", infer_args.outputs, "ask for this output only (repeatable)");
+  infer->add_option("--top-k", infer_args.top_k, "classes shown per row of a classifier output (default 3)")
+      ->check(CLI::Range(1, 1000));
+  infer->add_flag("--plain", infer_args.plain, "ensembles: do not ask for member outputs and uncertainty");
+  infer->add_option("--seed", infer_args.seed, "seed of random inputs (default 0)");
+  infer->add_option("--id", infer_args.id, "request id (echoed by the server)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return es::cli::kExitOk;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ensemble-cli: %s (see --help)\n", e.what());
+    return es::cli::kExitUsage;
+  }
+  // CLI11 reports a subcommand's --help as CallForHelp from its own parse,
+  // caught above with the whole app's help; subcommand help is in --help.
+
+  es::client::ClientOptions options;
+  options.timeout = std::chrono::milliseconds(timeout_ms);
+  auto client = es::client::Client::Create(server, options);
+  auto* sub = app.get_subcommands().front();
+  const std::string name = sub->get_name();
+  if (name == "live") return es::cli::Live(*client, json, std::cout);
+  if (name == "ready") return es::cli::Ready(*client, ready_model, json, std::cout);
+  if (name == "index") return es::cli::Index(*client, json, std::cout);
+  if (name == "metadata") return es::cli::Metadata(*client, meta_model, meta_version, json, std::cout);
+  if (name == "stats") return es::cli::Stats(*client, stats_model, json, std::cout);
+  return es::cli::Infer(*client, infer_args, json, std::cout);
+}

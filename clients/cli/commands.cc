@@ -1,0 +1,289 @@
+#include "clients/cli/commands.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "clients/cli/input_source.h"
+
+namespace es::cli {
+namespace {
+
+int Failed(const es::client::Status& status, const std::string& context = "") {
+  std::fprintf(stderr, "ensemble-cli: %s%s\n", context.empty() ? "" : (context + ": ").c_str(),
+               status.ToString().c_str());
+  return kExitFailed;
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "ensemble-cli: %s (see --help)\n", message.c_str());
+  return kExitUsage;
+}
+
+std::string ProtoJson(const google::protobuf::Message& message) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  return text;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+template <typename Repeated>
+std::vector<int64_t> Dims(const Repeated& r) {
+  return {r.begin(), r.end()};
+}
+
+double PerCount(const inference::StatisticDuration& d) {
+  return d.count() == 0 ? -1 : static_cast<double>(d.ns()) / static_cast<double>(d.count()) / 1000.0;
+}
+
+std::string Us(double us) {
+  if (us < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", us);
+  return buf;
+}
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Prints one output: a classifier's top-k per row, a per-row scalar, or the
+// first values of each row.
+void PrintOutput(const es::client::RawOutput& o, int top_k, std::ostream& out) {
+  const std::string bytes(o.bytes);
+  const size_t count = bytes.size() / std::max<size_t>(1, es::client::DatatypeSize(o.datatype));
+  out << o.name << "  " << o.datatype << " " << ShapeText(o.shape) << "\n";
+  const int64_t rows = o.shape.empty() ? 1 : o.shape[0];
+  const size_t per_row = rows > 0 ? count / static_cast<size_t>(rows) : 0;
+  const bool floating = o.datatype == "FP32" || o.datatype == "FP64";
+  const bool classifier = floating && o.shape.size() == 2 && o.shape[1] >= 2;
+  for (int64_t r = 0; r < rows && r < 1000; ++r) {
+    out << "  row " << r << ":";
+    std::vector<double> row(per_row);
+    for (size_t k = 0; k < per_row; ++k) row[k] = ElementAsDouble(o.datatype, bytes, static_cast<size_t>(r) * per_row + k);
+    if (classifier) {
+      std::vector<size_t> order(per_row);
+      std::iota(order.begin(), order.end(), 0);
+      const size_t k = std::min<size_t>(static_cast<size_t>(std::max(1, top_k)), per_row);
+      std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
+                        [&](size_t a, size_t b) { return row[a] > row[b]; });
+      for (size_t i = 0; i < k; ++i) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "  %zu (%.4f)", order[i], row[order[i]]);
+        out << buf;
+      }
+    } else {
+      for (size_t k = 0; k < per_row && k < 10; ++k) out << " " << Number(row[k]);
+      if (per_row > 10) out << " ... (" << per_row << " values)";
+    }
+    out << "\n";
+  }
+  if (rows > 1000) out << "  ... (" << rows << " rows)\n";
+}
+
+}  // namespace
+
+int Live(const es::client::Client& client, bool json, std::ostream& out) {
+  auto live = client.ServerLive();
+  if (!live.ok()) return Failed(live.status());
+  if (json) {
+    out << nlohmann::json{{"live", *live}}.dump() << "\n";
+  } else {
+    out << (*live ? "live" : "not live") << "\n";
+  }
+  return *live ? kExitOk : kExitNo;
+}
+
+int Ready(const es::client::Client& client, const std::string& model, bool json, std::ostream& out) {
+  auto ready = model.empty() ? client.ServerReady() : client.ModelReady(model);
+  if (!ready.ok()) return Failed(ready.status(), model);
+  if (json) {
+    nlohmann::json j{{"ready", *ready}};
+    if (!model.empty()) j["model"] = model;
+    out << j.dump() << "\n";
+  } else {
+    out << (model.empty() ? "server" : "model " + model) << (*ready ? " ready" : " not ready") << "\n";
+  }
+  return *ready ? kExitOk : kExitNo;
+}
+
+int Index(const es::client::Client& client, bool json, std::ostream& out) {
+  auto index = client.RepositoryIndex();
+  if (!index.ok()) return Failed(index.status());
+  if (json) {
+    out << ProtoJson(*index);
+    return kExitOk;
+  }
+  out << std::left << std::setw(24) << "MODEL" << std::setw(9) << "VERSION" << std::setw(13) << "STATE"
+      << "REASON\n";
+  for (const auto& m : index->models()) {
+    out << std::setw(24) << m.name() << std::setw(9) << m.version() << std::setw(13) << m.state() << m.reason() << "\n";
+  }
+  return kExitOk;
+}
+
+int Metadata(const es::client::Client& client, const std::string& model, const std::string& version, bool json,
+             std::ostream& out) {
+  auto meta = client.ModelMetadata(model, version);
+  if (!meta.ok()) return Failed(meta.status(), model);
+  if (json) {
+    out << ProtoJson(*meta);
+    return kExitOk;
+  }
+  std::string versions;
+  for (const auto& v : meta->versions()) {
+    if (!versions.empty()) versions += ",";
+    versions += v;
+  }
+  out << "model " << meta->name() << "  platform " << meta->platform() << "  versions " << versions << "\n";
+  for (const auto* section : {"inputs", "outputs"}) {
+    const auto& tensors = std::string(section) == "inputs" ? meta->inputs() : meta->outputs();
+    out << section << ":\n";
+    for (const auto& t : tensors) {
+      out << "  " << std::left << std::setw(28) << t.name() << std::setw(7) << t.datatype() << ShapeText(Dims(t.shape()))
+          << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+int Stats(const es::client::Client& client, const std::string& model, bool json, std::ostream& out) {
+  auto stats = client.ModelStatistics(model);
+  if (!stats.ok()) return Failed(stats.status(), model);
+  if (json) {
+    out << ProtoJson(*stats);
+    return kExitOk;
+  }
+  out << std::left << std::setw(22) << "MODEL" << std::right << std::setw(5) << "VER" << std::setw(10) << "SUCCESS"
+      << std::setw(7) << "FAIL" << std::setw(10) << "ROWS" << std::setw(8) << "EXECS" << std::setw(11) << "SUCCESS_US"
+      << std::setw(10) << "QUEUE_US" << std::setw(11) << "INFER_US" << "  LAST_INFERENCE\n";
+  for (const auto& m : stats->model_stats()) {
+    const auto& s = m.inference_stats();
+    std::string last = "-";
+    if (m.last_inference() > 0) {
+      const std::time_t t = static_cast<std::time_t>(m.last_inference() / 1000);
+      std::tm tm{};
+      gmtime_r(&t, &tm);
+      char buf[32];
+      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      last = buf;
+    }
+    out << std::left << std::setw(22) << m.name() << std::right << std::setw(5) << m.version() << std::setw(10)
+        << s.success().count() << std::setw(7) << s.fail().count() << std::setw(10) << m.inference_count()
+        << std::setw(8) << m.execution_count() << std::setw(11) << Us(PerCount(s.success())) << std::setw(10)
+        << Us(PerCount(s.queue())) << std::setw(11) << Us(PerCount(s.compute_infer())) << "  " << last << "\n";
+  }
+  return kExitOk;
+}
+
+int Infer(const es::client::Client& client, const InferArgs& args, bool json, std::ostream& out) {
+  auto meta = client.ModelMetadata(args.model, args.version);
+  if (!meta.ok()) return Failed(meta.status(), args.model);
+
+  // Which source feeds which input.
+  std::map<std::string, std::string> sources;
+  for (const auto& spec : args.inputs) {
+    const auto eq = spec.find('=');
+    std::string name, source;
+    if (eq != std::string::npos && spec.rfind("json:", 0) != 0) {
+      name = spec.substr(0, eq);
+      source = spec.substr(eq + 1);
+    } else if (meta->inputs_size() == 1) {
+      name = meta->inputs(0).name();
+      source = spec;
+    } else {
+      return Usage("--input " + spec + ": the model has several inputs, write NAME=SOURCE");
+    }
+    const bool known = std::any_of(meta->inputs().begin(), meta->inputs().end(),
+                                   [&](const auto& t) { return t.name() == name; });
+    if (!known) {
+      std::string names;
+      for (const auto& t : meta->inputs()) {
+        if (!names.empty()) names += ", ";
+        names += t.name();
+      }
+      return Usage("--input " + spec + ": model '" + args.model + "' has no input '" + name + "' (inputs: " + names + ")");
+    }
+    sources[name] = source;
+  }
+
+  inference::ModelInferRequest request;
+  request.set_model_name(args.model);
+  request.set_model_version(args.version);
+  request.set_id(args.id);
+  std::mt19937 rng(args.seed);
+  for (const auto& input : meta->inputs()) {
+    const auto it = sources.find(input.name());
+    const std::string source = it == sources.end() ? "random" : it->second;
+    std::string error;
+    auto tensor = LoadInput(source, input.datatype(), Dims(input.shape()), args.batch, rng, &error);
+    if (!tensor) {
+      std::fprintf(stderr, "ensemble-cli: input '%s': %s\n", input.name().c_str(), error.c_str());
+      return kExitFailed;
+    }
+    es::client::Status s = es::client::AddRawInput(&request, input.name(), tensor->datatype, tensor->shape,
+                                                   tensor->bytes.data(), tensor->bytes.size());
+    if (!s.ok()) return Failed(s);
+  }
+  if (meta->platform() == "ensemble" && !args.plain) {
+    es::client::SetParameter(&request, "return_member_outputs", true);
+    es::client::SetParameter(&request, "return_uncertainty", true);
+  }
+  for (const auto& name : args.outputs) es::client::RequestOutput(&request, name);
+
+  auto response = client.Infer(request);
+  if (!response.ok()) return Failed(response.status(), args.model);
+
+  if (json) {
+    nlohmann::json j;
+    j["model_name"] = response->model_name();
+    j["model_version"] = response->model_version();
+    j["id"] = response->id();
+    j["outputs"] = nlohmann::json::array();
+    for (const auto& name : es::client::OutputNames(*response)) {
+      auto raw = es::client::GetRawOutput(*response, name);
+      if (!raw.ok()) return Failed(raw.status());
+      const std::string bytes(raw->bytes);
+      const size_t count = bytes.size() / std::max<size_t>(1, es::client::DatatypeSize(raw->datatype));
+      std::vector<double> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = ElementAsDouble(raw->datatype, bytes, i);
+      j["outputs"].push_back({{"name", name}, {"datatype", raw->datatype}, {"shape", raw->shape}, {"data", data}});
+    }
+    out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  out << "model " << response->model_name() << " v" << response->model_version();
+  for (const auto& in : request.inputs()) out << "  input " << in.name() << " " << ShapeText(Dims(in.shape()));
+  out << "\n";
+  for (const auto& name : es::client::OutputNames(*response)) {
+    auto raw = es::client::GetRawOutput(*response, name);
+    if (!raw.ok()) return Failed(raw.status());
+    PrintOutput(*raw, args.top_k, out);
+  }
+  return kExitOk;
+}
+
+}  // namespace es::cli

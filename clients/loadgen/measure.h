@@ -1,0 +1,101 @@
+// One step of a sweep: warm-up, then measurement windows until the last
+// `stable_windows` agree on throughput (max <= min * (1 + stability)), or
+// `max_windows` were measured. The step's figures are those of its last
+// `stable_windows` windows (fewer if fewer were measured), merged.
+//
+// The server's own figures come from ModelStatistics, read at every window
+// boundary: the step's stage times are the counters' deltas over the same
+// windows, averaged per count (Triton's semantics: success and queue per
+// request, compute_* per model execution).
+//
+// Contract: RunStep is called from one thread; it drives the engine
+// (Start ... Stop) and returns when the step is over, or early (with what it
+// has) when *interrupted becomes true.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clients/client.h"
+#include "clients/loadgen/engine.h"
+
+namespace es::loadgen {
+
+// Cumulative counters of one model, as ModelStatistics returns them.
+struct ServerCounters {
+  uint64_t success_count = 0, success_ns = 0, fail_count = 0, fail_ns = 0;
+  uint64_t queue_count = 0, queue_ns = 0;
+  uint64_t compute_input_count = 0, compute_input_ns = 0;
+  uint64_t compute_infer_count = 0, compute_infer_ns = 0;
+  uint64_t compute_output_count = 0, compute_output_ns = 0;
+  uint64_t inference_count = 0, execution_count = 0;
+};
+
+// Reads the counters of `model`; nullopt if the RPC fails or the model is
+// not in the answer.
+std::optional<ServerCounters> ReadServerCounters(const es::client::Client& client, const std::string& model,
+                                                 const std::string& version);
+
+// The server's figures over an interval (b - a). Averages in µs; -1 where
+// the server reported no count for that stage.
+struct ServerStages {
+  bool available = false;
+  uint64_t success = 0, fail = 0, executions = 0, inferences = 0;
+  double success_us = -1, queue_us = -1, compute_input_us = -1, compute_infer_us = -1, compute_output_us = -1;
+  double avg_batch = -1;  // rows per model execution
+};
+ServerStages StagesBetween(const std::optional<ServerCounters>& a, const std::optional<ServerCounters>& b);
+
+struct LatencySummary {
+  uint64_t count = 0;
+  double mean_us = 0, min_us = 0, max_us = 0;
+  double p50_us = 0, p90_us = 0, p95_us = 0, p99_us = 0, p999_us = 0;
+};
+// Nearest-rank percentiles; sorts `ns` in place.
+LatencySummary Summarize(std::vector<int64_t>& ns);
+
+struct StepResult {
+  std::string model;
+  bool open_loop = false;
+  int concurrency = 0;  // closed loop
+  double rate = 0;      // open loop: target requests/s
+  int windows = 0;      // measured
+  int merged_windows = 0;
+  bool stable = false;
+  std::vector<double> window_rps;  // every measured window's throughput
+  double seconds = 0;              // of the merged windows
+  uint64_t sent = 0, ok = 0, failed = 0, skipped = 0;
+  std::map<std::string, uint64_t> errors;  // gRPC code name -> count
+  double throughput_rps = 0;  // successful requests/s
+  double rows_per_s = 0;
+  double send_rate = 0;       // requests sent/s (open loop: should equal the rate)
+  double mean_late_us = 0;    // open loop: mean send lag behind the schedule
+  double client_cpu = 0;      // this process's CPU use over the windows, in cores (user + system)
+  LatencySummary latency;
+  ServerStages server;
+};
+
+struct StepSettings {
+  std::string model, version;
+  int64_t batch = 1;
+  double warmup_s = 1, duration_s = 2;
+  int max_windows = 6, stable_windows = 3;
+  double stability = 0.10;
+};
+
+// Progress: called after the warm-up and after every window.
+using ProgressFn = std::function<void(const std::string& line)>;
+
+StepResult RunStep(LoadEngine& engine, const es::client::Client& stats_client, const LoadPlan& plan,
+                   const std::string& request_bytes, const StepSettings& settings, const ProgressFn& progress,
+                   const std::atomic<bool>* interrupted);
+
+// True when the last `n` values agree: max <= min * (1 + tolerance), min > 0.
+bool LastAgree(const std::vector<double>& values, int n, double tolerance);
+
+}  // namespace es::loadgen

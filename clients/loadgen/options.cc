@@ -1,0 +1,183 @@
+#include "clients/loadgen/options.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+namespace es::loadgen {
+namespace {
+
+bool ParseNumber(const std::string& text, double* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  *value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(*value);
+}
+
+std::vector<std::string> Split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  if (!text.empty() && text.back() == sep) parts.emplace_back();
+  return parts;
+}
+
+constexpr const char* kDescription =
+    "ensemble-loadgen: load generator for any KServe v2 gRPC server.\n"
+    "Closed loop (--concurrency N or a sweep LO:HI:xF / LO:HI:+D / A,B,C) keeps N calls in flight;\n"
+    "open loop (--rate R, same sweep syntax, --poisson for Poisson arrivals) sends R requests/s\n"
+    "whatever the answers. Each step: warm-up, then windows of --duration-s until 3 in a row agree\n"
+    "within 10% on throughput (at most --max-windows). Reports throughput, latency percentiles,\n"
+    "errors by gRPC code and the server's per-stage times (ModelStatistics).\n"
+    "Exit codes: 0 ok, 1 runtime failure (server unreachable, model error), 2 usage error,\n"
+    "130 interrupted (the steps finished are still printed and written). See docs/loadgen.md.";
+
+}  // namespace
+
+std::optional<std::vector<double>> ParseSweep(const std::string& spec, std::string* error) {
+  std::vector<double> values;
+  auto bad = [&](const std::string& why) {
+    *error = "'" + spec + "': " + why;
+    return std::nullopt;
+  };
+  if (spec.find(':') != std::string::npos) {
+    auto parts = Split(spec, ':');
+    if (parts.size() != 3 || parts[2].size() < 2) return bad("expected LO:HI:xFACTOR or LO:HI:+STEP");
+    double lo = 0, hi = 0, step = 0;
+    if (!ParseNumber(parts[0], &lo) || !ParseNumber(parts[1], &hi) || !ParseNumber(parts[2].substr(1), &step)) {
+      return bad("not a number");
+    }
+    if (lo <= 0 || hi < lo) return bad("need 0 < LO <= HI");
+    const char op = parts[2][0];
+    if (op == 'x' || op == '*') {
+      if (step <= 1) return bad("the factor must be > 1");
+      for (double v = lo; v <= hi * (1 + 1e-9); v *= step) values.push_back(v);
+    } else if (op == '+') {
+      if (step <= 0) return bad("the step must be > 0");
+      for (double v = lo; v <= hi * (1 + 1e-9); v += step) values.push_back(v);
+    } else {
+      return bad("the third field starts with x or +");
+    }
+    if (values.size() > 1000) return bad("more than 1000 steps");
+    return values;
+  }
+  for (const auto& part : Split(spec, ',')) {
+    double v = 0;
+    if (!ParseNumber(part, &v)) return bad("not a number");
+    if (v <= 0) return bad("values must be > 0");
+    values.push_back(v);
+  }
+  if (values.empty()) return bad("empty");
+  return values;
+}
+
+std::optional<std::pair<std::string, std::vector<int64_t>>> ParseShape(const std::string& spec,
+                                                                       std::string* error) {
+  const auto colon = spec.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size()) {
+    *error = "'" + spec + "': expected NAME:D1,D2,...";
+    return std::nullopt;
+  }
+  std::vector<int64_t> dims;
+  for (const auto& part : Split(spec.substr(colon + 1), ',')) {
+    double v = 0;
+    if (!ParseNumber(part, &v) || v < 0 || v != std::floor(v)) {
+      *error = "'" + spec + "': dims are integers >= 0";
+      return std::nullopt;
+    }
+    dims.push_back(static_cast<int64_t>(v));
+  }
+  return std::make_pair(spec.substr(0, colon), dims);
+}
+
+ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
+  CLI::App app{kDescription, "ensemble-loadgen"};
+  std::string concurrency, rate;
+  std::vector<std::string> shapes;
+  app.add_option("--server", o->server, "HOST:PORT of the KServe v2 gRPC endpoint")->required();
+  app.add_option("--model", o->model, "model to load")->required();
+  app.add_option("--model-version", o->model_version, "model version (default: the server's choice)");
+  app.add_option("--batch", o->batch, "rows per request (the -1 batch dim of the model's inputs; default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  auto* c = app.add_option("--concurrency", concurrency,
+                           "closed loop: calls in flight, N or a sweep 1:64:x2, 8:64:+8, 1,2,4 (default 1:16:x2)");
+  auto* r = app.add_option("--rate", rate, "open loop: requests/s, R or a sweep like --concurrency");
+  c->excludes(r);
+  app.add_flag("--poisson", o->poisson, "open loop: Poisson arrivals (default: constant intervals)");
+  app.add_option("--duration-s", o->duration_s, "length of one measurement window (default 2)")
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--warmup-s", o->warmup_s, "warm-up per step, not measured (default 1)")
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--max-windows", o->max_windows,
+                 "windows per step at most, stable or not (default 6; below 3 nothing is checked)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--csv", o->csv, "write one row per step to this CSV file");
+  app.add_option("--json", o->json, "write the whole report to this JSON file");
+  app.add_option("--svg", o->svg, "draw the latency-throughput curve (p50, p99) into this SVG file");
+  app.add_option("--channels", o->channels,
+                 "gRPC channels, each its own TCP connection (default min(4, largest concurrency))")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--threads", o->threads, "client workers, each a completion queue and its thread (open loop: plus a pacer thread; default 2)")->check(CLI::Range(1, 256));
+  app.add_option("--timeout-ms", o->timeout_ms, "deadline of every request (default 10000)")
+      ->check(CLI::Range(1, 3600000));
+  app.add_option("--max-inflight", o->max_inflight,
+                 "open loop: calls in flight at most; arrivals beyond are counted as skipped (default 4096)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--shape", shapes, "NAME:D1,D2 non-batch dims of an input whose dims are variable (repeatable)");
+  app.add_option("--ceiling-model", o->ceiling_model,
+                 "after the sweep, one step on this trivial (echo) model of the same server: the tool's ceiling "
+                 "(default auto: the model 'echo' if the server has it; none: never)");
+  app.add_option("--ceiling-concurrency", o->ceiling_concurrency,
+                 "concurrency of the ceiling run (default: the sweep's largest, open loop 32)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--seed", o->seed, "seed of the random input data and Poisson arrivals (default 1)");
+  app.add_flag("--quiet", o->quiet, "print nothing but errors (write the files only)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return ParseOutcome::kHelp;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ensemble-loadgen: %s (see --help)\n", e.what());
+    return ParseOutcome::kUsageError;
+  }
+  auto usage = [](const std::string& what) {
+    std::fprintf(stderr, "ensemble-loadgen: %s (see --help)\n", what.c_str());
+    return ParseOutcome::kUsageError;
+  };
+  std::string error;
+  if (!rate.empty()) {
+    auto values = ParseSweep(rate, &error);
+    if (!values) return usage("--rate " + error);
+    o->rates = *values;
+  } else {
+    auto values = ParseSweep(concurrency.empty() ? "1:16:x2" : concurrency, &error);
+    if (!values) return usage("--concurrency " + error);
+    for (double v : *values) {
+      if (v != std::floor(v) || v > 100000) return usage("--concurrency: whole numbers up to 100000");
+      o->concurrency.push_back(static_cast<int>(v));
+    }
+  }
+  for (const auto& s : shapes) {
+    auto shape = ParseShape(s, &error);
+    if (!shape) return usage("--shape " + error);
+    o->shapes[shape->first] = shape->second;
+  }
+  if (o->server.find(':') == std::string::npos) return usage("--server: expected HOST:PORT, got '" + o->server + "'");
+  if (o->channels == 0) {
+    int largest = o->concurrency.empty() ? 4 : 1;
+    for (int v : o->concurrency) largest = std::max(largest, v);
+    o->channels = std::min(4, largest);
+  }
+  if (o->ceiling_concurrency == 0) {
+    o->ceiling_concurrency = 32;
+    if (!o->concurrency.empty()) o->ceiling_concurrency = *std::max_element(o->concurrency.begin(), o->concurrency.end());
+  }
+  return ParseOutcome::kOk;
+}
+
+}  // namespace es::loadgen

@@ -1,0 +1,60 @@
+// ensemble-loadgen's command line: the options, and the parsers of its sweep
+// and shape syntaxes (kept apart from main so they can be unit-tested).
+//
+// Contract: ParseArgs never exits the process. It returns kHelp after
+// printing --help to stdout, kUsageError after printing one line
+// "ensemble-loadgen: ..." to stderr, kOk otherwise (every value checked).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace es::loadgen {
+
+struct Options {
+  std::string server;
+  std::string model;
+  std::string model_version;
+  int64_t batch = 1;
+  // Exactly one of the two is non-empty after parsing: closed-loop
+  // concurrency steps, or open-loop request rates (requests/s).
+  std::vector<int> concurrency;
+  std::vector<double> rates;
+  bool poisson = false;
+  double duration_s = 2.0;   // one measurement window
+  double warmup_s = 1.0;     // per step, before its first window
+  int max_windows = 6;       // per step
+  int stable_windows = 3;    // consecutive windows that must agree...
+  double stability = 0.10;   // ...within this fraction (max <= min * (1 + x))
+  std::string csv, json, svg;
+  int channels = 0;          // 0 = min(4, largest concurrency), at least 1
+  int threads = 2;
+  int timeout_ms = 10000;    // deadline of every request
+  int max_inflight = 4096;   // open loop: calls past this are skipped, not sent
+  // Non-batch dims of inputs whose metadata shape is variable: name -> dims.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  // The tool's ceiling is measured on this model too: "auto" = the server's
+  // model "echo" if it has a ready one, "none" = never.
+  std::string ceiling_model = "auto";
+  int ceiling_concurrency = 0;  // 0 = the sweep's largest concurrency (open loop: 32)
+  uint32_t seed = 1;
+  bool quiet = false;         // no progress line, no table (files only)
+};
+
+enum class ParseOutcome { kOk, kHelp, kUsageError };
+
+ParseOutcome ParseArgs(int argc, char** argv, Options* options);
+
+// "8" -> {8}; "1:64:x2" -> 1,2,4,...,64; "10:50:+10" -> 10,20,...,50;
+// "1,2,8" -> as listed. Values must be > 0 and the range increasing; nullopt
+// (and *error set) otherwise.
+std::optional<std::vector<double>> ParseSweep(const std::string& spec, std::string* error);
+
+// "input:1,28,28" -> {"input", {1, 28, 28}}.
+std::optional<std::pair<std::string, std::vector<int64_t>>> ParseShape(const std::string& spec,
+                                                                       std::string* error);
+
+}  // namespace es::loadgen

@@ -1,0 +1,65 @@
+// ensemble-loadgen's outputs: the table printed on stdout, the CSV and JSON
+// files, and the latency-throughput curve as an SVG file.
+//
+// Contract: pure formatting of a finished (or interrupted) run; the Write*
+// functions return false and set *error ("FILE: reason") when the file cannot
+// be written, and leave no partial file behind (temp file + rename).
+// Units everywhere: latencies and stage times in microseconds, throughput in
+// successful requests per second (rows/s = requests/s x batch).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clients/loadgen/measure.h"
+
+namespace es::loadgen {
+
+struct InputInfo {
+  std::string name, datatype;
+  std::vector<int64_t> shape;
+  size_t bytes = 0;
+};
+
+struct Report {
+  // The run.
+  std::string date;  // ISO 8601, UTC
+  std::string command;
+  std::string server, server_name, server_version;
+  std::string model, model_version, platform;
+  int64_t batch = 1;
+  std::vector<InputInfo> inputs;
+  size_t request_bytes = 0;  // serialized ModelInferRequest
+  bool open_loop = false;
+  bool poisson = false;
+  int channels = 1, threads = 1, timeout_ms = 0;
+  double warmup_s = 0, duration_s = 0, stability = 0;
+  int max_windows = 0, stable_windows = 0;
+  // Results.
+  std::vector<StepResult> steps;
+  std::optional<StepResult> ceiling;  // the --ceiling-model run
+  size_t ceiling_request_bytes = 0;
+  bool ceiling_is_this_run = false;  // the model measured is the ceiling model itself
+  std::string ceiling_not_measured;  // why there is no ceiling, when there is none
+  bool interrupted = false;
+  uint64_t client_ok = 0, client_failed = 0;  // every call of the run (warm-ups too)
+  std::optional<uint64_t> server_success_delta, server_fail_delta;  // the model's, over the run
+};
+
+// The highest throughput of the steps (0 if none).
+double PeakThroughput(const std::vector<StepResult>& steps);
+
+std::string TableHeader(bool open_loop);
+std::string TableRow(const StepResult& step);
+// Lines after the table: errors by code, ceiling, totals.
+std::string Summary(const Report& report);
+
+std::string CsvText(const Report& report);
+std::string JsonText(const Report& report);
+std::string SvgText(const Report& report);
+
+bool WriteFile(const std::string& path, const std::string& text, std::string* error);
+
+}  // namespace es::loadgen

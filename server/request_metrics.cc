@@ -1,0 +1,137 @@
+#include "server/request_metrics.h"
+
+#include <cmath>
+
+#include "config/status.h"
+#include "server/metrics_families.h"
+
+namespace es {
+namespace {
+
+constexpr double kNsPerSecond = 1e9;
+
+const char* CodeName(int code) {
+  if (code == 16) return "UNAUTHENTICATED";  // a gRPC code es::StatusCode does not name
+  return StatusCodeName(static_cast<StatusCode>(code));
+}
+
+}  // namespace
+
+ModelMetrics::ModelMetrics(std::string name, std::string version, bool ensemble)
+    : name_(std::move(name)),
+      version_(std::move(version)),
+      ensemble_(ensemble),
+      request_duration_(buckets::Latency()),
+      queue_duration_(buckets::Latency()),
+      ipc_duration_(buckets::Latency()),
+      compute_duration_(buckets::Latency()),
+      combine_duration_(buckets::Latency()),
+      batch_size_(buckets::BatchSize()),
+      disagreement_(buckets::Fraction()) {}
+
+void ModelMetrics::CountOutcome(int code) {
+  outcomes_[static_cast<size_t>(code >= 0 && code < kCodes ? code : 2 /* UNKNOWN */)].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+void ModelMetrics::Finished(int code, uint64_t elapsed_ns, const InferResponse& response, int64_t rows) {
+  CountOutcome(code);
+  pending_.fetch_sub(1, std::memory_order_relaxed);
+  if (code != 0) return;
+  rows_.fetch_add(static_cast<uint64_t>(rows), std::memory_order_relaxed);
+  const StageTimes& s = response.stages;
+  request_duration_.Observe(static_cast<double>(elapsed_ns) / kNsPerSecond);
+  queue_duration_.Observe(static_cast<double>(s.queue_ns) / kNsPerSecond);
+  ipc_duration_.Observe(static_cast<double>(s.ipc_ns) / kNsPerSecond);
+  compute_duration_.Observe(static_cast<double>(s.compute_ns) / kNsPerSecond);
+  // Without batching a request runs as its own batch.
+  batch_size_.Observe(static_cast<double>(s.batch_size > 0 ? s.batch_size : rows));
+  if (!ensemble_) return;
+  combine_duration_.Observe(static_cast<double>(s.combine_ns) / kNsPerSecond);
+  for (float d : response.disagreement) {
+    // k/M as a float (e.g. 0.3f > 0.3) would slip into the next bucket up.
+    disagreement_.Observe(std::round(static_cast<double>(d) * 1e6) / 1e6);
+  }
+}
+
+RequestMetrics::RequestMetrics(const std::map<std::string, ModelConfig>& models) {
+  for (const auto& [name, model] : models) {
+    models_.emplace(name, std::make_unique<ModelMetrics>(name, std::to_string(model.LatestVersion()),
+                                                         model.is_ensemble()));
+  }
+}
+
+ModelMetrics* RequestMetrics::Find(const std::string& model) const {
+  auto it = models_.find(model);
+  return it == models_.end() ? nullptr : it->second.get();
+}
+
+std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
+  using prometheus::MetricType;
+  auto requests = Family("ensemble_requests_total",
+                         "ModelInfer calls by model and outcome (the gRPC status code name).", MetricType::Counter);
+  auto rows = Family("ensemble_inference_rows_total", "Rows (batch entries) of successful requests.",
+                     MetricType::Counter);
+  auto pending = Family("ensemble_pending_requests",
+                        "Requests accepted and not yet answered (queued, on a host, or combining).",
+                        MetricType::Gauge);
+  struct Hist {
+    prometheus::MetricFamily family;
+    AtomicHistogram ModelMetrics::*member;
+    bool ensembles_only;
+  };
+  std::vector<Hist> hists = {
+      {Family("ensemble_request_duration_seconds", "End-to-end time of successful requests in the router.",
+              MetricType::Histogram),
+       &ModelMetrics::request_duration_, false},
+      {Family("ensemble_queue_duration_seconds", "Time successful requests waited in the batcher queue.",
+              MetricType::Histogram),
+       &ModelMetrics::queue_duration_, false},
+      {Family("ensemble_ipc_duration_seconds",
+              "Shared-memory channel time of successful requests: submit to completion minus host compute.",
+              MetricType::Histogram),
+       &ModelMetrics::ipc_duration_, false},
+      {Family("ensemble_compute_duration_seconds", "Host compute time (the model's forward) of successful requests.",
+              MetricType::Histogram),
+       &ModelMetrics::compute_duration_, false},
+      {Family("ensemble_combine_duration_seconds", "Time spent combining ensemble members' outputs.",
+              MetricType::Histogram),
+       &ModelMetrics::combine_duration_, true},
+      {Family("ensemble_batch_size", "Rows in the batch each successful request ran in.", MetricType::Histogram),
+       &ModelMetrics::batch_size_, false},
+      {Family("ensemble_disagreement_ratio",
+              "Per row: the fraction of ensemble members whose argmax differs from the ensemble's.",
+              MetricType::Histogram),
+       &ModelMetrics::disagreement_, true},
+  };
+  for (const auto& [name, m] : models_) {
+    const Labels labels = {{"model", m->name()}, {"version", m->version()}};
+    for (int code = 0; code < ModelMetrics::kCodes; ++code) {
+      const uint64_t n = m->outcomes_[static_cast<size_t>(code)].load(std::memory_order_relaxed);
+      // OK always (so rate() has a series from the start); errors once seen.
+      if (code != 0 && n == 0) continue;
+      Labels with_outcome = labels;
+      with_outcome.push_back({"outcome", CodeName(code)});
+      AddCounter(&requests, with_outcome, static_cast<double>(n));
+    }
+    AddCounter(&rows, labels, static_cast<double>(m->rows_.load(std::memory_order_relaxed)));
+    AddGauge(&pending, labels, static_cast<double>(m->pending_.load(std::memory_order_relaxed)));
+    for (auto& h : hists) {
+      if (h.ensembles_only && !m->ensemble()) continue;
+      (m.get()->*h.member).Fill(AddMetric(&h.family, labels));
+    }
+  }
+  auto unknown = Family("ensemble_unknown_model_requests_total", "ModelInfer calls naming a model that is not served.",
+                        MetricType::Counter);
+  AddCounter(&unknown, {}, static_cast<double>(unknown_model_.load(std::memory_order_relaxed)));
+
+  std::vector<prometheus::MetricFamily> out;
+  out.push_back(std::move(requests));
+  out.push_back(std::move(rows));
+  out.push_back(std::move(pending));
+  for (auto& h : hists) out.push_back(std::move(h.family));
+  out.push_back(std::move(unknown));
+  return out;
+}
+
+}  // namespace es

@@ -1,0 +1,208 @@
+// Unit tests of clients/ that need no server: Status, the tensor helpers,
+// ensemble-loadgen's sweep/shape syntax, percentiles, the stability rule, the
+// server-stage deltas and the report files.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "clients/loadgen/measure.h"
+#include "clients/loadgen/options.h"
+#include "clients/loadgen/report.h"
+#include "clients/status.h"
+#include "clients/tensor.h"
+
+namespace es::client {
+namespace {
+
+TEST(ClientStatus, CarriesCodeAndMessage) {
+  EXPECT_TRUE(Status().ok());
+  EXPECT_EQ(Status().ToString(), "OK");
+  Status s(grpc::StatusCode::NOT_FOUND, "model 'x' not found");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.ToString(), "NOT_FOUND: model 'x' not found");
+  EXPECT_STREQ(CodeName(grpc::StatusCode::DEADLINE_EXCEEDED), "DEADLINE_EXCEEDED");
+  Result<int> r = Status(grpc::StatusCode::INTERNAL, "boom");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), grpc::StatusCode::INTERNAL);
+  Result<int> v = 7;
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 7);
+}
+
+TEST(ClientTensor, DatatypesAndCounts) {
+  EXPECT_EQ(DatatypeSize("FP32"), 4u);
+  EXPECT_EQ(DatatypeSize("INT64"), 8u);
+  EXPECT_EQ(DatatypeSize("BOOL"), 1u);
+  EXPECT_EQ(DatatypeSize("BYTES"), 0u);
+  const std::vector<int64_t> shape{2, 3, 4};
+  EXPECT_EQ(ElementCount(shape), 24);
+  EXPECT_EQ(ElementCount(std::vector<int64_t>{}), 1);
+  EXPECT_EQ(ElementCount(std::vector<int64_t>{-1, 3}), -1);
+  EXPECT_STREQ(DatatypeOf<float>(), "FP32");
+  EXPECT_STREQ(DatatypeOf<int64_t>(), "INT64");
+}
+
+TEST(ClientTensor, AddInputChecksTheByteCount) {
+  inference::ModelInferRequest request;
+  const std::vector<float> values(6, 1.5f);
+  ASSERT_TRUE(AddInput<float>(&request, "x", {2, 3}, values).ok());
+  ASSERT_EQ(request.inputs_size(), 1);
+  EXPECT_EQ(request.inputs(0).datatype(), "FP32");
+  EXPECT_EQ(request.raw_input_contents(0).size(), 24u);
+  Status bad = AddInput<float>(&request, "y", {2, 4}, values);
+  EXPECT_EQ(bad.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.message().find("'y'"), std::string::npos) << bad.message();
+  EXPECT_EQ(request.inputs_size(), 1) << "a rejected input must leave the request unchanged";
+  EXPECT_EQ(AddRawInput(&request, "z", "BYTES", {1}, "a", 1).code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(ClientTensor, OutputViewsAndTheirErrors) {
+  inference::ModelInferResponse response;
+  auto* out = response.add_outputs();
+  out->set_name("probabilities");
+  out->set_datatype("FP32");
+  out->add_shape(2);
+  out->add_shape(3);
+  const std::vector<float> values{1, 2, 3, 4, 5, 6};
+  response.add_raw_output_contents()->assign(reinterpret_cast<const char*>(values.data()), 24);
+
+  auto view = GetOutput<float>(response, "probabilities");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->shape, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(view->values.size(), 6u);
+  EXPECT_EQ(view->row(1)[0], 4.0f);
+  EXPECT_EQ(view->row(1).size(), 3u);
+  auto copy = CopyOutput<float>(response, "probabilities");
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy->values, values);
+
+  auto wrong_type = GetOutput<double>(response, "probabilities");
+  EXPECT_EQ(wrong_type.status().code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(wrong_type.status().message().find("FP32"), std::string::npos);
+  auto missing = GetOutput<float>(response, "logits");
+  EXPECT_EQ(missing.status().code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(missing.status().message().find("probabilities"), std::string::npos) << "lists the outputs there are";
+
+  response.mutable_raw_output_contents(0)->resize(20);  // payload disagrees with the shape
+  EXPECT_EQ(GetOutput<float>(response, "probabilities").status().code(), grpc::StatusCode::INTERNAL);
+}
+
+}  // namespace
+}  // namespace es::client
+
+namespace es::loadgen {
+namespace {
+
+TEST(LoadgenOptions, SweepSyntax) {
+  std::string error;
+  EXPECT_EQ(ParseSweep("8", &error), (std::vector<double>{8}));
+  EXPECT_EQ(ParseSweep("1:64:x2", &error), (std::vector<double>{1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(ParseSweep("1:10:x3", &error), (std::vector<double>{1, 3, 9}));
+  EXPECT_EQ(ParseSweep("8:32:+8", &error), (std::vector<double>{8, 16, 24, 32}));
+  EXPECT_EQ(ParseSweep("1,2,7", &error), (std::vector<double>{1, 2, 7}));
+  for (const char* bad : {"", "0", "-1", "4:1:x2", "1:8:x1", "1:8", "1:8:y2", "a", "1,,2", "0:4:x2"}) {
+    EXPECT_FALSE(ParseSweep(bad, &error).has_value()) << bad;
+  }
+  auto shape = ParseShape("input:1,28,28", &error);
+  ASSERT_TRUE(shape.has_value()) << error;
+  EXPECT_EQ(shape->first, "input");
+  EXPECT_EQ(shape->second, (std::vector<int64_t>{1, 28, 28}));
+  EXPECT_FALSE(ParseShape("input", &error).has_value());
+  EXPECT_FALSE(ParseShape("input:1,x", &error).has_value());
+}
+
+TEST(LoadgenStats, NearestRankPercentiles) {
+  std::vector<int64_t> ns;
+  for (int i = 1000; i >= 1; --i) ns.push_back(i * 1000);  // 1..1000 us, reversed
+  const LatencySummary s = Summarize(ns);
+  EXPECT_EQ(s.count, 1000u);
+  EXPECT_DOUBLE_EQ(s.min_us, 1);
+  EXPECT_DOUBLE_EQ(s.max_us, 1000);
+  EXPECT_DOUBLE_EQ(s.p50_us, 500);
+  EXPECT_DOUBLE_EQ(s.p90_us, 900);
+  EXPECT_DOUBLE_EQ(s.p99_us, 990);
+  EXPECT_DOUBLE_EQ(s.p999_us, 999);
+  EXPECT_DOUBLE_EQ(s.mean_us, 500.5);
+  std::vector<int64_t> empty;
+  EXPECT_EQ(Summarize(empty).count, 0u);
+}
+
+TEST(LoadgenStats, StabilityRule) {
+  EXPECT_TRUE(LastAgree({50, 100, 105, 109}, 3, 0.10));
+  EXPECT_FALSE(LastAgree({100, 105, 111}, 3, 0.10));
+  EXPECT_FALSE(LastAgree({100, 100}, 3, 0.10)) << "needs 3 windows";
+  EXPECT_FALSE(LastAgree({0, 0, 0}, 3, 0.10)) << "nothing succeeded is not stable";
+}
+
+TEST(LoadgenStats, ServerStageDeltas) {
+  ServerCounters a, b;
+  a.success_count = 10;
+  a.success_ns = 10'000'000;
+  a.compute_infer_count = 5;
+  a.compute_infer_ns = 1'000'000;
+  b = a;
+  b.success_count = 110;
+  b.success_ns = 60'000'000;  // 50 ms over 100 requests: 500 us
+  b.compute_infer_count = 55;
+  b.compute_infer_ns = 11'000'000;  // 10 ms over 50 executions: 200 us
+  b.execution_count = 50;
+  b.inference_count = 200;
+  const ServerStages s = StagesBetween(a, b);
+  ASSERT_TRUE(s.available);
+  EXPECT_EQ(s.success, 100u);
+  EXPECT_DOUBLE_EQ(s.success_us, 500);
+  EXPECT_DOUBLE_EQ(s.compute_infer_us, 200);
+  EXPECT_DOUBLE_EQ(s.queue_us, -1) << "no count: not reported";
+  EXPECT_DOUBLE_EQ(s.avg_batch, 4);
+  EXPECT_FALSE(StagesBetween(std::nullopt, b).available);
+}
+
+Report SampleReport() {
+  Report r;
+  r.date = "2026-01-01T00:00:00Z";
+  r.server = "127.0.0.1:8001";
+  r.model = "m<&>";
+  r.batch = 2;
+  for (int c : {1, 2, 4}) {
+    StepResult s;
+    s.model = r.model;
+    s.concurrency = c;
+    s.windows = 3;
+    s.stable = true;
+    s.ok = 100 * c;
+    s.throughput_rps = 100.0 * c;
+    s.rows_per_s = 200.0 * c;
+    s.latency = {s.ok, 900.0 * c, 500, 5000, 800.0 * c, 900.0 * c, 950.0 * c, 1000.0 * c, 1200.0 * c};
+    r.steps.push_back(s);
+  }
+  return r;
+}
+
+TEST(LoadgenReport, CsvJsonAndSvg) {
+  const Report r = SampleReport();
+  const std::string csv = CsvText(r);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
+  EXPECT_EQ(csv.rfind("model,mode,concurrency", 0), 0u);
+
+  const auto j = nlohmann::json::parse(JsonText(r));
+  ASSERT_EQ(j["steps"].size(), 3u);
+  EXPECT_EQ(j["steps"][2]["concurrency"], 4);
+  EXPECT_DOUBLE_EQ(j["steps"][2]["latency_us"]["p99"].get<double>(), 4000);
+  EXPECT_DOUBLE_EQ(j["peak_throughput_rps"].get<double>(), 400);
+  EXPECT_TRUE(j["ceiling"].is_null());
+
+  const std::string svg = SvgText(r);
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  size_t polylines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  EXPECT_EQ(polylines, 2u) << "p50 and p99";
+  EXPECT_NE(svg.find("m&lt;&amp;&gt;"), std::string::npos) << "the model name is escaped";
+  EXPECT_EQ(svg.find("m<&>"), std::string::npos);
+  EXPECT_NE(svg.find("throughput"), std::string::npos);
+  EXPECT_NE(svg.find("latency (ms)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace es::loadgen

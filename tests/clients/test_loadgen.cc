@@ -1,0 +1,274 @@
+// ensemble-loadgen against the real server: a short closed-loop sweep whose
+// JSON has one step per concurrency with positive throughput and ordered
+// percentiles, whose request count matches the server's own statistics, and
+// whose CSV and SVG are written; the tool's ceiling on the echo model
+// (clients/make_echo_model.py); an open-loop Poisson run near its rate; and
+// the exit codes: 2 for usage errors, 1 for an unreachable server or a model
+// the server does not know, 0 for --help.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "clients/client.h"
+#include "tests/integration/server_process.h"
+
+namespace es::loadgen {
+namespace {
+
+using es::it::RunCommand;
+using es::it::ServerProcess;
+using es::it::WatchdogScope;
+using std::chrono::seconds;
+
+const char* const kLoadgen = ES_LOADGEN_BIN;
+
+int ClosedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+uint64_t SuccessCount(const es::client::Client& client, const std::string& model) {
+  auto stats = client.ModelStatistics(model);
+  EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+  if (!stats.ok() || stats->model_stats_size() != 1) return 0;
+  return stats->model_stats(0).inference_stats().success().count();
+}
+
+// One server for the suite, on the demo repository plus the echo model.
+class LoadgenTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    WatchdogScope watchdog(seconds(180), "LoadgenTest: making the echo model and starting the server");
+    repo_dir_ = new es::it::TempDir("es_loadgen_repo_");
+    std::string error;
+    const auto repo = repo_dir_->path() / "repo";
+    if (!es::it::CopyDemoRepository(repo, &error)) {
+      setup_error_ = "copying the demo repository: " + error;
+      return;
+    }
+    std::string output;
+    const int rc = RunCommand({"/usr/bin/python3", ES_MAKE_ECHO_PY, "--out", repo.string()}, seconds(120), &output);
+    if (rc != 0) {
+      setup_error_ = "make_echo_model.py failed (rc " + std::to_string(rc) + "): " + output;
+      return;
+    }
+    ServerProcess::Options options;
+    options.repository = repo.string();
+    server_ = ServerProcess::Start(options).release();
+    if (server_ == nullptr) setup_error_ = ServerProcess::last_start_error();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete repo_dir_;
+    repo_dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr) << setup_error_; }
+
+  static ServerProcess* server_;
+  static es::it::TempDir* repo_dir_;
+  static std::string setup_error_;
+  es::it::TempDir out_{"es_loadgen_out_"};
+};
+
+ServerProcess* LoadgenTest::server_ = nullptr;
+es::it::TempDir* LoadgenTest::repo_dir_ = nullptr;
+std::string LoadgenTest::setup_error_;
+
+TEST_F(LoadgenTest, ClosedLoopSweepReportsEveryStepAndMatchesServerCounts) {
+  WatchdogScope watchdog(seconds(120), "ClosedLoopSweep");
+  auto client = es::client::Client::Create(server_->address());
+  const uint64_t before = SuccessCount(*client, "demo_ensemble");
+  const std::string json = out_.Path("out.json"), csv = out_.Path("out.csv"), svg = out_.Path("out.svg");
+  std::string output;
+  const int rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "demo_ensemble", "--duration-s", "1",
+                             "--warmup-s", "0.5", "--concurrency", "1:4:x2", "--max-windows", "4", "--json", json,
+                             "--csv", csv, "--svg", svg},  // --ceiling-model auto: finds 'echo'
+                            seconds(100), &output);
+  ASSERT_EQ(rc, 0) << output;
+  const uint64_t after = SuccessCount(*client, "demo_ensemble");
+
+  // The table on stdout.
+  EXPECT_NE(output.find("p99.9_us"), std::string::npos) << output;
+  EXPECT_NE(output.find("tool ceiling:"), std::string::npos) << output;
+
+  const auto j = nlohmann::json::parse(Slurp(json));
+  EXPECT_EQ(j["model"]["name"], "demo_ensemble");
+  ASSERT_EQ(j["steps"].size(), 3u) << j.dump(2);
+  const int expected_concurrency[] = {1, 2, 4};
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& s = j["steps"][i];
+    SCOPED_TRACE("step " + std::to_string(i));
+    EXPECT_EQ(s["mode"], "closed");
+    EXPECT_EQ(s["concurrency"], expected_concurrency[i]);
+    EXPECT_GT(s["throughput_rps"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(s["rows_per_s"].get<double>(), s["throughput_rps"].get<double>()) << "batch 1";
+    EXPECT_GE(s["windows"].get<int>(), 3);
+    EXPECT_LE(s["windows"].get<int>(), 4);
+    EXPECT_EQ(s["failed"], 0u);
+    EXPECT_TRUE(s["errors"].empty());
+    const auto& l = s["latency_us"];
+    EXPECT_GT(l["p50"].get<double>(), 0);
+    EXPECT_LE(l["min"].get<double>(), l["p50"].get<double>());
+    EXPECT_LE(l["p50"].get<double>(), l["p90"].get<double>());
+    EXPECT_LE(l["p90"].get<double>(), l["p95"].get<double>());
+    EXPECT_LE(l["p95"].get<double>(), l["p99"].get<double>());
+    EXPECT_LE(l["p99"].get<double>(), l["p99_9"].get<double>());
+    EXPECT_LE(l["p99_9"].get<double>(), l["max"].get<double>());
+    // The server's figures over the same windows.
+    ASSERT_TRUE(s["server"].is_object()) << s.dump(2);
+    EXPECT_GT(s["server"]["success"].get<uint64_t>(), 0u);
+    EXPECT_GT(s["server"]["success_us"].get<double>(), 0);
+    EXPECT_LE(s["server"]["success_us"].get<double>(), l["mean"].get<double>() * 1.05)
+        << "the server's own time is within the client's latency";
+  }
+  // Higher concurrency keeps more calls waiting: p50 does not fall.
+  EXPECT_GE(j["steps"][2]["latency_us"]["p50"].get<double>(), j["steps"][0]["latency_us"]["p50"].get<double>());
+
+  // Every successful call of the run (warm-ups included) is one the server
+  // counted: the JSON's totals, and our own reading of ModelStatistics (plus
+  // the one check call the tool makes before the sweep).
+  const auto& totals = j["totals"];
+  EXPECT_EQ(totals["client_failed"], 0u);
+  EXPECT_EQ(totals["client_ok"].get<uint64_t>(), totals["server_success"].get<uint64_t>());
+  EXPECT_EQ(after - before, totals["client_ok"].get<uint64_t>() + 1);
+  uint64_t measured = 0;
+  for (const auto& s : j["steps"]) measured += s["ok"].get<uint64_t>();
+  EXPECT_LT(measured, totals["client_ok"].get<uint64_t>()) << "warm-ups and drains are counted in the totals only";
+
+  // The ceiling: the echo model, faster than the ensemble.
+  ASSERT_TRUE(j["ceiling"].is_object());
+  EXPECT_EQ(j["ceiling"]["model"], "echo");
+  EXPECT_EQ(j["ceiling"]["concurrency"], 4);
+  EXPECT_GT(j["ceiling"]["throughput_rps"].get<double>(), j["peak_throughput_rps"].get<double>());
+
+  // CSV: a header and one row per step.
+  const std::string csv_text = Slurp(csv);
+  EXPECT_EQ(std::count(csv_text.begin(), csv_text.end(), '\n'), 4) << csv_text;
+  EXPECT_EQ(csv_text.rfind("model,mode,concurrency,rate,batch", 0), 0u);
+  // SVG: a document with the two curves.
+  const std::string svg_text = Slurp(svg);
+  EXPECT_EQ(svg_text.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg_text.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg_text.find("p50 latency"), std::string::npos);
+  EXPECT_NE(svg_text.find("p99 latency"), std::string::npos);
+}
+
+TEST_F(LoadgenTest, OpenLoopPoissonRunsNearItsRate) {
+  WatchdogScope watchdog(seconds(60), "OpenLoopPoisson");
+  const std::string json = out_.Path("open.json");
+  std::string output;
+  const int rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "mlp", "--batch", "4", "--rate",
+                             "200", "--poisson", "--duration-s", "1", "--warmup-s", "0.3", "--max-windows", "3",
+                             "--json", json, "--ceiling-model", "none"},
+                            seconds(40), &output);
+  ASSERT_EQ(rc, 0) << output;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  EXPECT_EQ(j["config"]["arrivals"], "poisson");
+  ASSERT_EQ(j["steps"].size(), 1u);
+  const auto& s = j["steps"][0];
+  EXPECT_EQ(s["mode"], "open");
+  EXPECT_DOUBLE_EQ(s["rate"].get<double>(), 200);
+  EXPECT_NEAR(s["send_rate_rps"].get<double>(), 200, 60) << "Poisson arrivals average the rate";
+  EXPECT_GT(s["throughput_rps"].get<double>(), 100);
+  EXPECT_NEAR(s["rows_per_s"].get<double>(), 4 * s["throughput_rps"].get<double>(), 1e-6);
+  EXPECT_EQ(s["skipped"], 0u);
+  EXPECT_EQ(j["model"]["inputs"][0]["shape"], nlohmann::json({4, 1, 28, 28}));
+  EXPECT_TRUE(j["ceiling"].is_null());
+  EXPECT_NE(output.find("tool ceiling: not measured (--ceiling-model none)"), std::string::npos) << output;
+}
+
+TEST_F(LoadgenTest, RunOnTheEchoModelIsTheCeiling) {
+  WatchdogScope watchdog(seconds(60), "RunOnTheEchoModel");
+  const std::string json = out_.Path("echo.json");
+  std::string output;
+  const int rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "echo", "--concurrency", "2",
+                             "--duration-s", "0.3", "--warmup-s", "0.2", "--max-windows", "3", "--json", json},
+                            seconds(40), &output);
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("tool ceiling: this run is on the ceiling model 'echo'"), std::string::npos) << output;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  EXPECT_TRUE(j["ceiling_is_this_run"].get<bool>());
+  EXPECT_TRUE(j["ceiling"].is_null()) << "no extra step";
+  EXPECT_GT(j["peak_throughput_rps"].get<double>(), 0);
+}
+
+TEST(LoadgenExitCodes, UsageErrorsExitTwo) {
+  WatchdogScope watchdog(seconds(60), "UsageErrorsExitTwo");
+  const std::vector<std::vector<std::string>> cases = {
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--bogus"},
+      {kLoadgen, "--server", "127.0.0.1:1"},  // no --model
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--concurrency", "0:4:x2"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--concurrency", "4", "--rate", "10"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--batch", "0"},
+      {kLoadgen, "--server", "no-port", "--model", "m"},
+  };
+  for (const auto& argv : cases) {
+    std::string output;
+    const int rc = RunCommand(argv, seconds(20), &output);
+    std::string line;
+    for (size_t i = 1; i < argv.size(); ++i) line += argv[i] + " ";
+    EXPECT_EQ(rc, 2) << line << "\n" << output;
+    EXPECT_EQ(output.rfind("ensemble-loadgen: ", 0), 0u) << line << "\n" << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << "one line: " << output;
+  }
+  std::string help;
+  EXPECT_EQ(RunCommand({kLoadgen, "--help"}, seconds(20), &help), 0);
+  EXPECT_NE(help.find("--concurrency"), std::string::npos) << help;
+}
+
+TEST(LoadgenExitCodes, UnreachableServerExitsOneWithOneLine) {
+  WatchdogScope watchdog(seconds(60), "UnreachableServerExitsOne");
+  std::string output;
+  const auto start = std::chrono::steady_clock::now();
+  const int rc = RunCommand({kLoadgen, "--server", "127.0.0.1:" + std::to_string(ClosedPort()), "--model", "mlp"},
+                            seconds(30), &output);
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_EQ(output.rfind("ensemble-loadgen: cannot reach server 127.0.0.1:", 0), 0u) << output;
+  EXPECT_NE(output.find("UNAVAILABLE"), std::string::npos) << output;
+  EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
+}
+
+TEST_F(LoadgenTest, UnknownModelOrBadShapeExitsWithTheServersError) {
+  WatchdogScope watchdog(seconds(60), "UnknownModel");
+  std::string output;
+  int rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "no_such_model"}, seconds(30), &output);
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_NE(output.find("NOT_FOUND"), std::string::npos) << output;
+  EXPECT_NE(output.find("no_such_model"), std::string::npos) << output;
+  // A --shape for a dim the model fixes is the user's mistake: exit 2.
+  output.clear();
+  rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "mlp", "--shape", "input:1,27,28"},
+                  seconds(30), &output);
+  EXPECT_EQ(rc, 2) << output;
+  EXPECT_NE(output.find("--shape input"), std::string::npos) << output;
+  // A batch over the model's max_batch_size: the server rejects the check call.
+  output.clear();
+  rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "mlp", "--batch", "1000"}, seconds(30),
+                  &output);
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_NE(output.find("rejects the request"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace es::loadgen
