@@ -24,17 +24,6 @@ using std::chrono::seconds;
 
 const char* const kCli = ES_CLI_BIN;
 
-int ClosedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 struct CliRun {
   int rc = -1;
@@ -247,7 +236,7 @@ TEST_F(CliTest, InferErrorPaths) {
 
 TEST(CliNoServer, UnreachableServerAndHelp) {
   WatchdogScope watchdog(seconds(60), "UnreachableServerAndHelp");
-  const std::string address = "127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string address = "127.0.0.1:" + std::to_string(es::it::ClosedLoopbackPort());
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"live"}, {"ready"}, {"index"}, {"metadata", "mlp"}, {"stats"}, {"infer", "mlp"}}) {
     std::vector<std::string> argv = {kCli, "--server", address};

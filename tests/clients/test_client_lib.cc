@@ -48,18 +48,6 @@ std::vector<float> Probabilities(const inference::ModelInferResponse& response) 
   return {view->values.begin(), view->values.end()};
 }
 
-// A loopback port nothing listens on (bound, then closed).
-int ClosedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class ClientLibTest : public ::testing::Test {
  protected:
@@ -289,7 +277,7 @@ TEST_F(ClientLibTest, ErrorsSurfaceWithCodeAndMessage) {
 
 TEST(ClientLibUnreachable, FailsFastWithUnavailable) {
   WatchdogScope watchdog(seconds(60), "FailsFastWithUnavailable");
-  const std::string address = "127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string address = "127.0.0.1:" + std::to_string(es::it::ClosedLoopbackPort());
   auto client = Client::Create(address, ClientOptions{std::chrono::milliseconds(20000)});
   const auto start = std::chrono::steady_clock::now();
   auto live = client->ServerLive();

@@ -27,17 +27,6 @@ using std::chrono::seconds;
 
 const char* const kLoadgen = ES_LOADGEN_BIN;
 
-int ClosedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -240,7 +229,7 @@ TEST(LoadgenExitCodes, UnreachableServerExitsOneWithOneLine) {
   WatchdogScope watchdog(seconds(60), "UnreachableServerExitsOne");
   std::string output;
   const auto start = std::chrono::steady_clock::now();
-  const int rc = RunCommand({kLoadgen, "--server", "127.0.0.1:" + std::to_string(ClosedPort()), "--model", "mlp"},
+  const int rc = RunCommand({kLoadgen, "--server", "127.0.0.1:" + std::to_string(es::it::ClosedLoopbackPort()), "--model", "mlp"},
                             seconds(30), &output);
   EXPECT_EQ(rc, 1) << output;
   EXPECT_EQ(output.rfind("ensemble-loadgen: cannot reach server 127.0.0.1:", 0), 0u) << output;

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,6 +95,18 @@ void WatchdogLoop() {
 std::string g_last_start_error;
 
 }  // namespace
+
+int ClosedLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
 
 // ---- Watchdog ---------------------------------------------------------------
 
@@ -501,8 +516,15 @@ std::unique_ptr<inference::GRPCInferenceService::Stub> ServerProcess::NewConnect
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own TCP connection
-  return inference::GRPCInferenceService::NewStub(
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+  auto channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  // Connect before handing it out: many fresh connections at once can see a
+  // transient connect failure, which a call without wait_for_ready would
+  // report as UNAVAILABLE although the server is fine (gRPC retries the
+  // connection with backoff while we wait here).
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(15))) {
+    ADD_FAILURE() << "could not connect a new channel to " << address_ << " within 15 s";
+  }
+  return inference::GRPCInferenceService::NewStub(channel);
 }
 
 std::unique_ptr<grpc::health::v1::Health::Stub> ServerProcess::HealthStub() const {

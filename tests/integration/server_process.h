@@ -98,6 +98,10 @@ bool ProcessAlive(pid_t pid);
 // Entry names in /dev/shm.
 std::set<std::string> ShmEntries();
 
+// A loopback port nothing listens on (bound, then closed): for "server
+// unreachable" tests.
+int ClosedLoopbackPort();
+
 // ---- the server under test ------------------------------------------------
 
 class ServerProcess {
