@@ -346,8 +346,13 @@ std::string PrometheusServer::LogTail() const {
   return log.size() <= 4000 ? log : log.substr(log.size() - 4000);
 }
 
-std::optional<size_t> PrometheusServer::CountSeries(const std::string& promql, std::string* error) const {
-  const HttpResponse r = HttpGet(address_, "/api/v1/query?query=" + UrlEncode(promql));
+namespace {
+
+// Runs an instant query against Prometheus's HTTP API; the `data.result`
+// array, or nullopt with *error saying why.
+std::optional<nlohmann::json> InstantQuery(const std::string& address, const std::string& promql,
+                                           std::string* error) {
+  const HttpResponse r = HttpGet(address, "/api/v1/query?query=" + UrlEncode(promql));
   if (r.status != 200) {
     *error = r.status == 0 ? r.error : "HTTP " + std::to_string(r.status) + ": " + r.body;
     return std::nullopt;
@@ -358,33 +363,32 @@ std::optional<size_t> PrometheusServer::CountSeries(const std::string& promql, s
       *error = r.body;
       return std::nullopt;
     }
-    return json.at("data").at("result").size();
+    return json.at("data").at("result");
   } catch (const std::exception& e) {
     *error = std::string("bad answer (") + e.what() + "): " + r.body;
     return std::nullopt;
   }
 }
 
+}  // namespace
+
+std::optional<size_t> PrometheusServer::CountSeries(const std::string& promql, std::string* error) const {
+  const auto result = InstantQuery(address_, promql, error);
+  if (!result) return std::nullopt;
+  return result->size();
+}
+
 std::optional<double> PrometheusServer::Query(const std::string& promql, std::string* error) const {
-  const HttpResponse r = HttpGet(address_, "/api/v1/query?query=" + UrlEncode(promql));
-  if (r.status != 200) {
-    *error = r.status == 0 ? r.error : "HTTP " + std::to_string(r.status) + ": " + r.body;
+  const auto result = InstantQuery(address_, promql, error);
+  if (!result) return std::nullopt;
+  if (result->size() != 1) {
+    *error = "expected one series, got " + std::to_string(result->size()) + ": " + result->dump();
     return std::nullopt;
   }
   try {
-    const auto json = nlohmann::json::parse(r.body);
-    if (json.at("status") != "success") {
-      *error = r.body;
-      return std::nullopt;
-    }
-    const auto& result = json.at("data").at("result");
-    if (result.size() != 1) {
-      *error = "expected one series, got " + std::to_string(result.size()) + ": " + r.body;
-      return std::nullopt;
-    }
-    return std::stod(result[0].at("value")[1].get<std::string>());
+    return std::stod((*result)[0].at("value")[1].get<std::string>());
   } catch (const std::exception& e) {
-    *error = std::string("bad answer (") + e.what() + "): " + r.body;
+    *error = std::string("bad answer (") + e.what() + "): " + result->dump();
     return std::nullopt;
   }
 }
