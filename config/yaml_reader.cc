@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <set>
+#include <sstream>
 
 namespace es::yaml {
 namespace {
@@ -161,6 +162,21 @@ Status ReadOptionalInt(const Field& map, std::string_view key, int min, int max,
   int64_t value = *out;
   ES_RETURN_IF_ERROR(ReadOptionalInt(map, key, int64_t{min}, int64_t{max}, &value));
   *out = static_cast<int>(value);
+  return Status::Ok();
+}
+
+Status ReadOptionalDouble(const Field& map, std::string_view key, double min, double max,
+                          double* out) {
+  const Field field = Child(map, key);
+  if (!field.present()) return Status::Ok();
+  StatusOr<double> value = ReadDouble(field);
+  if (!value.ok()) return value.status();
+  if (!(*value >= min && *value <= max)) {  // also rejects NaN
+    std::ostringstream what;
+    what << "value " << *value << " out of range (expected in [" << min << ", " << max << "])";
+    return Error(field, what.str());
+  }
+  *out = *value;
   return Status::Ok();
 }
 

@@ -61,6 +61,8 @@ StatusOr<double> ReadDouble(const Field& field);
 Status ReadOptionalInt(const Field& map, std::string_view key, int64_t min, int64_t max,
                        int64_t* out);
 Status ReadOptionalInt(const Field& map, std::string_view key, int min, int max, int* out);
+Status ReadOptionalDouble(const Field& map, std::string_view key, double min, double max,
+                          double* out);
 Status ReadOptionalString(const Field& map, std::string_view key, std::string* out);
 // As above but absent is an error; empty strings are errors too.
 Status ReadRequiredString(const Field& map, std::string_view key, std::string* out);

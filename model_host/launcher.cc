@@ -19,7 +19,16 @@ StatusOr<pid_t> Spawn(const LaunchSpec& spec) {
   // Everything the child needs is built before fork: after fork in a
   // multi-threaded parent only async-signal-safe calls are allowed.
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  // spec.env overrides: getenv() would return the first of two entries.
+  auto overridden = [&spec](const char* entry) {
+    for (const auto& [key, value] : spec.env) {
+      if (std::strncmp(entry, key.c_str(), key.size()) == 0 && entry[key.size()] == '=') return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) env_strings.emplace_back(*e);
+  }
   for (const auto& [key, value] : spec.env) env_strings.push_back(key + "=" + value);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());

@@ -25,7 +25,7 @@ struct LaunchSpec {
   std::string binary;                           // absolute path
   std::vector<std::string> args;                // argv[1..]
   std::vector<std::pair<int, int>> pass_fds;    // (parent fd, fd number in the child)
-  std::vector<std::pair<std::string, std::string>> env;  // added to the environment
+  std::vector<std::pair<std::string, std::string>> env;  // added to the environment (overriding)
   // CPUs the child runs on, set before exec so that every thread the child
   // ever has inherits it (libraries start threads before main; empty = all).
   std::vector<int> cpu_affinity;

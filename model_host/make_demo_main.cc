@@ -8,18 +8,17 @@
 // --force), 2 usage error.
 #include <torch/script.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "config/command_line.h"
 #include "model_host/model_zoo.h"
+#include "model_host/served_config.h"
 
 namespace {
 
@@ -35,32 +34,12 @@ struct DemoMember {
 constexpr DemoMember kMembers[] = {{"mlp", "cpu0"}, {"wide_mlp", "cpu0"}, {"cnn", "cpu1"}};
 constexpr const char* kEnsembleName = "demo_ensemble";
 
-constexpr const char* kTensorsYaml =
-    "max_batch_size: 64\n"
-    "inputs:\n"
-    "  - {name: input, datatype: FP32, dims: [1, 28, 28]}\n"
-    "outputs:\n"
-    "  - {name: probabilities, datatype: FP32, dims: [10]}\n";
+constexpr int64_t kMaxBatchSize = 64;
 
-void WriteFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-std::string MemberConfig(const DemoMember& member) {
-  return std::string("platform: torchscript\n") + kTensorsYaml + "hosts: [" + member.host + "]\n";
-}
-
-std::string EnsembleConfig() {
-  std::string yaml = std::string("platform: ensemble\n") + kTensorsYaml +
-                     "ensemble:\n"
-                     "  combine: mean\n"
-                     "  members:\n";
-  for (const DemoMember& member : kMembers)
-    yaml += std::string("    - {model: ") + member.name + "}\n";
-  return yaml;
+std::vector<std::string> MemberNames() {
+  std::vector<std::string> names;
+  for (const DemoMember& member : kMembers) names.emplace_back(member.name);
+  return names;
 }
 
 bool IsNonEmptyDirectory(const fs::path& dir) {
@@ -78,14 +57,16 @@ void WriteRepository(const fs::path& out, uint64_t seed) {
     fs::create_directories(dir / "1");
     // Members differ by seed as well as by architecture, as trained ones will.
     es::BuildZooModel(member.name, seed + i).save((dir / "1" / "model.pt").string());
-    WriteFile(dir / "config.yaml", MemberConfig(member));
+    es::WriteTextFile((dir / "config.yaml").string(),
+                      es::ClassifierMemberYaml(kMaxBatchSize, {member.host}));
     std::cout << "wrote " << member.name << " (version 1, host " << member.host << ") to "
               << dir.string() << "\n";
   }
   const fs::path dir = out / kEnsembleName;
   fs::remove_all(dir);
   fs::create_directories(dir);
-  WriteFile(dir / "config.yaml", EnsembleConfig());
+  es::WriteTextFile((dir / "config.yaml").string(),
+                    es::ClassifierEnsembleYaml(kMaxBatchSize, MemberNames(), "mean"));
   std::cout << "wrote " << kEnsembleName << " (ensemble of mlp, wide_mlp, cnn) to " << dir.string()
             << "\n";
 }
@@ -101,15 +82,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "Seed of the first member's weights (members use seed+i)")
       ->capture_default_str();
   app.add_flag("--force", force, "Write into DIR even if it is not empty");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);  // prints the one-line error and the --help hint
-    return 2;
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-make-demo")) {
+    return *exit_code;
   }
 
   const fs::path dir(out);

@@ -19,7 +19,8 @@ struct Module;
 
 namespace es {
 
-// The architecture names the zoo knows: "mlp", "wide_mlp", "cnn".
+// The architecture names the zoo knows: "mlp", "wide_mlp", "cnn" (tiny, for
+// serving tests) and "convnet" (the one worth training, see model_zoo.cc).
 std::vector<std::string> ZooArchitectures();
 
 // Builds a fresh module; throws std::invalid_argument for an unknown name.

@@ -13,6 +13,7 @@ get_filename_component(_es_torch_parts_root "${CMAKE_CURRENT_LIST_DIR}/.." ABSOL
 add_library(es_torch_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/model_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_zoo.cc
+  ${CMAKE_CURRENT_LIST_DIR}/served_config.cc
   ${CMAKE_CURRENT_LIST_DIR}/torch_convert.cc)
 add_library(ensemble::torch_runtime ALIAS es_torch_runtime)
 target_include_directories(es_torch_runtime PUBLIC ${_es_torch_parts_root})

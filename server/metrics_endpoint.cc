@@ -2,10 +2,20 @@
 
 #include <exception>
 
+#include <CivetServer.h>
 #include <prometheus/exposer.h>
 
 namespace es {
 namespace {
+
+// civetweb reports why it could not start only through this callback;
+// without it the exception just says "null context".
+thread_local std::string t_start_error;
+
+int RememberCivetError(const mg_connection*, const char* message) {
+  t_start_error = message;
+  return 1;  // handled: civetweb prints nothing itself
+}
 
 // civetweb wants IPv6 addresses in brackets.
 std::string HostPart(const std::string& address) {
@@ -19,11 +29,15 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
   endpoint->host_ = HostPart(listen_address);
   const std::string bind = endpoint->host_ + ":" + std::to_string(port);
+  CivetCallbacks callbacks{};
+  callbacks.log_message = RememberCivetError;
+  t_start_error.clear();
   try {
     // Two threads: a scrape is rare and short; Prometheus scrapes one at a time.
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(bind, 2);
+    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(bind, 2, &callbacks);
   } catch (const std::exception& e) {
-    return Status::Unavailable("cannot listen for metrics on " + bind + ": " + e.what());
+    return Status::Unavailable("cannot listen for metrics on " + bind + ": " +
+                               (t_start_error.empty() ? e.what() : t_start_error));
   }
   const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
   if (ports.empty() || ports.front() <= 0) return Status::Unavailable("cannot listen for metrics on " + bind);

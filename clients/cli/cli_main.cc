@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "clients/cli/commands.h"
+#include "config/command_line.h"
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
@@ -63,14 +64,8 @@ int main(int argc, char** argv) {
   infer->add_option("--seed", infer_args.seed, "seed of random inputs (default 0)");
   infer->add_option("--id", infer_args.id, "request id (echoed by the server)");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return es::cli::kExitOk;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ensemble-cli: %s (see --help)\n", e.what());
-    return es::cli::kExitUsage;
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-cli")) {
+    return *exit_code;  // kExitOk after --help, kExitUsage for a bad flag
   }
   // CLI11 reports a subcommand's --help as CallForHelp from its own parse,
   // caught above with the whole app's help; subcommand help is in --help.

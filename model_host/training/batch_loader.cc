@@ -1,0 +1,157 @@
+#include "model_host/training/batch_loader.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/randperm.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace es {
+namespace {
+
+// splitmix64: turns (seed, epoch) pairs that differ in one bit into unrelated
+// generator seeds.
+uint64_t MixSeed(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+Status Invalid(const std::string& what) { return Status::InvalidArgument("batch loader: " + what); }
+
+}  // namespace
+
+at::Tensor EpochPermutation(int64_t rows, uint64_t seed, int64_t epoch) {
+  at::Generator gen = at::detail::createCPUGenerator(MixSeed(MixSeed(seed) ^ static_cast<uint64_t>(epoch)));
+  return at::randperm(rows, gen, at::kLong);
+}
+
+Status ValidateShardSpec(const Dataset& data, const ShardSpec& shard) {
+  const std::string w = std::to_string(shard.world_size);
+  if (shard.world_size < 1) return Invalid("world_size " + w + " must be at least 1");
+  if (shard.rank < 0 || shard.rank >= shard.world_size) {
+    return Invalid("rank " + std::to_string(shard.rank) + " is outside [0, " + w + ")");
+  }
+  const std::string g = std::to_string(shard.global_batch);
+  if (shard.global_batch < 1) return Invalid("global_batch " + g + " must be at least 1");
+  if (shard.global_batch % shard.world_size != 0) {
+    return Invalid("global_batch " + g + " is not divisible by world_size " + w);
+  }
+  if (!data.images.defined() || !data.labels.defined()) return Invalid("the dataset has no tensors");
+  if (data.images.dim() < 1 || data.labels.dim() != 1 || data.images.size(0) != data.labels.size(0)) {
+    return Invalid("the dataset's images and labels do not have one row per example");
+  }
+  if (data.size() < shard.global_batch) {
+    return Invalid("the dataset has " + std::to_string(data.size()) + " rows, fewer than one global batch of " + g);
+  }
+  return Status::Ok();
+}
+
+BatchLoader::BatchLoader(const Dataset& data, ShardSpec shard, int threads, int prefetch)
+    : data_(data),
+      shard_(shard),
+      prefetch_(std::max(1, prefetch)),
+      rows_per_batch_(shard.world_size > 0 ? shard.global_batch / shard.world_size : 0),
+      batches_per_epoch_(shard.global_batch > 0 ? data.size() / shard.global_batch : 0) {
+  const Status valid = ValidateShardSpec(data_, shard_);
+  if (!valid.ok()) throw std::invalid_argument(valid.message());
+  try {
+    for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  } catch (...) {
+    StopAndJoin();  // the destructor will not run: join what did start
+    throw;
+  }
+}
+
+BatchLoader::~BatchLoader() { StopAndJoin(); }
+
+void BatchLoader::StopAndJoin() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  ready_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void BatchLoader::StartEpoch(int64_t epoch, int64_t first_batch) {
+  // Drawn outside the lock: the workers need not wait for it.
+  at::Tensor permutation = EpochPermutation(data_.size(), shard_.seed, epoch);
+  const int64_t first = std::clamp<int64_t>(first_batch, 0, batches_per_epoch_);
+  std::map<int64_t, Batch> discarded;  // freed after the lock is released
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    permutation_ = std::move(permutation);
+    next_to_claim_ = first;
+    next_to_return_ = first;
+    discarded.swap(ready_);
+    failed_.clear();
+    started_ = true;
+  }
+  work_cv_.notify_all();
+}
+
+std::optional<Batch> BatchLoader::Next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!started_ || next_to_return_ >= batches_per_epoch_) return std::nullopt;
+  const int64_t index = next_to_return_;
+  ready_cv_.wait(lock, [&] { return stop_ || ready_.count(index) != 0 || failed_.count(index) != 0; });
+  if (stop_) return std::nullopt;
+  ++next_to_return_;  // moves the prefetch window: a worker may claim one more
+  work_cv_.notify_all();
+  if (auto failed = failed_.find(index); failed != failed_.end()) {
+    const std::exception_ptr error = failed->second;
+    failed_.erase(failed);
+    lock.unlock();
+    std::rethrow_exception(error);
+  }
+  auto node = ready_.extract(index);
+  return std::move(node.mapped());
+}
+
+bool BatchLoader::HasWorkLocked() const {
+  return started_ && next_to_claim_ < batches_per_epoch_ && next_to_claim_ < next_to_return_ + prefetch_;
+}
+
+void BatchLoader::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stop_ || HasWorkLocked(); });
+    if (stop_) return;
+    const int64_t index = next_to_claim_++;
+    const uint64_t generation = generation_;
+    const at::Tensor permutation = permutation_;
+    lock.unlock();
+    // The gather runs unlocked, several batches at once with several threads.
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+    try {
+      batch = Gather(permutation, index);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (stop_) return;
+    if (generation != generation_) continue;  // StartEpoch came in between: nobody wants it
+    if (error) {
+      failed_.emplace(index, error);
+    } else {
+      ready_.emplace(index, std::move(*batch));
+    }
+    ready_cv_.notify_all();
+  }
+}
+
+Batch BatchLoader::Gather(const at::Tensor& permutation, int64_t index) const {
+  const int64_t begin = index * shard_.global_batch + shard_.rank * rows_per_batch_;
+  const at::Tensor rows = permutation.slice(0, begin, begin + rows_per_batch_);
+  return Batch{data_.images.index_select(0, rows), data_.labels.index_select(0, rows), index};
+}
+
+}  // namespace es

@@ -1,0 +1,136 @@
+#include "model_host/training/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <torch/serialize.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace es {
+namespace {
+
+constexpr const char* kMeta[] = {"meta/step", "meta/epoch", "meta/batch_in_epoch"};
+
+void SyncFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error("fsync " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+void WriteCheckpointFile(const std::string& path, const CheckpointData& data) {
+  torch::serialize::OutputArchive archive;
+  const int64_t meta[] = {data.step, data.epoch, data.batch_in_epoch};
+  for (size_t i = 0; i < std::size(kMeta); ++i) {
+    archive.write(kMeta[i], at::scalar_tensor(meta[i], at::kLong));
+  }
+  for (const auto& [name, tensor] : data.tensors) archive.write(name, tensor);
+  const std::string tmp = path + ".tmp";
+  archive.save_to(tmp);
+  SyncFile(tmp);
+  std::filesystem::rename(tmp, path);  // atomic on one file system
+  SyncFile(std::filesystem::path(path).parent_path().string());
+}
+
+StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::NotFound("no checkpoint at " + path + " to resume from");
+  }
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    CheckpointData data;
+    int64_t* meta[] = {&data.step, &data.epoch, &data.batch_in_epoch};
+    for (size_t i = 0; i < std::size(kMeta); ++i) {
+      at::Tensor value;
+      archive.read(kMeta[i], value);
+      *meta[i] = value.item<int64_t>();
+    }
+    for (const std::string& key : archive.keys()) {
+      if (key.rfind("meta/", 0) == 0) continue;
+      at::Tensor value;
+      archive.read(key, value);
+      data.tensors.emplace_back(key, value);
+    }
+    return data;
+  } catch (const c10::Error& e) {
+    return Status(StatusCode::kDataLoss,
+                  "checkpoint " + path + " is unreadable: " + e.what_without_backtrace());
+  }
+}
+
+CheckpointWriter::CheckpointWriter(std::string path)
+    : path_(std::move(path)), thread_([this] { Run(); }) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool CheckpointWriter::Submit(CheckpointData data, bool wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (busy_ && !wait) {
+    ++skipped_;
+    return false;
+  }
+  cv_.wait(lock, [this] { return !busy_; });
+  pending_ = std::move(data);
+  busy_ = true;
+  cv_.notify_all();
+  return true;
+}
+
+Status CheckpointWriter::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !busy_; });
+  return error_;
+}
+
+int64_t CheckpointWriter::written() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return written_;
+}
+
+int64_t CheckpointWriter::skipped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return skipped_;
+}
+
+void CheckpointWriter::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return pending_.has_value() || stop_; });
+    if (!pending_) return;  // stopping with nothing left to write
+    CheckpointData data = std::move(*pending_);
+    pending_.reset();
+    lock.unlock();
+    Status result;
+    try {
+      WriteCheckpointFile(path_, data);
+    } catch (const std::exception& e) {
+      result = Status::Internal("writing checkpoint " + path_ + ": " + e.what());
+    }
+    lock.lock();
+    if (result.ok()) {
+      ++written_;
+    } else if (error_.ok()) {
+      error_ = result;
+    }
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace es

@@ -1,0 +1,73 @@
+// Checkpoints of ensemble-train: where training stands (step, epoch, batch
+// within the epoch) plus named tensors (parameters and optimizer state, see
+// EnsembleTrainer::Snapshot), written by a background thread.
+//
+// The training thread only copies tensors (Snapshot) and hands them over;
+// serialising and writing happen on the writer's thread, into
+// "<path>.tmp", fsync'ed, then renamed onto <path>: a crash mid-write leaves
+// the previous checkpoint intact, never a torn one. At most one write is in
+// flight: Submit() while one is running skips that checkpoint (and counts
+// it) rather than queueing copies without bound.
+//
+// Thread safety: Submit/Flush/counters from the training thread; the writer
+// thread is private.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "config/status.h"
+
+namespace es {
+
+struct CheckpointData {
+  int64_t step = 0;            // optimizer steps done
+  int64_t epoch = 0;           // epoch to continue in
+  int64_t batch_in_epoch = 0;  // first batch of `epoch` not yet trained on
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+};
+
+void WriteCheckpointFile(const std::string& path, const CheckpointData& data);  // throws
+StatusOr<CheckpointData> ReadCheckpoint(const std::string& path);
+
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(std::string path);
+  ~CheckpointWriter();  // finishes the write in flight, then joins
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Queues `data` for writing. With `wait` false a write still in flight
+  // makes this return false and drop `data`; with `wait` true it waits.
+  bool Submit(CheckpointData data, bool wait);
+  // Waits until nothing is in flight; the first write error so far, if any.
+  Status Flush();
+
+  const std::string& path() const { return path_; }
+  int64_t written() const;
+  int64_t skipped() const;
+
+ private:
+  void Run();
+
+  const std::string path_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<CheckpointData> pending_;
+  bool busy_ = false;
+  bool stop_ = false;
+  int64_t written_ = 0;
+  int64_t skipped_ = 0;
+  Status error_;
+  std::thread thread_;  // last: starts after the rest is built
+};
+
+}  // namespace es

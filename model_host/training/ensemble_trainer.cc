@@ -1,0 +1,207 @@
+#include "model_host/training/ensemble_trainer.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <exception>
+
+#include "model_host/model_zoo.h"
+#include "model_host/training/gradient_reducer.h"
+
+namespace es {
+namespace {
+
+constexpr double kOneCycleWarmup = 0.3;    // share of steps warming up
+constexpr double kOneCycleStartDiv = 25;   // initial rate = peak / 25
+constexpr double kOneCycleFinalDiv = 1e4;  // final rate = peak / 1e4
+
+StatusOr<torch::jit::Module> LoadMember(const MemberSpec& spec) {
+  try {
+    torch::jit::Module module = spec.architecture.empty()
+                                    ? torch::jit::load(spec.torchscript)
+                                    : BuildZooModel(spec.architecture, spec.seed);
+    if (!module.find_method("logits") || !module.find_method("forward")) {
+      return Status::InvalidArgument(
+          "member '" + spec.name + "': " + spec.torchscript +
+          " must define logits(x) (raw class scores, what training optimises) and forward(x) "
+          "(probabilities, what is served)");
+    }
+    module.train();
+    for (at::Tensor p : module.parameters()) p.requires_grad_(true);
+    return module;
+  } catch (const c10::Error& e) {
+    return Status::InvalidArgument("member '" + spec.name + "': cannot load " + spec.torchscript +
+                                   ": " + e.what_without_backtrace());
+  }
+}
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimSpec& spec,
+                                                       std::vector<at::Tensor> params) {
+  if (spec.optimizer == "sgd") {
+    return std::make_unique<torch::optim::SGD>(
+        std::move(params), torch::optim::SGDOptions(spec.learning_rate)
+                               .momentum(0.9)
+                               .weight_decay(spec.weight_decay));
+  }
+  return std::make_unique<torch::optim::Adam>(
+      std::move(params),
+      torch::optim::AdamOptions(spec.learning_rate).weight_decay(spec.weight_decay));
+}
+
+// The optimizer's per-parameter state is keyed by the tensor's identity.
+std::string StateKey(const at::Tensor& param) {
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+}
+
+}  // namespace
+
+at::Tensor CombineMembers(const std::vector<at::Tensor>& members, const std::string& combine) {
+  at::Tensor stacked = at::stack(members);  // [M, N, C]
+  if (combine == "majority_vote") {
+    const int64_t classes = stacked.size(2);
+    at::Tensor votes = at::one_hot(stacked.argmax(2), classes).to(at::kFloat);  // [M, N, C]
+    return votes.mean(0);
+  }
+  return stacked.mean(0);
+}
+
+double LearningRateAt(const OptimSpec& spec, int64_t step, int64_t total_steps) {
+  const double peak = spec.learning_rate;
+  if (spec.schedule == "constant" || total_steps <= 1) return peak;
+  const double warmup_steps = kOneCycleWarmup * static_cast<double>(total_steps);
+  const double s = static_cast<double>(step);
+  const double start = peak / kOneCycleStartDiv;
+  if (s < warmup_steps) return start + (peak - start) * s / warmup_steps;
+  const double end = start / kOneCycleFinalDiv;
+  const double progress =
+      std::min(1.0, (s - warmup_steps) / std::max(1.0, total_steps - 1 - warmup_steps));
+  return end + (peak - end) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+EnsembleTrainer::EnsembleTrainer(const TrainConfig& config, int64_t total_steps)
+    : config_(config), total_steps_(total_steps) {}
+
+EnsembleTrainer::~EnsembleTrainer() = default;
+
+StatusOr<std::unique_ptr<EnsembleTrainer>> EnsembleTrainer::Create(
+    const TrainConfig& config, c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t total_steps) {
+  std::unique_ptr<EnsembleTrainer> trainer(new EnsembleTrainer(config, total_steps));
+  std::vector<at::Tensor> all;
+  for (const MemberSpec& spec : config.members) {
+    StatusOr<torch::jit::Module> module = LoadMember(spec);
+    if (!module.ok()) return module.status();
+    for (const auto& named : module->named_parameters()) {
+      trainer->parameters_.push_back({spec.name + "/" + named.name, named.value});
+      all.push_back(named.value);
+    }
+    trainer->modules_.push_back(std::move(module).value());
+  }
+  trainer->optimizer_ = MakeOptimizer(config.optim, all);
+  const auto bucket_bytes = static_cast<int64_t>(config.distributed.bucket_mb * 1024 * 1024);
+  trainer->reducer_ = std::make_unique<GradientReducer>(
+      std::move(group), std::move(all), std::max<int64_t>(1, bucket_bytes),
+      std::chrono::milliseconds(config.distributed.collective_timeout_ms));
+  return trainer;
+}
+
+Status EnsembleTrainer::SyncInitialParameters() { return reducer_->BroadcastParameters(); }
+
+StatusOr<StepStats> EnsembleTrainer::Step(const at::Tensor& images, const at::Tensor& labels) {
+  const auto start = std::chrono::steady_clock::now();
+  StepStats stats;
+  stats.rows = images.size(0);
+  stats.learning_rate = LearningRateAt(config_.optim, step_, total_steps_);
+  try {
+    optimizer_->zero_grad();
+    reducer_->PrepareForBackward();
+    at::Tensor total;
+    for (torch::jit::Module& module : modules_) {
+      at::Tensor logits = module.get_method("logits")({images}).toTensor();
+      at::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
+      total = total.defined() ? total + loss : loss;
+      stats.members.push_back({loss.item<double>(), logits.argmax(1).eq(labels).sum().item<int64_t>()});
+    }
+    total.backward();
+  } catch (const c10::Error& e) {
+    return Status::Internal("training step " + std::to_string(step_) + ": " +
+                            e.what_without_backtrace());
+  }
+  ES_RETURN_IF_ERROR(reducer_->Finish());
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(stats.learning_rate);
+  optimizer_->step();
+  ++step_;
+  stats.allreduce_seconds = reducer_->last_wait_seconds();
+  stats.step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_rows) {
+  torch::NoGradGuard no_grad;
+  Evaluation result;
+  for (torch::jit::Module& module : modules_) {
+    module.eval();
+    std::vector<at::Tensor> parts;
+    for (int64_t begin = 0; begin < images.size(0); begin += batch_rows) {
+      at::Tensor rows = images.narrow(0, begin, std::min(batch_rows, images.size(0) - begin));
+      parts.push_back(module.forward({rows}).toTensor());  // the served entry point
+    }
+    module.train();
+    result.members.push_back(at::cat(parts));
+  }
+  result.ensemble = CombineMembers(result.members, config_.ensemble.combine);
+  return result;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> EnsembleTrainer::Snapshot() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const Named& p : parameters_) {
+    out.emplace_back("param/" + p.key, p.tensor.detach().clone());
+    auto it = optimizer_->state().find(StateKey(p.tensor));
+    if (it == optimizer_->state().end()) continue;  // before the first step
+    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) {
+      out.emplace_back("adam/" + p.key + "/exp_avg", adam->exp_avg().clone());
+      out.emplace_back("adam/" + p.key + "/exp_avg_sq", adam->exp_avg_sq().clone());
+      out.emplace_back("adam/" + p.key + "/step", at::scalar_tensor(adam->step(), at::kLong));
+    } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) {
+      out.emplace_back("sgd/" + p.key + "/momentum", sgd->momentum_buffer().clone());
+    }
+  }
+  return out;
+}
+
+Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors, int64_t step) {
+  auto find = [&](const std::string& key) -> const at::Tensor* {
+    auto it = tensors.find(key);
+    return it == tensors.end() ? nullptr : &it->second;
+  };
+  torch::NoGradGuard no_grad;
+  for (const Named& p : parameters_) {
+    const at::Tensor* saved = find("param/" + p.key);
+    if (saved == nullptr || !saved->sizes().equals(p.tensor.sizes())) {
+      return Status::InvalidArgument(
+          "the checkpoint does not match this config: parameter '" + p.key +
+          (saved ? "' has another shape" : "' is missing") +
+          " (was it written for other members?)");
+    }
+    p.tensor.detach().copy_(*saved);
+    const std::string key = StateKey(p.tensor);
+    if (const at::Tensor* avg = find("adam/" + p.key + "/exp_avg")) {
+      auto state = std::make_unique<torch::optim::AdamParamState>();
+      state->exp_avg(avg->clone());
+      state->exp_avg_sq(find("adam/" + p.key + "/exp_avg_sq")->clone());
+      state->step(find("adam/" + p.key + "/step")->item<int64_t>());
+      optimizer_->state()[key] = std::move(state);
+    } else if (const at::Tensor* momentum = find("sgd/" + p.key + "/momentum")) {
+      auto state = std::make_unique<torch::optim::SGDParamState>();
+      state->momentum_buffer(momentum->clone());
+      optimizer_->state()[key] = std::move(state);
+    }
+  }
+  step_ = step;
+  return Status::Ok();
+}
+
+}  // namespace es

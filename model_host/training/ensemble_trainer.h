@@ -1,0 +1,117 @@
+// EnsembleTrainer: trains every member of the ensemble, data-parallel, on
+// this rank's shard of each global batch.
+//
+// Each member is a TorchScript module (zoo-built or loaded from a file) that
+// defines logits(x) and forward(x) = softmax(logits(x)): training optimises
+// logits with cross-entropy, and the very same module is what gets served,
+// so there is no export step to get wrong. All members share one step: one
+// backward over the sum of their losses, one GradientReducer (so their
+// gradients share buckets), one optimizer (Adam or SGD with momentum; both
+// per-parameter, so sharing is the same as one optimizer per member).
+//
+// Determinism: given the same members, data order and global batch, a step
+// computes the mean gradient of the global batch whatever the world size, so
+// 1 rank and N ranks follow the same trajectory up to float summation order.
+//
+// Thread safety: one training thread. Snapshot() returns copies that another
+// thread may serialise while training goes on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/script.h>
+
+#include "config/status.h"
+#include "model_host/training/train_config.h"
+
+namespace c10d {
+class ProcessGroup;
+}
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace es {
+
+class GradientReducer;
+
+struct MemberStep {
+  double loss = 0;      // mean cross-entropy over this rank's rows
+  int64_t correct = 0;  // rows of this rank's shard classified right
+};
+
+struct StepStats {
+  std::vector<MemberStep> members;
+  int64_t rows = 0;               // this rank's rows
+  double learning_rate = 0;
+  double step_seconds = 0;        // forward + backward + all-reduce + update
+  double allreduce_seconds = 0;   // the all-reduce wait backward did not hide
+};
+
+// Class probabilities [N, classes] of each member and of the ensemble
+// (combined as the server combines them), in the rows' order.
+struct Evaluation {
+  std::vector<at::Tensor> members;
+  at::Tensor ensemble;
+};
+
+// Combines member probabilities as the router's EnsembleCombiner does:
+// "mean" averages, "majority_vote" gives each class its share of the votes
+// (ties to the lowest index, as argmax does).
+at::Tensor CombineMembers(const std::vector<at::Tensor>& members, const std::string& combine);
+
+// The learning rate at `step` of `total_steps`: constant, or one-cycle
+// (linear warm-up over the first 30% from peak/25, then cosine down to
+// peak/1e4), as torch.optim.lr_scheduler.OneCycleLR's defaults.
+double LearningRateAt(const OptimSpec& spec, int64_t step, int64_t total_steps);
+
+class EnsembleTrainer {
+ public:
+  // Builds (or loads) the members; errors name the member and the file.
+  static StatusOr<std::unique_ptr<EnsembleTrainer>> Create(
+      const TrainConfig& config, c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t total_steps);
+  ~EnsembleTrainer();
+
+  // Makes every rank start from rank 0's weights (a collective).
+  Status SyncInitialParameters();
+
+  // One step on this rank's rows of the global batch (a collective).
+  StatusOr<StepStats> Step(const at::Tensor& images, const at::Tensor& labels);
+
+  Evaluation Evaluate(const at::Tensor& images, int64_t batch_rows = 1000);
+
+  // Named copies of the parameters and the optimizer state, and the step
+  // count, for checkpoints; Restore() takes them back (resume).
+  std::vector<std::pair<std::string, at::Tensor>> Snapshot() const;
+  Status Restore(const std::map<std::string, at::Tensor>& tensors, int64_t step);
+
+  int64_t step() const { return step_; }
+  const std::vector<MemberSpec>& specs() const { return config_.members; }
+  std::vector<torch::jit::Module>& modules() { return modules_; }
+  GradientReducer& reducer() { return *reducer_; }
+
+ private:
+  EnsembleTrainer(const TrainConfig& config, int64_t total_steps);
+
+  struct Named {
+    std::string key;  // "<member>/<parameter>"
+    at::Tensor tensor;
+  };
+
+  TrainConfig config_;
+  int64_t total_steps_;
+  int64_t step_ = 0;
+  std::vector<torch::jit::Module> modules_;
+  std::vector<Named> parameters_;  // all members', registration order
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<GradientReducer> reducer_;
+};
+
+}  // namespace es

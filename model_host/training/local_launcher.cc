@@ -1,0 +1,172 @@
+#include "model_host/training/local_launcher.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "model_host/launcher.h"
+#include "model_host/training/process_group.h"
+
+namespace es {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kGrace = std::chrono::seconds(5);       // beyond the collective timeout
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+
+std::atomic<int> g_forward_signal{0};
+
+void RememberSignal(int signal) { g_forward_signal.store(signal); }
+
+std::vector<int> OnlineCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+  }
+  return cpus;
+}
+
+std::vector<int> CpusOfRank(const std::vector<int>& cpus, int rank, int ranks) {
+  std::vector<int> mine;
+  if (cpus.empty()) return mine;
+  if (static_cast<size_t>(ranks) >= cpus.size()) return {cpus[rank % cpus.size()]};
+  for (size_t i = rank; i < cpus.size(); i += ranks) mine.push_back(cpus[i]);
+  return mine;
+}
+
+struct RankProcess {
+  int rank = 0;
+  pid_t pid = -1;
+  std::optional<int> wait_status;  // set once reaped
+};
+
+}  // namespace
+
+int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
+                     const std::vector<std::string>& argv) {
+  spdlog::set_pattern("[%H:%M:%S.%e] [launcher] [%l] %v");
+  StatusOr<std::vector<std::string>> devices = ParseDevices(options.devices);
+  if (!devices.ok()) {
+    spdlog::error("{}", devices.status().message());
+    return 2;
+  }
+  const int world = static_cast<int>(devices->size());
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = 0;  // a free port
+    store_options.isServer = true;
+    store_options.waitWorkers = false;
+    store_options.timeout = std::chrono::milliseconds(config.distributed.collective_timeout_ms);
+    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
+  } catch (const std::exception& e) {
+    spdlog::error("cannot start the rendezvous store: {}", e.what());
+    return 1;
+  }
+
+  struct sigaction action {};
+  action.sa_handler = RememberSignal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  const std::vector<int> cpus = OnlineCpus();
+  std::vector<RankProcess> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    RankEnv env;
+    env.rank = rank;
+    env.world_size = world;
+    env.local_rank = rank;
+    env.local_world_size = world;
+    env.master_addr = "127.0.0.1";
+    env.master_port = store->getPort();
+    env.agent_store = true;
+    LaunchSpec spec;
+    spec.binary = ExecutableDir() + "/ensemble-train";
+    spec.args = argv;
+    spec.env = RankEnvironment(env);
+    const bool cpu = (*devices)[rank].rfind("cpu", 0) == 0;
+    if (cpu) {
+      spec.cpu_affinity = CpusOfRank(cpus, rank, world);
+      const std::string threads = std::to_string(std::max<size_t>(1, spec.cpu_affinity.size()));
+      spec.env.emplace_back("ES_TRAIN_PINNED", "1");
+      spec.env.emplace_back("OMP_NUM_THREADS", threads);
+      spec.env.emplace_back("OPENBLAS_NUM_THREADS", threads);
+    }
+    StatusOr<pid_t> pid = Spawn(spec);
+    if (!pid.ok()) {
+      spdlog::error("cannot start rank {}: {}", rank, pid.status().message());
+      for (const RankProcess& started : ranks) kill(started.pid, SIGKILL);
+      for (const RankProcess& started : ranks) waitpid(started.pid, nullptr, 0);
+      return 1;
+    }
+    spdlog::info("rank {} on {}: pid {}", rank, (*devices)[rank], *pid);
+    ranks.push_back({rank, *pid, std::nullopt});
+  }
+
+  const auto patience =
+      std::chrono::milliseconds(config.distributed.collective_timeout_ms) + kGrace;
+  std::optional<Clock::time_point> kill_at;
+  int forwarded = 0;
+  int running = world;
+  while (running > 0) {
+    const int signal = g_forward_signal.exchange(0);
+    if (signal != 0) {
+      spdlog::warn("got signal {}; stopping the ranks", signal);
+      for (const RankProcess& r : ranks) {
+        if (!r.wait_status) kill(r.pid, signal);
+      }
+      forwarded = signal;
+      if (!kill_at) kill_at = Clock::now() + kGrace;
+    }
+    for (RankProcess& r : ranks) {
+      if (r.wait_status) continue;
+      int status = 0;
+      if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
+      r.wait_status = status;
+      --running;
+      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (clean) {
+        spdlog::info("rank {} finished", r.rank);
+      } else {
+        spdlog::error("rank {} (pid {}) {}", r.rank, r.pid, DescribeWaitStatus(status));
+        if (!kill_at && running > 0) {
+          spdlog::error("stopping: the other ranks get {} ms to notice and exit",
+                        std::chrono::duration_cast<std::chrono::milliseconds>(patience).count());
+          kill_at = Clock::now() + patience;
+        }
+      }
+    }
+    if (kill_at && Clock::now() >= *kill_at) {
+      for (const RankProcess& r : ranks) {
+        if (!r.wait_status) {
+          spdlog::error("rank {} (pid {}) still running; killing it", r.rank, r.pid);
+          kill(r.pid, SIGKILL);
+        }
+      }
+      kill_at = Clock::now() + std::chrono::hours(24);  // killed: just reap
+    }
+    if (running > 0) std::this_thread::sleep_for(kPollInterval);
+  }
+  for (const RankProcess& r : ranks) {
+    const int status = *r.wait_status;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return forwarded != 0 ? 128 + forwarded : 1;
+  }
+  return 0;
+}
+
+}  // namespace es

@@ -1,0 +1,33 @@
+// LaunchLocalRanks: ensemble-train without torchrun's variables. It becomes
+// the launcher of a one-machine run, as torchrun's agent would be: it hosts
+// the c10d TCPStore (on a free loopback port), spawns one rank per device
+// through the model-host launcher (model_host/launcher.h: the same
+// fork/exec, parent-death signal and CPU pinning as model hosts), each rank
+// being this same binary with the same flags plus torchrun's variables, and
+// watches them.
+//
+// CPU ranks are pinned to disjoint CPU sets (cpu:N on C CPUs: rank i gets
+// CPUs i, i+N, ...; more ranks than CPUs share them round-robin).
+//
+// Failure: when a rank exits non-zero or dies, the others get the
+// collective timeout (plus a grace period) to notice and exit on their own
+// (their collectives fail); whoever is still running then is killed. Every
+// rank's end is logged, and the exit code is 0 only when all exited 0.
+// SIGINT/SIGTERM to the launcher are passed on to the ranks.
+//
+// Thread safety: called once from main.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model_host/training/train_config.h"
+#include "model_host/training/train_options.h"
+
+namespace es {
+
+// `argv`: the launcher's own arguments (argv[1..]), given to every rank.
+int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
+                     const std::vector<std::string>& argv);
+
+}  // namespace es

@@ -1,0 +1,291 @@
+#include "model_host/training/rank_runner.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "model_host/training/batch_loader.h"
+#include "model_host/training/checkpoint.h"
+#include "model_host/training/ensemble_trainer.h"
+#include "model_host/training/fashion_mnist.h"
+#include "model_host/training/gradient_reducer.h"
+#include "model_host/training/synthetic_data.h"
+#include "model_host/training/train_metrics.h"
+#include "model_host/training/trained_repository.h"
+
+namespace es {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kSampleRows = 8;       // test rows kept with their outputs in eval_samples.json
+constexpr uint64_t kSyntheticTestSeed = 0x7e57;  // test rows differ from the training rows
+
+struct Data {
+  Dataset train;
+  Dataset test;
+};
+
+StatusOr<Data> LoadData(const DataSpec& spec, uint64_t seed) {
+  if (spec.dataset == "synthetic") {
+    return Data{MakeSyntheticDataset(spec.synthetic_train_rows, seed),
+                MakeSyntheticDataset(spec.synthetic_test_rows, seed ^ kSyntheticTestSeed)};
+  }
+  StatusOr<Dataset> train = LoadFashionMnist(spec.path, DataSplit::kTrain);
+  if (!train.ok()) return train.status();
+  StatusOr<Dataset> test = LoadFashionMnist(spec.path, DataSplit::kTest);
+  if (!test.ok()) return test.status();
+  return Data{std::move(train).value(), std::move(test).value()};
+}
+
+// Intra-op threads: the CPUs this process may run on, shared with the other
+// local ranks unless the launcher pinned each rank to its own.
+int ThreadsForRank(const RankEnv& env) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  const char* pinned = std::getenv("ES_TRAIN_PINNED");
+  if (pinned == nullptr || std::string(pinned) != "1") cpus /= std::max(1, env.local_world_size);
+  return std::max(1, cpus);
+}
+
+void SetUpLogging(const TrainOptions& options, int rank) {
+  spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%l] %v");
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+}
+
+// Where the training loop stands, for checkpoints.
+CheckpointData MakeCheckpoint(const EnsembleTrainer& trainer, int64_t epoch, int64_t next_batch,
+                              int64_t batches_per_epoch) {
+  CheckpointData data;
+  data.step = trainer.step();
+  data.epoch = epoch;
+  data.batch_in_epoch = next_batch;
+  if (next_batch >= batches_per_epoch) {  // the epoch is over: continue with the next
+    data.epoch = epoch + 1;
+    data.batch_in_epoch = 0;
+  }
+  data.tensors = trainer.Snapshot();
+  return data;
+}
+
+class RankRun {
+ public:
+  RankRun(const TrainOptions& options, const TrainConfig& config, const RankEnv& env)
+      : options_(options), config_(config), env_(env) {}
+
+  int Run();
+
+ private:
+  Status Prepare();
+  Status Train();
+  Status Finish();
+
+  const TrainOptions& options_;
+  const TrainConfig& config_;
+  const RankEnv& env_;
+  std::string device_kind_ = "cpu";
+  Data data_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::unique_ptr<BatchLoader> loader_;
+  std::unique_ptr<EnsembleTrainer> trainer_;
+  std::unique_ptr<CheckpointWriter> checkpoints_;  // rank 0 only
+  std::unique_ptr<TrainMetrics> metrics_;
+  int64_t start_epoch_ = 0;
+  int64_t start_batch_ = 0;
+  int64_t total_steps_ = 0;
+  double train_seconds_ = 0;
+  bool stopped_early_ = false;
+};
+
+Status RankRun::Prepare() {
+  device_kind_ = options_.devices.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+  const int threads = ThreadsForRank(env_);
+  torch::set_num_threads(threads);
+  spdlog::info("rank {} of {} on {} ({} intra-op thread(s)), pid {}", env_.rank, env_.world_size,
+               device_kind_, threads, getpid());
+
+  StatusOr<Data> data = LoadData(config_.data, config_.optim.seed);
+  if (!data.ok()) return data.status();
+  data_ = std::move(data).value();
+  spdlog::info("data: {} ({} training rows, {} test rows)", config_.data.dataset,
+               data_.train.size(), data_.test.size());
+
+  const auto timeout = std::chrono::milliseconds(config_.distributed.collective_timeout_ms);
+  StatusOr<c10::intrusive_ptr<c10d::Store>> store = Rendezvous(env_, config_.run, timeout);
+  if (!store.ok()) return store.status();
+  StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> group = MakeProcessGroup(
+      *store, env_.rank, env_.world_size, device_kind_, env_.master_addr, timeout);
+  if (!group.ok()) return group.status();
+  group_ = std::move(group).value();
+
+  ShardSpec shard{env_.rank, env_.world_size, config_.optim.batch_size, config_.optim.seed};
+  ES_RETURN_IF_ERROR(ValidateShardSpec(data_.train, shard));
+  loader_ = std::make_unique<BatchLoader>(data_.train, shard, config_.data.loader_threads,
+                                          config_.data.prefetch_batches);
+  total_steps_ = config_.optim.epochs * loader_->batches_per_epoch();
+
+  StatusOr<std::unique_ptr<EnsembleTrainer>> trainer =
+      EnsembleTrainer::Create(config_, group_, total_steps_);
+  if (!trainer.ok()) return trainer.status();
+  trainer_ = std::move(trainer).value();
+
+  const std::string checkpoint = CheckpointPath(options_.out);
+  if (options_.resume) {
+    StatusOr<CheckpointData> saved = ReadCheckpoint(checkpoint);
+    if (!saved.ok()) return saved.status();
+    std::map<std::string, at::Tensor> tensors(saved->tensors.begin(), saved->tensors.end());
+    ES_RETURN_IF_ERROR(trainer_->Restore(tensors, saved->step));
+    start_epoch_ = saved->epoch;
+    start_batch_ = saved->batch_in_epoch;
+    spdlog::info("resumed from {}: step {}, epoch {}, batch {}", checkpoint, saved->step,
+                 start_epoch_ + 1, start_batch_);
+  } else {
+    ES_RETURN_IF_ERROR(trainer_->SyncInitialParameters());
+  }
+  if (env_.rank == 0) {
+    std::filesystem::create_directories(std::filesystem::path(checkpoint).parent_path());
+    checkpoints_ = std::make_unique<CheckpointWriter>(checkpoint);
+  }
+
+  std::vector<std::string> names;
+  for (const MemberSpec& member : config_.members) names.push_back(member.name);
+  const int port = options_.metrics_port <= 0 ? options_.metrics_port
+                                              : options_.metrics_port + env_.local_rank;
+  const bool progress = env_.rank == 0 && isatty(STDERR_FILENO);
+  StatusOr<std::unique_ptr<TrainMetrics>> metrics =
+      TrainMetrics::Start(env_.rank, names, options_.metrics_address, port, trainer_->step(),
+                          total_steps_, progress);
+  if (!metrics.ok()) return metrics.status();
+  metrics_ = std::move(metrics).value();
+  if (!metrics_->address().empty()) {
+    spdlog::info("metrics listening on {}", metrics_->address());
+  }
+  spdlog::info("{} member(s), {} step(s) of {} rows ({} per rank), {} epoch(s), {} gradient "
+               "bucket(s)",
+               config_.members.size(), total_steps_, config_.optim.batch_size,
+               loader_->rows_per_batch(), config_.optim.epochs, trainer_->reducer().num_buckets());
+  return Status::Ok();
+}
+
+Status RankRun::Train() {
+  const Clock::time_point start = Clock::now();
+  const int64_t every = config_.checkpoint.every_steps;
+  for (int64_t epoch = start_epoch_; epoch < config_.optim.epochs && !stopped_early_; ++epoch) {
+    metrics_->SetEpoch(epoch);
+    loader_->StartEpoch(epoch, epoch == start_epoch_ ? start_batch_ : 0);
+    const Clock::time_point epoch_start = Clock::now();
+    double loss_sum = 0;
+    int64_t correct = 0;
+    int64_t rows = 0;
+    int64_t steps = 0;
+    while (std::optional<Batch> batch = loader_->Next()) {
+      StatusOr<StepStats> step = trainer_->Step(batch->images, batch->labels);
+      if (!step.ok()) return step.status();
+      metrics_->Record(*step, trainer_->step());
+      for (const MemberStep& member : step->members) {
+        loss_sum += member.loss;
+        correct += member.correct;
+      }
+      rows += step->rows * static_cast<int64_t>(step->members.size());
+      ++steps;
+      const bool at_limit = options_.max_steps > 0 && trainer_->step() >= options_.max_steps;
+      if (checkpoints_ && (at_limit || (every > 0 && trainer_->step() % every == 0))) {
+        // At the limit the checkpoint is the point of stopping: wait for it.
+        checkpoints_->Submit(
+            MakeCheckpoint(*trainer_, epoch, batch->index + 1, loader_->batches_per_epoch()),
+            /*wait=*/at_limit);
+        metrics_->SetCheckpoints(checkpoints_->written(), checkpoints_->skipped());
+      }
+      if (at_limit) {
+        stopped_early_ = true;
+        break;
+      }
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    spdlog::info("epoch {}/{}: {} steps in {:.1f} s, mean loss {:.4f}, training accuracy {:.2f}% "
+                 "(all members, this rank's rows)",
+                 epoch + 1, config_.optim.epochs, steps, seconds,
+                 steps > 0 ? loss_sum / (steps * static_cast<double>(config_.members.size())) : 0.0,
+                 rows > 0 ? 100.0 * correct / rows : 0.0);
+    if (checkpoints_ && !stopped_early_) {
+      checkpoints_->Submit(MakeCheckpoint(*trainer_, epoch, loader_->batches_per_epoch(),
+                                          loader_->batches_per_epoch()),
+                           /*wait=*/true);
+    }
+  }
+  train_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+  if (checkpoints_) {
+    ES_RETURN_IF_ERROR(checkpoints_->Flush());
+    metrics_->SetCheckpoints(checkpoints_->written(), checkpoints_->skipped());
+    spdlog::info("checkpoints: {} written, {} skipped (a write was in flight), latest {}",
+                 checkpoints_->written(), checkpoints_->skipped(), checkpoints_->path());
+  }
+  return Status::Ok();
+}
+
+Status RankRun::Finish() {
+  if (env_.rank != 0) return Status::Ok();
+  if (stopped_early_) {
+    spdlog::info("stopped at step {} (--max-steps); continue with --resume", trainer_->step());
+    return Status::Ok();
+  }
+  Evaluation evaluation = trainer_->Evaluate(data_.test.images);
+  TrainReport report = ScoreEvaluation(config_, evaluation, data_.test.labels);
+  report.dataset = config_.data.dataset;
+  report.world_size = env_.world_size;
+  report.epochs = config_.optim.epochs;
+  report.steps = trainer_->step();
+  report.global_batch = config_.optim.batch_size;
+  report.train_seconds = train_seconds_;
+  report.mean_step_seconds = metrics_->mean_step_seconds();
+  report.mean_allreduce_seconds = metrics_->mean_allreduce_seconds();
+
+  StatusOr<std::vector<std::string>> devices = ParseDevices(options_.devices);
+  if (!devices.ok()) return devices.status();
+  ES_RETURN_IF_ERROR(
+      WriteTrainedRepository(options_.out, config_, trainer_->modules(), *devices));
+  ES_RETURN_IF_ERROR(WriteReport(options_.out, report, evaluation, data_.test.images,
+                                 data_.test.labels, kSampleRows));
+  std::cout << "\nTest set (" << data_.test.size() << " rows):\n" << FormatReport(report)
+            << "wrote the model repository " << options_.out << " (serve it with: ensemble-server "
+            << "--config " << (std::filesystem::path(options_.out) / "server.yaml").string()
+            << ")\n";
+  std::cout.flush();
+  return Status::Ok();
+}
+
+int RankRun::Run() {
+  Status status = Prepare();
+  if (status.ok()) status = Train();
+  if (status.ok()) status = Finish();
+  if (!status.ok()) {
+    spdlog::error("{}", status.message());
+    return status.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunRank(const TrainOptions& options, const TrainConfig& config, const RankEnv& env) {
+  SetUpLogging(options, env.rank);
+  try {
+    RankRun run(options, config, env);
+    return run.Run();
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+}  // namespace es

@@ -1,0 +1,110 @@
+// ensemble-train: trains the members of an ensemble, one process per device,
+// and writes a model repository that ensemble-server serves as it is.
+//
+//   ensemble-train --config config/train-fashion-mnist.yaml --devices cpu:2 --out trained
+//
+// Without torchrun's variables it launches its own ranks (local_launcher.h);
+// with them (under torchrun or a scheduler) it is that one rank
+// (rank_runner.h). Exit codes: 0 trained, 1 failed, 2 usage or config error.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "config/command_line.h"
+#include "model_host/training/local_launcher.h"
+#include "model_host/training/process_group.h"
+#include "model_host/training/rank_runner.h"
+#include "model_host/training/train_config.h"
+#include "model_host/training/train_options.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A previous run's checkpoint in --out is continued (--resume), replaced
+// (--force), or protected: a typo in --out must not wipe a day of training.
+bool CheckOutputFolder(const es::TrainOptions& options) {
+  const bool has_checkpoint = fs::exists(es::CheckpointPath(options.out));
+  if (options.resume && !has_checkpoint) {
+    std::cerr << "ensemble-train: --resume: no checkpoint at " << es::CheckpointPath(options.out)
+              << "\n";
+    return false;
+  }
+  if (!options.resume && !options.force && has_checkpoint) {
+    std::cerr << "ensemble-train: " << options.out
+              << " holds a previous run (" << es::CheckpointPath(options.out)
+              << "); pass --resume to continue it, --force to start over, or another --out\n";
+    return false;
+  }
+  if (options.force && !options.resume) fs::remove(es::CheckpointPath(options.out));
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Trains an ensemble's members (one process per device, c10d all-reduce) and "
+               "writes a model repository that ensemble-server serves as it is."};
+  es::TrainOptions options;
+  app.add_option("--config", options.config_path, "Training config (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--devices", options.devices,
+                 "cpu:N (N ranks, each pinned to its own CPUs) or cuda:I,J,... (one rank per GPU)")
+      ->capture_default_str();
+  app.add_option("--epochs", options.epochs, "Epochs (overrides the config)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--out", options.out, "Output model repository folder")->capture_default_str();
+  CLI::Option* resume =
+      app.add_flag("--resume", options.resume, "Continue the run whose checkpoint is in --out");
+  app.add_flag("--force", options.force, "Start over even if --out holds a previous run")
+      ->excludes(resume);
+  app.add_option("--max-steps", options.max_steps,
+                 "Stop after this many steps in all (a checkpoint is written; --resume continues)")
+      ->check(CLI::Range(int64_t{1}, INT64_MAX));
+  app.add_option("--metrics-port", options.metrics_port,
+                 "Prometheus /metrics of rank r on PORT + local rank (0: free ports; default: off)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-address", options.metrics_address, "Address /metrics listens on")
+      ->capture_default_str();
+  app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-train")) {
+    return *exit_code;
+  }
+
+  es::StatusOr<es::TrainConfig> config = es::LoadTrainConfig(options.config_path);
+  if (!config.ok()) {
+    std::cerr << "ensemble-train: " << config.status().message() << "\n";
+    return 2;
+  }
+  if (options.epochs > 0) config->optim.epochs = options.epochs;
+  es::StatusOr<std::vector<std::string>> devices = es::ParseDevices(options.devices);
+  if (!devices.ok()) {
+    std::cerr << "ensemble-train: " << devices.status().message() << "\n";
+    return 2;
+  }
+  options.out = fs::absolute(options.out).lexically_normal().string();
+
+  es::StatusOr<std::optional<es::RankEnv>> env = es::RankEnvFromEnvironment();
+  if (!env.ok()) {
+    std::cerr << "ensemble-train: " << env.status().message() << "\n";
+    return 2;
+  }
+  if (env->has_value()) return es::RunRank(options, *config, **env);
+
+  // The launcher: checks the output folder once, then starts the ranks.
+  if (!CheckOutputFolder(options)) return 2;
+  std::error_code ec;
+  fs::create_directories(options.out, ec);
+  if (ec) {
+    std::cerr << "ensemble-train: cannot create " << options.out << ": " << ec.message() << "\n";
+    return 1;
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return es::LaunchLocalRanks(options, *config, args);
+}

@@ -1,0 +1,36 @@
+// TrainOptions: ensemble-train's command line, parsed once (train_main.cc)
+// and shared by the local launcher and every rank, which re-parse the very
+// same argv so a rank never sees other settings than its launcher.
+//
+// Thread safety: a value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/status.h"
+
+namespace es {
+
+struct TrainOptions {
+  std::string config_path;
+  std::string devices = "cpu:1";  // cpu:N (N ranks on CPU slots) or cuda:I,J,...
+  int epochs = 0;                 // 0: the config's
+  std::string out = "trained";
+  bool resume = false;
+  bool force = false;
+  int64_t max_steps = 0;    // 0: no limit; else stop (with a checkpoint) after this many steps
+  int metrics_port = -1;    // -1: no /metrics; 0: free ports; P: rank r on P + local rank
+  std::string metrics_address = "127.0.0.1";
+  std::string log_level = "info";
+};
+
+// "cpu:2" -> {"cpu:0", "cpu:1"}; "cuda:0,1" -> {"cuda:0", "cuda:1"}; an error
+// naming the flag's value otherwise.
+StatusOr<std::vector<std::string>> ParseDevices(const std::string& devices);
+
+// The path of the run's checkpoint in `out`.
+std::string CheckpointPath(const std::string& out);
+
+}  // namespace es

@@ -1,0 +1,343 @@
+// ensemble-train as users run it: the real binary, real rank processes, real
+// Gloo, then the real ensemble-server on what it wrote.
+//
+//   train then serve   the repository is served unchanged and answers what
+//                      the trainer's own evaluation said on the same rows
+//   resume             --max-steps K, then --resume, ends where an
+//                      uninterrupted run ends
+//   faults             a killed rank makes the others exit non-zero within
+//                      the collective timeout (launcher and torchrun modes)
+//   metrics            /metrics of a rank while it trains
+//   usage errors       exit 2 (1 for a missing data file) with a clear message
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <thread>
+
+#include "tests/integration/kserve_helpers.h"
+#include "tests/integration/server_process.h"
+#include "tests/metrics/metrics_support.h"
+
+namespace es {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int kCollectiveTimeoutMs = 3000;
+
+// A synthetic-data config: quick, and learnable so the report is meaningful.
+std::string SyntheticConfig(int epochs, int64_t checkpoint_every) {
+  return "run: test-run\n"
+         "data: {dataset: synthetic, synthetic_train_rows: 1024, synthetic_test_rows: 256}\n"
+         "training: {epochs: " + std::to_string(epochs) +
+         ", batch_size: 32, optimizer: adam, learning_rate: 0.003, seed: 4}\n"
+         "distributed: {collective_timeout_ms: " + std::to_string(kCollectiveTimeoutMs) + "}\n"
+         "checkpoint: {every_steps: " + std::to_string(checkpoint_every) + "}\n"
+         "members:\n"
+         "  - {name: syn_mlp, architecture: mlp, seed: 1}\n"
+         "  - {name: syn_cnn, architecture: cnn, seed: 2}\n"
+         "ensemble: {name: syn_ensemble}\n";
+}
+
+int Train(const std::vector<std::string>& args, std::string* output,
+          seconds timeout = seconds(120)) {
+  std::vector<std::string> argv{ES_TRAIN_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return it::RunCommand(argv, timeout, output);
+}
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+// A process started in the background with extra environment, its output
+// in a file; killed (with its process group) when the object goes.
+class Background {
+ public:
+  Background(const std::vector<std::string>& argv,
+             const std::vector<std::pair<std::string, std::string>>& env, fs::path log)
+      : log_(std::move(log)) {
+    const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    std::vector<std::string> args = argv;
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (const std::string& e : env_strings) putenv(const_cast<char*>(e.c_str()));
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execv(cargs[0], cargs.data());
+      _exit(127);
+    }
+    ::close(fd);
+  }
+  ~Background() {
+    if (!status_) {
+      kill(-pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  std::string Log() const { return it::ReadTextFile(log_); }
+  // The wait status once it exited within `timeout`.
+  std::optional<int> Wait(milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!status_ && Clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        status_ = status;
+      } else {
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+    }
+    return status_;
+  }
+  // Waits until the log contains `needle`.
+  bool WaitForLog(const std::string& needle, milliseconds timeout) const {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      if (Log().find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return false;
+  }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+// ---- train then serve ------------------------------------------------------
+
+TEST(TrainCommandTest, TrainedRepositoryIsServedAsIsAndAnswersAsTheTrainerEvaluated) {
+  it::WatchdogScope watchdog(seconds(240), "train then serve");
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", SyntheticConfig(3, 0));
+  const fs::path out = dir.path() / "out";
+  std::string output;
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", out.string()}, &output), 0)
+      << output;
+  // The printed report: every model, and the ensemble's margin.
+  for (const char* needle : {"syn_mlp", "syn_cnn", "syn_ensemble", "ensemble vs best member",
+                             "2 rank(s)", "server.yaml"}) {
+    EXPECT_NE(output.find(needle), std::string::npos) << needle << "\n" << output;
+  }
+  const nlohmann::json report = ReadJson(out / "report.json");
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["world_size"], 2);
+  EXPECT_EQ(report["steps"], 3 * (1024 / 32));
+  EXPECT_GT(report["members"]["syn_mlp"]["accuracy"].get<double>(), 0.5) << report.dump(2);
+  EXPECT_GT(report["ensemble"]["accuracy"].get<double>(), 0.5) << report.dump(2);
+
+  it::ServerProcess::Options options;
+  options.repository = out.string();
+  options.metrics = false;
+  auto server = it::ServerProcess::Start(options);
+  ASSERT_TRUE(server) << it::ServerProcess::last_start_error();
+  auto stub = server->Stub();
+
+  const nlohmann::json samples = ReadJson(out / "eval_samples.json");
+  ASSERT_TRUE(samples.is_array());
+  ASSERT_EQ(samples.size(), 8u);
+  std::vector<float> images;
+  for (const auto& sample : samples) {
+    for (float v : sample["input"].get<std::vector<float>>()) images.push_back(v);
+  }
+  auto expect_model = [&](const std::string& model, const std::function<std::vector<float>(const nlohmann::json&)>& want) {
+    it::InferResult result = it::Infer(*stub, it::ImageRequest(model, images));
+    ASSERT_TRUE(result.status.ok()) << model << ": " << it::Describe(result.status);
+    it::Fp32Tensor probabilities;
+    ASSERT_TRUE(it::GetFp32Output(result.response, "probabilities", &probabilities));
+    ASSERT_EQ(probabilities.values.size(), samples.size() * 10);
+    for (size_t row = 0; row < samples.size(); ++row) {
+      const std::vector<float> served(probabilities.values.begin() + row * 10,
+                                      probabilities.values.begin() + (row + 1) * 10);
+      EXPECT_LE(it::MaxAbsDiff(served, want(samples[row])), 1e-5) << model << " row " << row;
+    }
+  };
+  expect_model("syn_ensemble", [](const nlohmann::json& s) { return s["ensemble"].get<std::vector<float>>(); });
+  for (const char* member : {"syn_mlp", "syn_cnn"}) {
+    expect_model(member, [member](const nlohmann::json& s) {
+      return s["members"][member].get<std::vector<float>>();
+    });
+  }
+}
+
+// ---- resume ------------------------------------------------------------------
+
+TEST(TrainCommandTest, ResumeContinuesFromTheCheckpointsStep) {
+  it::WatchdogScope watchdog(seconds(240), "resume");
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", SyntheticConfig(2, 10));
+  const fs::path straight = dir.path() / "straight";
+  const fs::path split = dir.path() / "split";
+  std::string output;
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", straight.string()}, &output), 0)
+      << output;
+
+  // 45 steps: mid-epoch (32 steps each), between checkpoints.
+  output.clear();
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", split.string(), "--max-steps", "45"},
+                  &output), 0) << output;
+  EXPECT_NE(output.find("stopped at step 45"), std::string::npos) << output;
+  EXPECT_FALSE(fs::exists(split / "report.json")) << "an interrupted run writes no repository";
+
+  // Without --resume the checkpoint is protected.
+  output.clear();
+  EXPECT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", split.string()}, &output), 2);
+  EXPECT_NE(output.find("pass --resume"), std::string::npos) << output;
+
+  output.clear();
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", split.string(), "--resume"}, &output), 0)
+      << output;
+  EXPECT_NE(output.find("step 45, epoch 2, batch 13"), std::string::npos) << output;
+  const nlohmann::json a = ReadJson(straight / "report.json");
+  const nlohmann::json b = ReadJson(split / "report.json");
+  EXPECT_EQ(a["steps"], 64);
+  EXPECT_EQ(b["steps"], 64);
+  // Same data order, same optimizer state, same schedule: the same model.
+  const nlohmann::json sa = ReadJson(straight / "eval_samples.json");
+  const nlohmann::json sb = ReadJson(split / "eval_samples.json");
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t row = 0; row < sa.size(); ++row) {
+    EXPECT_LE(it::MaxAbsDiff(sa[row]["ensemble"].get<std::vector<float>>(),
+                             sb[row]["ensemble"].get<std::vector<float>>()),
+              1e-5)
+        << "row " << row;
+  }
+}
+
+// ---- faults and metrics --------------------------------------------------------
+
+// Rank pids from the launcher's "rank N on DEVICE: pid P" lines.
+std::map<int, pid_t> RankPids(const std::string& log) {
+  std::map<int, pid_t> pids;
+  static const std::regex line(R"(rank (\d+) on \S+: pid (\d+))");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+    pids[std::stoi((*it)[1])] = static_cast<pid_t>(std::stol((*it)[2]));
+  }
+  return pids;
+}
+
+TEST(TrainCommandTest, KilledRankStopsTheLauncherAndTheOtherRanksWithinTheTimeout) {
+  it::WatchdogScope watchdog(seconds(120), "rank kill (launcher)");
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", SyntheticConfig(100000, 0));
+  const int port = metrics_test::FreePort();
+  Background launcher({ES_TRAIN_BIN, "--config", config, "--devices", "cpu:2", "--out",
+                       dir.Path("out"), "--metrics-port", std::to_string(port)},
+                      {}, dir.path() / "train.log");
+  ASSERT_TRUE(launcher.WaitForLog("epoch 2/", milliseconds(60000))) << launcher.Log();
+
+  // While it trains: rank 0's /metrics, per rank and member.
+  std::optional<metrics_test::Scrape> scrape =
+      metrics_test::Scrape::From("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(scrape.has_value());
+  for (const char* member : {"syn_mlp", "syn_cnn"}) {
+    EXPECT_TRUE(scrape->Value("es_train_loss", {{"rank", "0"}, {"member", member}}).has_value()) << member;
+    EXPECT_TRUE(scrape->Value("es_train_accuracy", {{"rank", "0"}, {"member", member}}).has_value());
+  }
+  EXPECT_GT(scrape->Value("es_train_steps_total", {{"rank", "0"}}).value_or(0), 32);
+  EXPECT_TRUE(scrape->Value("es_train_samples_per_second", {{"rank", "0"}}).has_value());
+  EXPECT_GT(scrape->Value("es_train_step_seconds_count", {{"rank", "0"}}).value_or(0), 0);
+  EXPECT_GT(scrape->Value("es_train_allreduce_seconds_count", {{"rank", "0"}}).value_or(0), 0);
+
+  const std::map<int, pid_t> ranks = RankPids(launcher.Log());
+  ASSERT_EQ(ranks.size(), 2u) << launcher.Log();
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(kill(ranks.at(1), SIGKILL), 0);
+  std::optional<int> status = launcher.Wait(milliseconds(kCollectiveTimeoutMs + 10000));
+  const double seconds_to_exit = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  ASSERT_TRUE(status.has_value()) << "the launcher still runs " << seconds_to_exit << " s after the kill\n"
+                                  << launcher.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << launcher.Log();
+  const std::string log = launcher.Log();
+  EXPECT_NE(log.find("rank 1 (pid " + std::to_string(ranks.at(1)) + ") killed by signal SIGKILL"),
+            std::string::npos) << log;
+  // Rank 0 noticed on its own (a failed collective), it was not killed.
+  EXPECT_NE(log.find("rank 0 (pid " + std::to_string(ranks.at(0)) + ") exited with code 1"),
+            std::string::npos) << log;
+  EXPECT_LE(seconds_to_exit, kCollectiveTimeoutMs / 1000.0 + 2.0) << log;
+  std::cout << "launcher exited " << seconds_to_exit << " s after rank 1 was killed\n";
+}
+
+TEST(TrainCommandTest, UnderTorchrunVariablesAKilledPeerFailsTheOtherRank) {
+  it::WatchdogScope watchdog(seconds(120), "rank kill (torchrun mode)");
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", SyntheticConfig(100000, 0));
+  const int port = metrics_test::FreePort();
+  auto env = [&](int rank) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", std::to_string(rank)},
+        {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  };
+  const std::vector<std::string> argv{ES_TRAIN_BIN, "--config", config, "--devices", "cpu:2",
+                                      "--out", dir.Path("out")};
+  Background rank0(argv, env(0), dir.path() / "rank0.log");  // hosts the store
+  Background rank1(argv, env(1), dir.path() / "rank1.log");
+  ASSERT_TRUE(rank0.WaitForLog("epoch 1/", milliseconds(60000))) << rank0.Log() << rank1.Log();
+  EXPECT_NE(rank0.Log().find("rank 0 of 2"), std::string::npos);
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(kill(rank1.pid(), SIGKILL), 0);
+  std::optional<int> status = rank0.Wait(milliseconds(kCollectiveTimeoutMs + 10000));
+  const double seconds_to_exit = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  ASSERT_TRUE(status.has_value()) << rank0.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << rank0.Log();
+  EXPECT_NE(rank0.Log().find("a peer rank died"), std::string::npos) << rank0.Log();
+  EXPECT_LE(seconds_to_exit, kCollectiveTimeoutMs / 1000.0 + 2.0) << rank0.Log();
+}
+
+// ---- usage errors ----------------------------------------------------------------
+
+TEST(TrainCommandTest, UsageErrorsAreClearAndExitTwo) {
+  it::WatchdogScope watchdog(seconds(120), "usage errors");
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", SyntheticConfig(1, 0));
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string needle;
+  };
+  const std::string bad_yaml = dir.Write("bad.yaml", "members:\n  - {name: a, architecture: vgg}\n");
+  const std::string no_data = dir.Write(
+      "nodata.yaml", "data: {path: " + dir.Path("nowhere") + "}\nmembers:\n  - {name: a, architecture: mlp}\n");
+  const Case cases[] = {
+      {{}, 2, "--config is required"},
+      {{"--config", config, "--devices", "tpu:1"}, 2, "--devices 'tpu:1'"},
+      {{"--config", config, "--bogus"}, 2, "--bogus"},
+      {{"--config", bad_yaml}, 2, "bad.yaml:2: members[0].architecture: unknown zoo architecture 'vgg'"},
+      {{"--config", config, "--out", dir.Path("fresh"), "--resume"}, 2, "no checkpoint at"},
+      {{"--config", no_data, "--out", dir.Path("o2")}, 1, dir.Path("nowhere") + "/train-images-idx3-ubyte.gz"},
+  };
+  for (const Case& c : cases) {
+    std::string output;
+    EXPECT_EQ(Train(c.args, &output), c.code) << output;
+    EXPECT_NE(output.find(c.needle), std::string::npos) << "wanted '" << c.needle << "' in:\n" << output;
+  }
+  std::string help;
+  EXPECT_EQ(Train({"--help"}, &help), 0);
+  EXPECT_NE(help.find("--devices"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace es

@@ -1,0 +1,218 @@
+// Units of the trainer: its config file, the learning-rate schedule, the
+// ensemble combination, and checkpoints (write, read, resume).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "model_host/training/checkpoint.h"
+#include "model_host/training/ensemble_trainer.h"
+#include "model_host/training/train_config.h"
+#include "model_host/training/train_options.h"
+#include "tests/common/temp_dir.h"
+#include "tests/training/training_test_util.h"
+
+namespace es {
+namespace {
+
+using training_test::FlatParameters;
+using training_test::Rank;
+using training_test::RunRanks;
+using training_test::SmallConfig;
+
+// ---- config ----------------------------------------------------------------
+
+StatusOr<TrainConfig> LoadText(const testing::TempDir& dir, const std::string& yaml) {
+  return LoadTrainConfig(dir.Write("train.yaml", yaml));
+}
+
+constexpr const char* kMinimal =
+    "members:\n"
+    "  - {name: a, architecture: convnet, seed: 1}\n";
+
+TEST(TrainConfigTest, MinimalConfigGetsDefaults) {
+  testing::TempDir dir;
+  StatusOr<TrainConfig> config = LoadText(dir, kMinimal);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->data.dataset, "fashion-mnist");
+  EXPECT_EQ(config->optim.batch_size, 64);
+  EXPECT_EQ(config->distributed.bucket_mb, 25.0);
+  ASSERT_EQ(config->members.size(), 1u);
+  EXPECT_EQ(config->members[0].architecture, "convnet");
+  EXPECT_EQ(config->members[0].seed, 1u);
+}
+
+TEST(TrainConfigTest, TheExampleConfigLoads) {
+  StatusOr<TrainConfig> config = LoadTrainConfig(ES_SOURCE_DIR "/config/train-fashion-mnist.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->members.size(), 5u);
+}
+
+struct BadConfig {
+  const char* yaml;
+  const char* needle;  // expected in the error, after "train.yaml:LINE: "
+};
+
+TEST(TrainConfigTest, ErrorsNameTheLineAndField) {
+  const BadConfig cases[] = {
+      {"members: []\n", "members: at least one member is required"},
+      {"run: x\n", "members: missing required field"},
+      {"members:\n  - {name: a, architecture: resnet}\n",
+       "members[0].architecture: unknown zoo architecture 'resnet'"},
+      {"members:\n  - {name: a}\n", "exactly one of `architecture`"},
+      {"members:\n  - {name: a, torchscript: nowhere.pt}\n", "does not exist"},
+      {"members:\n  - {name: a, architecture: mlp}\n  - {name: a, architecture: cnn}\n",
+       "members[1].name: duplicate member name 'a'"},
+      {"trainig: {}\nmembers:\n  - {name: a, architecture: mlp}\n", "trainig"},
+      {"training: {optimizer: rmsprop}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "training.optimizer: unknown value 'rmsprop'"},
+      {"training: {learning_rate: -1}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "training.learning_rate: value -1 out of range"},
+      {"data: {dataset: cifar}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "data.dataset: unknown value 'cifar'"},
+      {"ensemble: {name: a}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "also a member's name"},
+  };
+  for (const BadConfig& bad : cases) {
+    testing::TempDir dir;
+    StatusOr<TrainConfig> config = LoadText(dir, bad.yaml);
+    ASSERT_FALSE(config.ok()) << bad.yaml;
+    EXPECT_NE(config.status().message().find("train.yaml:"), std::string::npos)
+        << config.status().message();
+    EXPECT_NE(config.status().message().find(bad.needle), std::string::npos)
+        << "wanted '" << bad.needle << "' in: " << config.status().message();
+  }
+}
+
+TEST(TrainOptionsTest, ParsesDevices) {
+  EXPECT_EQ(ParseDevices("cpu:2").value(), (std::vector<std::string>{"cpu:0", "cpu:1"}));
+  EXPECT_EQ(ParseDevices("cuda:0,3").value(), (std::vector<std::string>{"cuda:0", "cuda:3"}));
+  for (const char* bad : {"cpu", "cpu:0", "gpu:1", "cuda:", "cuda:1,1", "cuda:a"}) {
+    StatusOr<std::vector<std::string>> devices = ParseDevices(bad);
+    ASSERT_FALSE(devices.ok()) << bad;
+    EXPECT_NE(devices.status().message().find(std::string("'") + bad + "'"), std::string::npos)
+        << devices.status().message();
+  }
+}
+
+// ---- schedule and combination ---------------------------------------------
+
+TEST(LearningRateTest, OneCycleWarmsUpThenDecays) {
+  OptimSpec spec;
+  spec.learning_rate = 0.003;
+  spec.schedule = "one_cycle";
+  EXPECT_NEAR(LearningRateAt(spec, 0, 1000), 0.003 / 25, 1e-12);
+  EXPECT_NEAR(LearningRateAt(spec, 300, 1000), 0.003, 1e-9);
+  EXPECT_LT(LearningRateAt(spec, 150, 1000), 0.003);
+  EXPECT_GT(LearningRateAt(spec, 150, 1000), 0.003 / 25);
+  EXPECT_NEAR(LearningRateAt(spec, 999, 1000), 0.003 / 25 / 1e4, 1e-12);
+  spec.schedule = "constant";
+  EXPECT_EQ(LearningRateAt(spec, 999, 1000), 0.003);
+}
+
+TEST(CombineTest, MeanAndMajorityVote) {
+  const at::Tensor a = torch::tensor({{0.6f, 0.4f}, {0.2f, 0.8f}});
+  const at::Tensor b = torch::tensor({{0.9f, 0.1f}, {0.6f, 0.4f}});
+  const at::Tensor c = torch::tensor({{0.3f, 0.7f}, {0.4f, 0.6f}});
+  EXPECT_TRUE(CombineMembers({a, b}, "mean").allclose(torch::tensor({{0.75f, 0.25f}, {0.4f, 0.6f}})));
+  EXPECT_TRUE(CombineMembers({a, b, c}, "majority_vote")
+                  .allclose(torch::tensor({{2 / 3.f, 1 / 3.f}, {1 / 3.f, 2 / 3.f}})));
+}
+
+// ---- checkpoints -------------------------------------------------------------
+
+TEST(CheckpointTest, ResumedTrainerContinuesExactlyWhereTheOriginalWas) {
+  torch::set_num_threads(1);
+  testing::TempDir dir;
+  const std::string path = dir.Path("latest.pt");
+  constexpr int kStop = 4;
+  constexpr int kSteps = 8;
+  for (const char* optimizer : {"adam", "sgd"}) {
+    const TrainConfig config = SmallConfig(optimizer, 25.0);
+    at::Tensor continued;
+    RunRanks(1, config, kSteps, [&](std::vector<Rank>& ranks, int) {
+      Rank& me = ranks[0];
+      me.loader->StartEpoch(0);
+      for (int i = 0; i < kSteps; ++i) {
+        std::optional<Batch> batch = me.loader->Next();
+        ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
+        if (i + 1 == kStop) {
+          CheckpointWriter writer(path);
+          ASSERT_TRUE(writer.Submit({me.trainer->step(), 0, kStop, me.trainer->Snapshot()},
+                                    /*wait=*/false));
+          ASSERT_TRUE(writer.Flush().ok());
+          EXPECT_EQ(writer.written(), 1);
+        }
+      }
+      continued = FlatParameters(*me.trainer);
+    });
+
+    at::Tensor resumed;
+    at::Tensor fresh;
+    RunRanks(1, config, kSteps, [&](std::vector<Rank>& ranks, int) {
+      Rank& me = ranks[0];
+      fresh = FlatParameters(*me.trainer);
+      StatusOr<CheckpointData> saved = ReadCheckpoint(path);
+      ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+      EXPECT_EQ(saved->step, kStop);
+      EXPECT_EQ(saved->epoch, 0);
+      EXPECT_EQ(saved->batch_in_epoch, kStop);
+      std::map<std::string, at::Tensor> tensors(saved->tensors.begin(), saved->tensors.end());
+      ASSERT_TRUE(me.trainer->Restore(tensors, saved->step).ok());
+      me.loader->StartEpoch(saved->epoch, saved->batch_in_epoch);
+      while (std::optional<Batch> batch = me.loader->Next()) {
+        if (me.trainer->step() == kSteps) break;
+        ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
+      }
+      EXPECT_EQ(me.trainer->step(), kSteps);
+      resumed = FlatParameters(*me.trainer);
+    });
+    ASSERT_TRUE(continued.defined() && resumed.defined());
+    EXPECT_GT((continued - fresh).abs().max().item<double>(), 1e-3) << optimizer;
+    // Same data, same state, one thread: the very same numbers.
+    EXPECT_EQ((continued - resumed).abs().max().item<double>(), 0.0) << optimizer;
+  }
+}
+
+TEST(CheckpointTest, MismatchedOrMissingCheckpointsAreClearErrors) {
+  testing::TempDir dir;
+  StatusOr<CheckpointData> missing = ReadCheckpoint(dir.Path("none.pt"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("none.pt"), std::string::npos);
+
+  const std::string garbage = dir.Write("garbage.pt", "not a checkpoint");
+  StatusOr<CheckpointData> corrupt = ReadCheckpoint(garbage);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(corrupt.status().message().find("garbage.pt"), std::string::npos);
+
+  // A checkpoint of other members does not restore silently.
+  TrainConfig config = SmallConfig("adam", 25.0);
+  RunRanks(1, config, 1, [&](std::vector<Rank>& ranks, int) {
+    std::map<std::string, at::Tensor> other{{"param/x/fc1_w", torch::zeros({2, 2})}};
+    Status status = ranks[0].trainer->Restore(other, 3);
+    ASSERT_FALSE(status.ok());
+    EXPECT_NE(status.message().find("does not match this config"), std::string::npos)
+        << status.message();
+  });
+}
+
+TEST(CheckpointTest, AtMostOneWriteInFlight) {
+  testing::TempDir dir;
+  CheckpointWriter writer(dir.Path("big.pt"));
+  // Big enough that the first write is still going when the rest arrive.
+  CheckpointData big{1, 0, 0, {{"t", torch::rand({64, 1024, 1024})}}};
+  int accepted = 0;
+  for (int i = 0; i < 5; ++i) accepted += writer.Submit(big, /*wait=*/false) ? 1 : 0;
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_EQ(writer.written() + writer.skipped(), 5);
+  EXPECT_EQ(writer.written(), accepted);
+  EXPECT_GE(writer.skipped(), 1) << "256 MiB written 5 times back to back never overlapped?";
+  EXPECT_FALSE(std::filesystem::exists(dir.Path("big.pt.tmp")));
+  StatusOr<CheckpointData> read = ReadCheckpoint(dir.Path("big.pt"));
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->step, 1);
+}
+
+}  // namespace
+}  // namespace es

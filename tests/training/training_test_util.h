@@ -1,0 +1,40 @@
+// Shared helpers of the training tests: a small synthetic TrainConfig, and
+// ranks run as threads of one process over one c10d HashStore, each with
+// its own real ProcessGroupGloo (loopback TCP), so collectives are the real
+// thing while the test can compare every rank's parameters directly.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model_host/training/batch_loader.h"
+#include "model_host/training/ensemble_trainer.h"
+#include "model_host/training/train_config.h"
+
+namespace es::training_test {
+
+// Two members (mlp, cnn), synthetic data, constant learning rate.
+TrainConfig SmallConfig(const std::string& optimizer, double bucket_mb);
+
+// Every parameter of every member, flattened into one tensor (a copy).
+at::Tensor FlatParameters(EnsembleTrainer& trainer);
+
+// A rank of an in-process group.
+struct Rank {
+  int rank = 0;
+  std::unique_ptr<EnsembleTrainer> trainer;
+  std::unique_ptr<BatchLoader> loader;
+};
+
+// Builds `world` ranks over one store (each with its trainer and its shard's
+// loader, parameters synced from rank 0), then runs `body(rank)` on one
+// thread per rank and joins them. `body` sees the ranks' vector, so it can
+// look at the others' state between barriers of its own.
+void RunRanks(int world, const TrainConfig& config, int64_t total_steps,
+              const std::function<void(std::vector<Rank>& ranks, int rank)>& body);
+
+}  // namespace es::training_test
