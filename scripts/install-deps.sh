@@ -12,7 +12,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist prometheus
-  python3 python3-grpcio python3-protobuf python3-numpy python3-torch
+  python3 python3-grpcio python3-protobuf python3-numpy python3-torch python3-yaml
 )
 
 missing=()

@@ -189,10 +189,16 @@ Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors
     p.tensor.detach().copy_(*saved);
     const std::string key = StateKey(p.tensor);
     if (const at::Tensor* avg = find("adam/" + p.key + "/exp_avg")) {
+      const at::Tensor* avg_sq = find("adam/" + p.key + "/exp_avg_sq");
+      const at::Tensor* steps = find("adam/" + p.key + "/step");
+      if (avg_sq == nullptr || steps == nullptr) {
+        return Status::InvalidArgument("the checkpoint's Adam state of '" + p.key +
+                                       "' is incomplete");
+      }
       auto state = std::make_unique<torch::optim::AdamParamState>();
       state->exp_avg(avg->clone());
-      state->exp_avg_sq(find("adam/" + p.key + "/exp_avg_sq")->clone());
-      state->step(find("adam/" + p.key + "/step")->item<int64_t>());
+      state->exp_avg_sq(avg_sq->clone());
+      state->step(steps->item<int64_t>());
       optimizer_->state()[key] = std::move(state);
     } else if (const at::Tensor* momentum = find("sgd/" + p.key + "/momentum")) {
       auto state = std::make_unique<torch::optim::SGDParamState>();

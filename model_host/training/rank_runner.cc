@@ -234,6 +234,7 @@ Status RankRun::Train() {
 }
 
 Status RankRun::Finish() {
+  metrics_->EndProgressLine();
   if (env_.rank != 0) return Status::Ok();
   if (stopped_early_) {
     spdlog::info("stopped at step {} (--max-steps); continue with --resume", trainer_->step());

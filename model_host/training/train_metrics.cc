@@ -108,7 +108,14 @@ TrainMetrics::~TrainMetrics() {
   }
   cv_.notify_all();
   if (reporter_.joinable()) reporter_.join();
-  if (progress_) std::fputs("\n", stderr);
+  EndProgressLine();
+}
+
+void TrainMetrics::EndProgressLine() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!progress_) return;
+  progress_ = false;
+  std::fputs("\n", stderr);
 }
 
 void TrainMetrics::Record(const StepStats& step, int64_t steps_done) {

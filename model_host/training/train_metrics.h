@@ -61,6 +61,9 @@ class TrainMetrics {
   void SetEpoch(int64_t epoch);
   void SetCheckpoints(int64_t written, int64_t skipped);
 
+  // Ends the progress line (so the report prints below it); no more redraws.
+  void EndProgressLine();
+
   // "HOST:PORT" of /metrics, or "" without an endpoint.
   std::string address() const;
   // Mean step and all-reduce seconds over the run so far.
@@ -85,7 +88,7 @@ class TrainMetrics {
 
   int64_t first_step_ = 0;  // steps done before this process (resume)
   int64_t total_steps_ = 0;
-  bool progress_ = false;
+  bool progress_ = false;  // GUARDED_BY(mu_) once the reporter runs
   std::atomic<int64_t> steps_done_{0};
   std::atomic<int64_t> samples_done_{0};
   std::atomic<double> last_loss_{0};

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
 #include <cmath>
 
+#include "model_host/model_zoo.h"
 #include "model_host/training/checkpoint.h"
 #include "model_host/training/ensemble_trainer.h"
 #include "model_host/training/train_config.h"
@@ -93,6 +96,37 @@ TEST(TrainOptionsTest, ParsesDevices) {
     EXPECT_NE(devices.status().message().find(std::string("'") + bad + "'"), std::string::npos)
         << devices.status().message();
   }
+}
+
+TEST(TrainConfigTest, TorchScriptFileMembersTrainAndNeedLogits) {
+  testing::TempDir dir;
+  BuildZooModel("mlp", 9).save(dir.Path("start.pt"));
+  torch::jit::Module no_logits("NoLogits");
+  no_logits.define("def forward(self, x):\n    return x\n");
+  no_logits.save(dir.Path("no_logits.pt"));
+
+  StatusOr<TrainConfig> config = LoadText(dir, "members:\n  - {name: f, torchscript: start.pt}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->members[0].torchscript, dir.Path("start.pt"));  // resolved from the config's folder
+  config->data.dataset = "synthetic";
+  config->data.synthetic_train_rows = 256;
+  config->optim.batch_size = 32;
+  RunRanks(1, *config, 2, [&](std::vector<Rank>& ranks, int) {
+    Rank& me = ranks[0];
+    const at::Tensor before = FlatParameters(*me.trainer);
+    me.loader->StartEpoch(0);
+    std::optional<Batch> batch = me.loader->Next();
+    ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
+    EXPECT_GT((FlatParameters(*me.trainer) - before).abs().max().item<double>(), 0.0);
+  });
+
+  StatusOr<TrainConfig> bad = LoadText(dir, "members:\n  - {name: g, torchscript: no_logits.pt}\n");
+  ASSERT_TRUE(bad.ok());
+  auto trainer = EnsembleTrainer::Create(*bad, c10::intrusive_ptr<c10d::ProcessGroup>(), 1);
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_NE(trainer.status().message().find("member 'g'"), std::string::npos);
+  EXPECT_NE(trainer.status().message().find("must define logits(x)"), std::string::npos)
+      << trainer.status().message();
 }
 
 // ---- schedule and combination ---------------------------------------------
