@@ -9,13 +9,8 @@
 #include "model_host/training/gradient_reducer.h"
 #include "tests/training/training_test_util.h"
 
-namespace es {
+namespace es::training_test {
 namespace {
-
-using training_test::FlatParameters;
-using training_test::Rank;
-using training_test::RunRanks;
-using training_test::SmallConfig;
 
 constexpr int kSteps = 12;
 
@@ -117,4 +112,4 @@ TEST_F(DistributedTest, BroadcastGivesEveryRankRankZerosWeights) {
 }
 
 }  // namespace
-}  // namespace es
+}  // namespace es::training_test

@@ -15,13 +15,8 @@
 #include "tests/common/temp_dir.h"
 #include "tests/training/training_test_util.h"
 
-namespace es {
+namespace es::training_test {
 namespace {
-
-using training_test::FlatParameters;
-using training_test::Rank;
-using training_test::RunRanks;
-using training_test::SmallConfig;
 
 // ---- config ----------------------------------------------------------------
 
@@ -249,4 +244,4 @@ TEST(CheckpointTest, AtMostOneWriteInFlight) {
 }
 
 }  // namespace
-}  // namespace es
+}  // namespace es::training_test
