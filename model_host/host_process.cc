@@ -167,8 +167,13 @@ void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor) {
 
 int RunModelHost(const HostOptions& options) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  signal(SIGTERM, [](int) { g_stop.store(true); });
-  signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the router, which stops us in order
+  // SIGTERM and Ctrl-C reach the whole process group (systemd, a terminal,
+  // `kill -- -PGID`): the router drains first and then stops its hosts
+  // through the channel (stop_requested), so a host must not die before its
+  // in-flight work is answered. The router's own death still ends us
+  // (PR_SET_PDEATHSIG above), and SIGKILL always works.
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
   SetUpLogging(options.host_name);
 
   auto attached = ipc::Channel::Attach(options.channel_fd);

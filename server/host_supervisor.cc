@@ -292,8 +292,9 @@ void HostSupervisor::Watch(HostConnection* conn, pid_t pid, int pidfd) {
 void HostSupervisor::Reap(pid_t pid, int pidfd, milliseconds grace, HostConnection* conn) {
   if (pid_.load() == pid) {
     if (grace.count() > 0) {
+      // Hosts ignore SIGTERM (host_process.cc): the channel's stop flag,
+      // seen by the host's heartbeat thread within 100 ms, is how they stop.
       conn->channel().header().stop_requested.store(1, std::memory_order_release);
-      kill(pid, SIGTERM);
       if (!WaitExit(pidfd, pid, grace)) kill(pid, SIGKILL);
     } else {
       kill(pid, SIGKILL);

@@ -76,6 +76,29 @@ TEST(ShutdownTest, SigtermExitsZeroAndLeavesNothingBehind) {
   EXPECT_EQ(server->RemainingStdout(), "") << "stdout has more than the listening line";
 }
 
+// SIGTERM to the whole process group (systemd, `kill -- -PGID`, Ctrl-C in a
+// terminal) reaches the hosts too: they leave stopping to the router, so the
+// router sees no host die under it and restarts nothing on the way out.
+TEST(ShutdownTest, SigtermToTheProcessGroupStopsInOrder) {
+  WatchdogScope watchdog(std::chrono::seconds(120), "process-group SIGTERM");
+  ServerProcess::Options options;
+  options.metrics = false;
+  auto server = ServerProcess::Start(options);
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  auto stub = server->Stub();
+  ASSERT_TRUE(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(8, 1))).status.ok());
+  ASSERT_EQ(server->WaitForHosts(milliseconds(5000)).size(), 2u);
+
+  ASSERT_EQ(kill(-server->pid(), SIGTERM), 0);
+  int status = 0;
+  ASSERT_TRUE(server->WaitExit(milliseconds(10000), &status)) << "no exit within 10 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  const std::string log = server->LogTail(20000);
+  EXPECT_EQ(log.find("exited with code"), std::string::npos) << log;
+  EXPECT_EQ(log.find("restart"), std::string::npos) << log;
+  EXPECT_TRUE(ModelHostsOf(server->config_path()).empty());
+}
+
 // The drain timeout bounds how long in-flight calls may take to finish; with
 // nothing in flight there is nothing to wait for, even if a client is still
 // connected (as clients usually are: channels are long-lived).
