@@ -53,7 +53,7 @@ d = "/usr/share/datasets/fashion-mnist/"
 x = np.frombuffer(gzip.open(d + "t10k-images-idx3-ubyte.gz").read(), np.uint8, offset=16)
 y = np.frombuffer(gzip.open(d + "t10k-labels-idx1-ubyte.gz").read(), np.uint8, offset=8)
 np.save(sys.argv[1], (x[:4 * 784].reshape(4, 1, 28, 28) / 255.0).astype(np.float32))
-print("\nserving", sys.argv[1].rsplit("/", 2)[0], "- labels of the 4 test images:", list(map(int, y[:4])))
+print("\nserving", sys.argv[1].rsplit("/", 1)[0], "- labels of the first 4 test images:", list(map(int, y[:4])))
 PY
 BIN=build/bin
 # shellcheck source=scripts/lib/server.sh
