@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <torch/serialize.h>
 
 #include <cerrno>
@@ -13,7 +14,8 @@
 namespace es {
 namespace {
 
-constexpr const char* kMeta[] = {"meta/step", "meta/epoch", "meta/batch_in_epoch"};
+constexpr const char* kMeta[] = {"meta/step",        "meta/epoch",        "meta/batch_in_epoch",
+                                 "meta/total_steps", "meta/global_batch", "meta/seed"};
 
 void SyncFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -27,7 +29,8 @@ void SyncFile(const std::string& path) {
 
 void WriteCheckpointFile(const std::string& path, const CheckpointData& data) {
   torch::serialize::OutputArchive archive;
-  const int64_t meta[] = {data.step, data.epoch, data.batch_in_epoch};
+  const int64_t meta[] = {data.step,        data.epoch,        data.batch_in_epoch,
+                          data.total_steps, data.global_batch, data.seed};
   for (size_t i = 0; i < std::size(kMeta); ++i) {
     archive.write(kMeta[i], at::scalar_tensor(meta[i], at::kLong));
   }
@@ -48,7 +51,8 @@ StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
     CheckpointData data;
-    int64_t* meta[] = {&data.step, &data.epoch, &data.batch_in_epoch};
+    int64_t* meta[] = {&data.step,        &data.epoch,        &data.batch_in_epoch,
+                       &data.total_steps, &data.global_batch, &data.seed};
     for (size_t i = 0; i < std::size(kMeta); ++i) {
       at::Tensor value;
       archive.read(kMeta[i], value);
@@ -103,6 +107,11 @@ int64_t CheckpointWriter::written() const {
   return written_;
 }
 
+int64_t CheckpointWriter::failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
+}
+
 int64_t CheckpointWriter::skipped() const {
   std::lock_guard<std::mutex> lock(mu_);
   return skipped_;
@@ -122,11 +131,14 @@ void CheckpointWriter::Run() {
     } catch (const std::exception& e) {
       result = Status::Internal("writing checkpoint " + path_ + ": " + e.what());
     }
+    // Said at once: a full disk must not go unnoticed until the run ends.
+    if (!result.ok()) spdlog::error("{} (training goes on; the previous checkpoint is kept)", result.message());
     lock.lock();
     if (result.ok()) {
       ++written_;
-    } else if (error_.ok()) {
-      error_ = result;
+    } else {
+      ++failed_;
+      if (error_.ok()) error_ = result;
     }
     busy_ = false;
     cv_.notify_all();

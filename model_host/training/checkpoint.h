@@ -7,7 +7,8 @@
 // "<path>.tmp", fsync'ed, then renamed onto <path>: a crash mid-write leaves
 // the previous checkpoint intact, never a torn one. At most one write is in
 // flight: Submit() while one is running skips that checkpoint (and counts
-// it) rather than queueing copies without bound.
+// it) rather than queueing copies without bound. A failed write is logged
+// when it happens and training goes on (the previous checkpoint stays).
 //
 // Thread safety: Submit/Flush/counters from the training thread; the writer
 // thread is private.
@@ -32,6 +33,11 @@ struct CheckpointData {
   int64_t step = 0;            // optimizer steps done
   int64_t epoch = 0;           // epoch to continue in
   int64_t batch_in_epoch = 0;  // first batch of `epoch` not yet trained on
+  // What the position means: a resume with another schedule length, batch
+  // or data order would silently train something else, so it is refused.
+  int64_t total_steps = 0;
+  int64_t global_batch = 0;
+  int64_t seed = 0;
   std::vector<std::pair<std::string, at::Tensor>> tensors;
 };
 
@@ -54,6 +60,7 @@ class CheckpointWriter {
   const std::string& path() const { return path_; }
   int64_t written() const;
   int64_t skipped() const;
+  int64_t failed() const;  // writes that failed (each logged when it happened)
 
  private:
   void Run();
@@ -66,6 +73,7 @@ class CheckpointWriter {
   bool stop_ = false;
   int64_t written_ = 0;
   int64_t skipped_ = 0;
+  int64_t failed_ = 0;
   Status error_;
   std::thread thread_;  // last: starts after the rest is built
 };

@@ -162,11 +162,20 @@ int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
     }
     if (running > 0) std::this_thread::sleep_for(kPollInterval);
   }
+  // 0 when every rank succeeded; 2 when the ranks that failed all failed on
+  // usage (what a rank finds late, e.g. a checkpoint of other members);
+  // 128 + N after a forwarded signal N; 1 otherwise.
+  bool failed = false;
+  bool all_usage = true;
   for (const RankProcess& r : ranks) {
     const int status = *r.wait_status;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return forwarded != 0 ? 128 + forwarded : 1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    failed = true;
+    all_usage = all_usage && WIFEXITED(status) && WEXITSTATUS(status) == 2;
   }
-  return 0;
+  if (!failed) return 0;
+  if (forwarded != 0) return 128 + forwarded;
+  return all_usage ? 2 : 1;
 }
 
 }  // namespace es

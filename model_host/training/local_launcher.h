@@ -12,7 +12,8 @@
 // Failure: when a rank exits non-zero or dies, the others get the
 // collective timeout (plus a grace period) to notice and exit on their own
 // (their collectives fail); whoever is still running then is killed. Every
-// rank's end is logged, and the exit code is 0 only when all exited 0.
+// rank's end is logged, and the exit code is 0 only when all exited 0 (2 when
+// the failed ranks all failed on usage, 128 + N after forwarding signal N).
 // SIGINT/SIGTERM to the launcher are passed on to the ranks.
 //
 // Thread safety: called once from main.

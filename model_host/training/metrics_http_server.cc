@@ -1,13 +1,13 @@
 #include "model_host/training/metrics_http_server.h"
 
-#include <sys/socket.h>
-
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <chrono>
+#include <memory>
 #include <thread>
 
 namespace es {
@@ -15,6 +15,57 @@ namespace es {
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr auto kClientTimeout = std::chrono::seconds(5);
+
+// One connection: read a request, answer it, close. Asynchronous with an
+// expiry, so a client that stalls is dropped after kClientTimeout (a
+// blocking read would ignore any socket timeout and hold the thread).
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, std::shared_ptr<prometheus::Registry> registry)
+      : stream_(std::move(socket)), registry_(std::move(registry)) {}
+
+  void Start() {
+    stream_.expires_after(kClientTimeout);
+    http::async_read(stream_, buffer_, request_,
+                     [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                       if (!ec) self->Answer();
+                     });
+  }
+
+ private:
+  void Answer() {
+    response_.version(request_.version());
+    response_.keep_alive(false);
+    if (request_.method() == http::verb::get && request_.target() == "/metrics") {
+      response_.result(http::status::ok);
+      response_.set(http::field::content_type, "text/plain; version=0.0.4");
+      response_.body() = prometheus::TextSerializer().Serialize(registry_->Collect());
+    } else {
+      response_.result(http::status::not_found);
+      response_.set(http::field::content_type, "text/plain");
+      response_.body() = "not found: only GET /metrics is served here\n";
+    }
+    response_.prepare_payload();
+    stream_.expires_after(kClientTimeout);
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](boost::system::error_code, std::size_t) {
+                        boost::system::error_code ignored;
+                        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+                      });
+  }
+
+  boost::beast::tcp_stream stream_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  boost::beast::flat_buffer buffer_;
+  http::request<http::string_body> request_;
+  http::response<http::string_body> response_;
+};
+
+}  // namespace
 
 struct MetricsHttpServer::Impl {
   asio::io_context io;
@@ -25,35 +76,9 @@ struct MetricsHttpServer::Impl {
   void Accept() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec) return;  // the acceptor was closed: stopping
-      Serve(std::move(socket));
+      std::make_shared<Session>(std::move(socket), registry)->Start();
       Accept();
     });
-  }
-
-  void Serve(tcp::socket socket) {
-    const timeval timeout{5, 0};
-    setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    boost::beast::flat_buffer buffer;
-    http::request<http::string_body> request;
-    boost::system::error_code ec;
-    http::read(socket, buffer, request, ec);
-    if (ec) return;
-    http::response<http::string_body> response;
-    response.version(request.version());
-    response.keep_alive(false);
-    if (request.method() == http::verb::get && request.target() == "/metrics") {
-      response.result(http::status::ok);
-      response.set(http::field::content_type, "text/plain; version=0.0.4");
-      response.body() = prometheus::TextSerializer().Serialize(registry->Collect());
-    } else {
-      response.result(http::status::not_found);
-      response.set(http::field::content_type, "text/plain");
-      response.body() = "not found: only GET /metrics is served here\n";
-    }
-    response.prepare_payload();
-    http::write(socket, response, ec);
-    socket.shutdown(tcp::socket::shutdown_both, ec);
   }
 };
 
@@ -82,10 +107,9 @@ StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
-  asio::post(impl_->io, [this] {
-    boost::system::error_code ec;
-    impl_->acceptor.close(ec);
-  });
+  // stop() abandons any session still waiting on a client; their sockets
+  // close when the io_context (and the handlers holding them) go.
+  impl_->io.stop();
   impl_->thread.join();
 }
 

@@ -8,9 +8,9 @@
 // create threads"). Here the serving thread has a default stack.
 //
 // GET /metrics answers the registry in the text exposition format (0.0.4);
-// anything else is 404. One request per connection, served in turn (a
-// scrape is small and Prometheus scrapes one at a time); a client that sends
-// nothing for 5 s is dropped so it cannot block the next scrape.
+// anything else is 404. One request per connection; connections are served
+// concurrently on the one thread (asynchronous I/O), and a client that
+// stalls for 5 s is dropped, so it can neither block a scrape nor the exit.
 //
 // Thread safety: Start/destructor from one thread; the registry is read on
 // the server's thread while others update its metrics (prometheus-cpp

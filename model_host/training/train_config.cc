@@ -1,6 +1,7 @@
 #include "model_host/training/train_config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 
@@ -13,6 +14,19 @@ namespace {
 // The zoo's trainable names, listed here rather than asked of the zoo so
 // that loading a config stays LibTorch-free (it runs before any spawn).
 constexpr const char* kZoo[] = {"mlp", "wide_mlp", "cnn", "convnet"};
+
+// Names become folders of the output repository and words of its YAML: a
+// letter, digit or '_' first (a leading dot would hide the folder from the
+// server's loader), then letters, digits, '_', '-' and '.'.
+Status CheckModelName(const yaml::Field& map, std::string_view key, const std::string& name) {
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  bool ok = !name.empty() && name.size() <= 128 && word(name[0]);
+  for (char c : name) ok = ok && (word(c) || c == '-' || c == '.');
+  if (ok) return Status::Ok();
+  return yaml::Error(yaml::Child(map, key),
+                     "'" + name + "' is not a valid model name (letters, digits, '_', '-', '.'; "
+                     "starting with a letter, digit or '_')");
+}
 
 Status CheckOneOf(const yaml::Field& map, std::string_view key, const std::string& value,
                   std::initializer_list<const char*> allowed) {
@@ -74,6 +88,7 @@ Status ParseDistributed(const yaml::Field& field, DistributedSpec* spec) {
 Status ParseMember(const yaml::Field& field, MemberSpec* member) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"name", "architecture", "torchscript", "seed"}));
   ES_RETURN_IF_ERROR(yaml::ReadRequiredString(field, "name", &member->name));
+  ES_RETURN_IF_ERROR(CheckModelName(field, "name", member->name));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "architecture", &member->architecture));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "torchscript", &member->torchscript));
   int64_t seed = 0;
@@ -125,6 +140,7 @@ Status ParseEnsemble(const yaml::Field& field, EnsembleSpec* spec) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"name", "combine", "max_batch_size"}));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "name", &spec->name));
+  ES_RETURN_IF_ERROR(CheckModelName(field, "name", spec->name));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "combine", &spec->combine));
   ES_RETURN_IF_ERROR(CheckOneOf(field, "combine", spec->combine, {"mean", "majority_vote"}));
   return yaml::ReadOptionalInt(field, "max_batch_size", int64_t{1}, int64_t{1} << 20,

@@ -26,20 +26,30 @@ namespace fs = std::filesystem;
 
 // A previous run's checkpoint in --out is continued (--resume), replaced
 // (--force), or protected: a typo in --out must not wipe a day of training.
-bool CheckOutputFolder(const es::TrainOptions& options) {
-  const bool has_checkpoint = fs::exists(es::CheckpointPath(options.out));
+// Checked by the launcher and by every rank started by someone else
+// (torchrun); only `may_remove` (the launcher, or rank 0) removes.
+bool CheckOutputFolder(const es::TrainOptions& options, bool may_remove) {
+  std::error_code ec;
+  const std::string checkpoint = es::CheckpointPath(options.out);
+  const bool has_checkpoint = fs::exists(checkpoint, ec);
+  if (ec) {
+    std::cerr << "ensemble-train: cannot look at " << checkpoint << ": " << ec.message() << "\n";
+    return false;
+  }
   if (options.resume && !has_checkpoint) {
-    std::cerr << "ensemble-train: --resume: no checkpoint at " << es::CheckpointPath(options.out)
-              << "\n";
+    std::cerr << "ensemble-train: --resume: no checkpoint at " << checkpoint << "\n";
     return false;
   }
   if (!options.resume && !options.force && has_checkpoint) {
-    std::cerr << "ensemble-train: " << options.out
-              << " holds a previous run (" << es::CheckpointPath(options.out)
+    std::cerr << "ensemble-train: " << options.out << " holds a previous run (" << checkpoint
               << "); pass --resume to continue it, --force to start over, or another --out\n";
     return false;
   }
-  if (options.force && !options.resume) fs::remove(es::CheckpointPath(options.out));
+  if (options.force && may_remove && has_checkpoint && !fs::remove(checkpoint, ec)) {
+    std::cerr << "ensemble-train: --force: cannot remove " << checkpoint << ": " << ec.message()
+              << "\n";
+    return false;
+  }
   return true;
 }
 
@@ -95,10 +105,21 @@ int main(int argc, char** argv) {
     std::cerr << "ensemble-train: " << env.status().message() << "\n";
     return 2;
   }
-  if (env->has_value()) return es::RunRank(options, *config, **env);
+  // Every rank takes an equal share of each global batch.
+  const int world = env->has_value() ? (*env)->world_size : static_cast<int>(devices->size());
+  if (config->optim.batch_size % world != 0) {
+    std::cerr << "ensemble-train: " << options.config_path << ": training.batch_size "
+              << config->optim.batch_size << " does not split evenly over " << world
+              << " ranks\n";
+    return 2;
+  }
+  if (env->has_value()) {
+    if (!CheckOutputFolder(options, /*may_remove=*/(*env)->rank == 0)) return 2;
+    return es::RunRank(options, *config, **env);
+  }
 
   // The launcher: checks the output folder once, then starts the ranks.
-  if (!CheckOutputFolder(options)) return 2;
+  if (!CheckOutputFolder(options, /*may_remove=*/true)) return 2;
   std::error_code ec;
   fs::create_directories(options.out, ec);
   if (ec) {

@@ -70,6 +70,10 @@ TEST(TrainConfigTest, ErrorsNameTheLineAndField) {
        "data.dataset: unknown value 'cifar'"},
       {"ensemble: {name: a}\nmembers:\n  - {name: a, architecture: mlp}\n",
        "also a member's name"},
+      {"ensemble: {name: .}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "ensemble.name: '.' is not a valid model name"},
+      {"members:\n  - {name: ../x, architecture: mlp}\n",
+       "members[0].name: '../x' is not a valid model name"},
   };
   for (const BadConfig& bad : cases) {
     testing::TempDir dir;
@@ -167,7 +171,8 @@ TEST(CheckpointTest, ResumedTrainerContinuesExactlyWhereTheOriginalWas) {
         ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
         if (i + 1 == kStop) {
           CheckpointWriter writer(path);
-          ASSERT_TRUE(writer.Submit({me.trainer->step(), 0, kStop, me.trainer->Snapshot()},
+          ASSERT_TRUE(writer.Submit({.step = me.trainer->step(), .epoch = 0, .batch_in_epoch = kStop,
+                                     .tensors = me.trainer->Snapshot()},
                                     /*wait=*/false));
           ASSERT_TRUE(writer.Flush().ok());
           EXPECT_EQ(writer.written(), 1);
@@ -230,7 +235,7 @@ TEST(CheckpointTest, AtMostOneWriteInFlight) {
   testing::TempDir dir;
   CheckpointWriter writer(dir.Path("big.pt"));
   // Big enough that the first write is still going when the rest arrive.
-  CheckpointData big{1, 0, 0, {{"t", torch::rand({64, 1024, 1024})}}};
+  CheckpointData big{.step = 1, .tensors = {{"t", torch::rand({64, 1024, 1024})}}};
   int accepted = 0;
   for (int i = 0; i < 5; ++i) accepted += writer.Submit(big, /*wait=*/false) ? 1 : 0;
   ASSERT_TRUE(writer.Flush().ok());
