@@ -16,6 +16,7 @@
 
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
+#include "config/command_line.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"bench-inprocess: in-process LibTorch throughput of one model by batch size"};
@@ -28,11 +29,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "worker threads, one intra-op thread each")->check(CLI::Range(1, 64));
   app.add_option("--batches", batches, "batch sizes")->delimiter(',');
   app.add_option("--seconds", seconds, "measured time per batch size")->check(CLI::Range(0.1, 600.0));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return e.get_exit_code() == 0 ? 0 : 2;
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "bench-inprocess")) {
+    return *exit_code;
   }
   auto models = es::LoadRepository(repo);
   if (!models.ok()) {

@@ -1,7 +1,7 @@
 // bench-serving-latency: what one request costs end to end through the
 // server, next to the in-process LibTorch floor measured in the same run.
 //
-//   bench-serving-latency --server 127.0.0.1:8001 --repo build/demo_repo \
+//   bench-serving-latency --server 127.0.0.1:8001 --repo build/demo_repo
 //       [--model demo_ensemble] [--batch 1] [--requests 2000]
 //
 // Floor: the model's members loaded in this process with ModelRunner (one
@@ -23,6 +23,7 @@
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
 #include "proto/grpc_service.grpc.pb.h"
+#include "config/command_line.h"
 
 namespace {
 
@@ -110,11 +111,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", model, "model or ensemble to call");
   app.add_option("--batch", batch, "rows per request")->check(CLI::Range(1, 4096));
   app.add_option("--requests", requests, "measured requests (after 200 warm-up)")->check(CLI::Range(10, 10000000));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return e.get_exit_code() == 0 ? 0 : 2;
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "bench-serving-latency")) {
+    return *exit_code;
   }
   auto models = es::LoadRepository(repo);
   if (!models.ok()) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "proto/grpc_service.grpc.pb.h"
+#include "config/command_line.h"
 
 namespace {
 
@@ -66,11 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--concurrency", concurrency, "calls in flight at all times")->check(CLI::Range(1, 4096));
   app.add_option("--seconds", seconds, "measured time")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "time before measuring")->check(CLI::NonNegativeNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return e.get_exit_code() == 0 ? 0 : 2;
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "bench-throughput")) {
+    return *exit_code;
   }
 
   grpc::ChannelArguments args;

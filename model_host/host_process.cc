@@ -153,7 +153,11 @@ void HeartbeatLoop(ipc::Channel* channel, pid_t router_pid) {
   channel->requests().NotifyConsumer();  // wake executors so they see the stop
 }
 
-void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor) {
+void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, const std::string* device,
+                  int index) {
+  std::string note;
+  ExecutorDeviceScope device_scope(*device, &note);  // CUDA: this thread's own stream
+  if (!note.empty()) spdlog::debug("executor {}: {}", index, note);
   ipc::RequestDesc request;
   ipc::CompletionDesc completion;
   while (!g_stop.load(std::memory_order_relaxed)) {
@@ -202,6 +206,10 @@ int RunModelHost(const HostOptions& options) {
   if (Status s = PinToCpus(*host); !s.ok()) return fail(s.message());
   if (Status s = SetUpDevice(*host); !s.ok()) return fail(s.message());
 
+  std::string arena_note;
+  const ArenaRegistration arena = ArenaRegistration::ForHost(*host, &channel, &arena_note);
+  if (host->device != "cpu") spdlog::info("{}", arena_note);
+
   RequestExecutor executor(&channel);
   if (Status s = LoadModels(*config, *host, &executor); !s.ok()) return fail(s.message());
   g_cuda_device.store(CudaIndex(host->device));
@@ -214,7 +222,9 @@ int RunModelHost(const HostOptions& options) {
                host->device, std::max(1, host->executors));
 
   std::vector<std::thread> executors;
-  for (int i = 0; i < std::max(1, host->executors); ++i) executors.emplace_back(ExecutorLoop, &end, &executor);
+  for (int i = 0; i < std::max(1, host->executors); ++i) {
+    executors.emplace_back(ExecutorLoop, &end, &executor, &host->device, i);
+  }
   for (auto& t : executors) t.join();
   heartbeat.join();
   header.host_state.store(static_cast<uint32_t>(ipc::HostState::kStopping), std::memory_order_release);

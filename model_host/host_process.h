@@ -1,9 +1,11 @@
 // HostProcess: the body of `ensemble-model-host`, one process per device.
 //
 // Life cycle (driven by the router through the channel header):
-//   attach channel -> pin to the device (CPU affinity / CUDA device) -> load
-//   this host's models (eval, warm-up) -> state READY -> executor threads take
-//   requests until the router sets stop_requested, or the router dies.
+//   attach channel -> pin to the device (CPU affinity / CUDA device, the
+//   arena registered with CUDA: device_setup.h) -> load this host's models
+//   (eval, warm-up) -> state READY -> executor threads (on a GPU each with a
+//   stream of its own) take requests until the router sets stop_requested,
+//   or the router dies.
 // If loading fails the host writes the reason into the header's host_message,
 // sets state FAILED and exits 1, so the router can say why it won't start.
 //

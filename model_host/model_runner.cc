@@ -1,6 +1,7 @@
 // TorchScriptRunner: the LibTorch implementation of ModelRunner.
 #include "model_host/model_runner.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 
@@ -90,7 +91,7 @@ class TorchScriptRunner final : public ModelRunner {
   }
 
   Status Run(const std::vector<TensorView>& inputs, const OutputAllocator& alloc) override {
-    return CatchTorch(label_, [&]() -> Status {
+    const Status status = CatchTorch(label_, [&]() -> Status {
       c10::InferenceMode guard;
       std::vector<c10::IValue> args;
       ES_RETURN_IF_ERROR(WrapInputs(inputs, &args));
@@ -101,6 +102,16 @@ class TorchScriptRunner final : public ModelRunner {
       }
       return Status::Ok();
     });
+    if (device_.is_cpu()) return status;
+    // On a GPU the input and output copies are asynchronous on this thread's
+    // current stream (the executor's): they must be done before the router
+    // is told it may read the outputs and reuse the inputs' memory, failed
+    // requests included.
+    const Status synced = CatchTorch(label_ + " stream synchronisation", [&]() -> Status {
+      c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_).synchronize();
+      return Status::Ok();
+    });
+    return status.ok() ? synced : status;
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -131,8 +142,10 @@ class TorchScriptRunner final : public ModelRunner {
                                        ShapeString(view.shape));
       }
       torch::Tensor t = torch::from_blob(view.data, view.shape, torch::TensorOptions(*scalar));
-      // A device other than the CPU cannot read the arena: one copy there.
-      args->emplace_back(device_.is_cpu() ? t : t.to(device_));
+      // A device other than the CPU cannot read the arena: one copy there,
+      // asynchronous on the current stream (DMA straight from the arena when
+      // the host registered it; Run() waits for it before answering).
+      args->emplace_back(device_.is_cpu() ? t : t.to(device_, *scalar, /*non_blocking=*/true));
     }
     return Status::Ok();
   }
@@ -185,6 +198,7 @@ class TorchScriptRunner final : public ModelRunner {
                                      ", config declares " + DataTypeName(spec.datatype));
     }
     ES_RETURN_IF_ERROR(CheckOutputShape(spec, raw.sizes()));
+    if (!raw.is_cpu()) return CopyDeviceOutput(index, datatype, raw, alloc);
     const torch::Tensor t = raw.to(torch::kCPU).contiguous();
     std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
     const size_t bytes = t.nbytes();
@@ -196,6 +210,27 @@ class TorchScriptRunner final : public ModelRunner {
                               std::to_string(bytes) + " bytes");
     }
     if (bytes > 0) std::memcpy(dst, t.data_ptr(), bytes);
+    return Status::Ok();
+  }
+
+  // A GPU output goes device-to-host once, straight into the memory the sink
+  // hands out (the arena), asynchronously on the current stream: no
+  // intermediate host tensor. Run() synchronises before answering.
+  Status CopyDeviceOutput(size_t index, DataType datatype, const torch::Tensor& raw,
+                          const OutputAllocator& alloc) const {
+    std::vector<int64_t> shape(raw.sizes().begin(), raw.sizes().end());
+    const size_t bytes = raw.nbytes();
+    Status error;
+    void* dst = alloc(index, datatype, shape, bytes, &error);
+    if (dst == nullptr && bytes > 0) {
+      if (!error.ok()) return error;
+      return Status::Internal(label_ + " output '" + config_.outputs[index].name +
+                              "': no memory for " + std::to_string(bytes) + " bytes");
+    }
+    if (bytes > 0) {
+      torch::from_blob(dst, shape, torch::TensorOptions(raw.scalar_type()))
+          .copy_(raw, /*non_blocking=*/true);
+    }
     return Status::Ok();
   }
 

@@ -9,12 +9,18 @@
 //   under inference mode, and copies each output once into the memory that
 //   `sink` hands out. Outputs are matched to the config's outputs in order: a
 //   single tensor, a tuple/list of tensors, or a dict keyed by output name.
+// - On a GPU, inputs are copied to the device and outputs back into the
+//   sink's memory asynchronously on the calling thread's current stream
+//   (ExecutorDeviceScope gives each executor its own), and Run() synchronises
+//   that stream before it returns: once it has, every output byte is in place
+//   and no input byte is read any more.
 // - Every exception from LibTorch becomes a Status (INTERNAL with the model's
 //   message; INVALID_ARGUMENT for outputs that disagree with the config);
 //   nothing escapes, so a bad request never ends the host process.
 //
 // Thread safety: Run() may be called from several executor threads at once
-// (torch::jit::Module::forward is re-entrant for inference).
+// (torch::jit::Module::forward is re-entrant for inference; on a GPU each
+// thread's work stays on its own current stream).
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "model_host/model_zoo.h"
 #include "model_host/training/gradient_reducer.h"
@@ -17,11 +20,12 @@ constexpr double kOneCycleWarmup = 0.3;    // share of steps warming up
 constexpr double kOneCycleStartDiv = 25;   // initial rate = peak / 25
 constexpr double kOneCycleFinalDiv = 1e4;  // final rate = peak / 1e4
 
-StatusOr<torch::jit::Module> LoadMember(const MemberSpec& spec) {
+StatusOr<torch::jit::Module> LoadMember(const MemberSpec& spec, const c10::Device& device) {
   try {
     torch::jit::Module module = spec.architecture.empty()
                                     ? torch::jit::load(spec.torchscript)
                                     : BuildZooModel(spec.architecture, spec.seed);
+    if (!device.is_cpu()) module.to(device);  // parameters keep their identity (set_data)
     if (!module.find_method("logits") || !module.find_method("forward")) {
       return Status::InvalidArgument(
           "member '" + spec.name + "': " + spec.torchscript +
@@ -50,10 +54,26 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimSpec& spec,
       torch::optim::AdamOptions(spec.learning_rate).weight_decay(spec.weight_decay));
 }
 
-// The optimizer's per-parameter state is keyed by the tensor's identity.
-std::string StateKey(const at::Tensor& param) {
-  return c10::guts::to_string(param.unsafeGetTensorImpl());
+// The optimizer's per-parameter state is keyed by the tensor's identity: in
+// LibTorch 1.13 by the TensorImpl pointer printed as a string (what
+// c10::guts::to_string gives), in 2.x by the pointer itself.
+using OptimizerStateKey = std::remove_cv_t<std::remove_reference_t<
+    decltype(std::declval<torch::optim::Optimizer&>().state())>>::key_type;
+
+// (A template so that only the branch of the LibTorch at hand is compiled.)
+template <typename Key = OptimizerStateKey>
+Key StateKey(const at::Tensor& param) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream key;
+    key << param.unsafeGetTensorImpl();
+    return key.str();
+  } else {
+    return static_cast<Key>(param.unsafeGetTensorImpl());
+  }
 }
+
+// A CPU copy (checkpoints and evaluations leave the device).
+at::Tensor CpuCopy(const at::Tensor& t) { return t.is_cpu() ? t.clone() : t.to(at::kCPU); }
 
 }  // namespace
 
@@ -80,17 +100,19 @@ double LearningRateAt(const OptimSpec& spec, int64_t step, int64_t total_steps) 
   return end + (peak - end) * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
-EnsembleTrainer::EnsembleTrainer(const TrainConfig& config, int64_t total_steps)
-    : config_(config), total_steps_(total_steps) {}
+EnsembleTrainer::EnsembleTrainer(const TrainConfig& config, int64_t total_steps,
+                                 const c10::Device& device)
+    : config_(config), total_steps_(total_steps), device_(device) {}
 
 EnsembleTrainer::~EnsembleTrainer() = default;
 
 StatusOr<std::unique_ptr<EnsembleTrainer>> EnsembleTrainer::Create(
-    const TrainConfig& config, c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t total_steps) {
-  std::unique_ptr<EnsembleTrainer> trainer(new EnsembleTrainer(config, total_steps));
+    const TrainConfig& config, c10::intrusive_ptr<CollectiveGroup> group, int64_t total_steps,
+    const c10::Device& device) {
+  std::unique_ptr<EnsembleTrainer> trainer(new EnsembleTrainer(config, total_steps, device));
   std::vector<at::Tensor> all;
   for (const MemberSpec& spec : config.members) {
-    StatusOr<torch::jit::Module> module = LoadMember(spec);
+    StatusOr<torch::jit::Module> module = LoadMember(spec, device);
     if (!module.ok()) return module.status();
     for (const auto& named : module->named_parameters()) {
       trainer->parameters_.push_back({spec.name + "/" + named.name, named.value});
@@ -108,12 +130,14 @@ StatusOr<std::unique_ptr<EnsembleTrainer>> EnsembleTrainer::Create(
 
 Status EnsembleTrainer::SyncInitialParameters() { return reducer_->BroadcastParameters(); }
 
-StatusOr<StepStats> EnsembleTrainer::Step(const at::Tensor& images, const at::Tensor& labels) {
+StatusOr<StepStats> EnsembleTrainer::Step(const at::Tensor& host_images, const at::Tensor& host_labels) {
   const auto start = std::chrono::steady_clock::now();
   StepStats stats;
-  stats.rows = images.size(0);
+  stats.rows = host_images.size(0);
   stats.learning_rate = LearningRateAt(config_.optim, step_, total_steps_);
   try {
+    const at::Tensor images = device_.is_cpu() ? host_images : host_images.to(device_);
+    const at::Tensor labels = device_.is_cpu() ? host_labels : host_labels.to(device_);
     optimizer_->zero_grad();
     reducer_->PrepareForBackward();
     at::Tensor total;
@@ -146,7 +170,9 @@ Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_row
     std::vector<at::Tensor> parts;
     for (int64_t begin = 0; begin < images.size(0); begin += batch_rows) {
       at::Tensor rows = images.narrow(0, begin, std::min(batch_rows, images.size(0) - begin));
-      parts.push_back(module.forward({rows}).toTensor());  // the served entry point
+      if (!device_.is_cpu()) rows = rows.to(device_);
+      at::Tensor probs = module.forward({rows}).toTensor();  // the served entry point
+      parts.push_back(probs.is_cpu() ? probs : probs.to(at::kCPU));
     }
     module.train();
     result.members.push_back(at::cat(parts));
@@ -155,18 +181,24 @@ Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_row
   return result;
 }
 
+void EnsembleTrainer::MoveToCpu() {
+  if (device_.is_cpu()) return;
+  for (torch::jit::Module& module : modules_) module.to(at::kCPU);
+  device_ = c10::Device(c10::DeviceType::CPU);
+}
+
 std::vector<std::pair<std::string, at::Tensor>> EnsembleTrainer::Snapshot() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const Named& p : parameters_) {
-    out.emplace_back("param/" + p.key, p.tensor.detach().clone());
+    out.emplace_back("param/" + p.key, CpuCopy(p.tensor.detach()));
     auto it = optimizer_->state().find(StateKey(p.tensor));
     if (it == optimizer_->state().end()) continue;  // before the first step
     if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) {
-      out.emplace_back("adam/" + p.key + "/exp_avg", adam->exp_avg().clone());
-      out.emplace_back("adam/" + p.key + "/exp_avg_sq", adam->exp_avg_sq().clone());
+      out.emplace_back("adam/" + p.key + "/exp_avg", CpuCopy(adam->exp_avg()));
+      out.emplace_back("adam/" + p.key + "/exp_avg_sq", CpuCopy(adam->exp_avg_sq()));
       out.emplace_back("adam/" + p.key + "/step", at::scalar_tensor(adam->step(), at::kLong));
     } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) {
-      out.emplace_back("sgd/" + p.key + "/momentum", sgd->momentum_buffer().clone());
+      out.emplace_back("sgd/" + p.key + "/momentum", CpuCopy(sgd->momentum_buffer()));
     }
   }
   return out;
@@ -178,6 +210,8 @@ Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors
     return it == tensors.end() ? nullptr : &it->second;
   };
   torch::NoGradGuard no_grad;
+  // Optimizer state lives where its parameter does.
+  auto on_device = [&](const at::Tensor& t) { return device_.is_cpu() ? t.clone() : t.to(device_); };
   for (const Named& p : parameters_) {
     const at::Tensor* saved = find("param/" + p.key);
     if (saved == nullptr || !saved->sizes().equals(p.tensor.sizes())) {
@@ -187,7 +221,7 @@ Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors
           " (was it written for other members?)");
     }
     p.tensor.detach().copy_(*saved);
-    const std::string key = StateKey(p.tensor);
+    const OptimizerStateKey key = StateKey(p.tensor);
     if (const at::Tensor* avg = find("adam/" + p.key + "/exp_avg")) {
       const at::Tensor* avg_sq = find("adam/" + p.key + "/exp_avg_sq");
       const at::Tensor* steps = find("adam/" + p.key + "/step");
@@ -196,13 +230,13 @@ Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors
                                        "' is incomplete");
       }
       auto state = std::make_unique<torch::optim::AdamParamState>();
-      state->exp_avg(avg->clone());
-      state->exp_avg_sq(avg_sq->clone());
+      state->exp_avg(on_device(*avg));
+      state->exp_avg_sq(on_device(*avg_sq));
       state->step(steps->item<int64_t>());
       optimizer_->state()[key] = std::move(state);
     } else if (const at::Tensor* momentum = find("sgd/" + p.key + "/momentum")) {
       auto state = std::make_unique<torch::optim::SGDParamState>();
-      state->momentum_buffer(momentum->clone());
+      state->momentum_buffer(on_device(*momentum));
       optimizer_->state()[key] = std::move(state);
     }
   }

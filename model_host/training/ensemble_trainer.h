@@ -13,6 +13,10 @@
 // computes the mean gradient of the global batch whatever the world size, so
 // 1 rank and N ranks follow the same trajectory up to float summation order.
 //
+// Device: the members live on the trainer's device (the CPU, or this rank's
+// GPU); batches come in on the CPU and are moved there, and everything handed
+// out (evaluations, snapshots) is on the CPU.
+//
 // Thread safety: one training thread. Snapshot() returns copies that another
 // thread may serialise while training goes on.
 #pragma once
@@ -29,11 +33,9 @@
 #include <torch/script.h>
 
 #include "config/status.h"
+#include "model_host/training/collective_group.h"
 #include "model_host/training/train_config.h"
 
-namespace c10d {
-class ProcessGroup;
-}
 namespace torch::optim {
 class Optimizer;
 }
@@ -74,9 +76,11 @@ double LearningRateAt(const OptimSpec& spec, int64_t step, int64_t total_steps);
 
 class EnsembleTrainer {
  public:
-  // Builds (or loads) the members; errors name the member and the file.
+  // Builds (or loads) the members onto `device`; errors name the member and
+  // the file.
   static StatusOr<std::unique_ptr<EnsembleTrainer>> Create(
-      const TrainConfig& config, c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t total_steps);
+      const TrainConfig& config, c10::intrusive_ptr<CollectiveGroup> group, int64_t total_steps,
+      const c10::Device& device = c10::Device(c10::DeviceType::CPU));
   ~EnsembleTrainer();
 
   // Makes every rank start from rank 0's weights (a collective).
@@ -85,7 +89,12 @@ class EnsembleTrainer {
   // One step on this rank's rows of the global batch (a collective).
   StatusOr<StepStats> Step(const at::Tensor& images, const at::Tensor& labels);
 
+  // Probabilities on the CPU, whatever the trainer's device.
   Evaluation Evaluate(const at::Tensor& images, int64_t batch_rows = 1000);
+
+  // Moves the members to the CPU (after training, before they are saved: a
+  // served repository must load on any host).
+  void MoveToCpu();
 
   // Named copies of the parameters and the optimizer state, and the step
   // count, for checkpoints; Restore() takes them back (resume).
@@ -98,7 +107,7 @@ class EnsembleTrainer {
   GradientReducer& reducer() { return *reducer_; }
 
  private:
-  EnsembleTrainer(const TrainConfig& config, int64_t total_steps);
+  EnsembleTrainer(const TrainConfig& config, int64_t total_steps, const c10::Device& device);
 
   struct Named {
     std::string key;  // "<member>/<parameter>"
@@ -107,6 +116,7 @@ class EnsembleTrainer {
 
   TrainConfig config_;
   int64_t total_steps_;
+  c10::Device device_;
   int64_t step_ = 0;
   std::vector<torch::jit::Module> modules_;
   std::vector<Named> parameters_;  // all members', registration order

@@ -16,7 +16,7 @@ Status CollectiveError(const char* what, const std::exception& e) {
 
 }  // namespace
 
-GradientReducer::GradientReducer(c10::intrusive_ptr<c10d::ProcessGroup> group,
+GradientReducer::GradientReducer(c10::intrusive_ptr<CollectiveGroup> group,
                                  std::vector<at::Tensor> parameters, int64_t bucket_bytes,
                                  std::chrono::milliseconds timeout)
     : group_(std::move(group)), parameters_(std::move(parameters)), timeout_(timeout) {

@@ -27,9 +27,9 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include "config/status.h"
+#include "model_host/training/collective_group.h"
 
 namespace c10d {
-class ProcessGroup;
 class Work;
 }  // namespace c10d
 
@@ -37,7 +37,7 @@ namespace es {
 
 class GradientReducer {
  public:
-  GradientReducer(c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<at::Tensor> parameters,
+  GradientReducer(c10::intrusive_ptr<CollectiveGroup> group, std::vector<at::Tensor> parameters,
                   int64_t bucket_bytes, std::chrono::milliseconds timeout);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -75,7 +75,7 @@ class GradientReducer {
   void Launch(Bucket& bucket);
   at::Tensor FlattenParameters() const;
 
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<CollectiveGroup> group_;
   std::vector<at::Tensor> parameters_;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;

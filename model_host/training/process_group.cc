@@ -109,7 +109,7 @@ StatusOr<c10::intrusive_ptr<c10d::Store>> Rendezvous(const RankEnv& env, const s
   }
 }
 
-StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
+StatusOr<c10::intrusive_ptr<CollectiveGroup>> MakeProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     const std::string& device_kind, const std::string& master_addr,
     std::chrono::milliseconds timeout) {
@@ -117,13 +117,16 @@ StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
     if (device_kind == "cuda") {
 #if defined(ES_TORCH_CUDA)
       // Async error handling turns a collective that failed or passed its
-      // timeout on a dead peer into an exception instead of a hang (the
-      // variable's name changed in torch 2.2; set both, keep the user's).
-      setenv("NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
-      setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+      // timeout on a dead peer into an exception instead of a hang. Mode 2
+      // (CleanUpOnly): the watchdog aborts the communicators and our
+      // Work::wait(timeout) throws, so the rank reports why and exits 1;
+      // mode 1 (TearDown) would abort the process from the watchdog first.
+      // The variable's name changed in torch 2.2: set both, keep the user's.
+      setenv("NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
+      setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
-      return c10::intrusive_ptr<c10d::ProcessGroup>(
+      return c10::intrusive_ptr<CollectiveGroup>(
           c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options));
 #else
       return Status::FailedPrecondition(
@@ -137,7 +140,7 @@ StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
                                    ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                    : c10d::ProcessGroupGloo::createDefaultDevice());
     options->threads = 2;
-    return c10::intrusive_ptr<c10d::ProcessGroup>(
+    return c10::intrusive_ptr<CollectiveGroup>(
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options));
   } catch (const std::exception& e) {
     return Status::Unavailable("joining the " + device_kind + " process group as rank " +

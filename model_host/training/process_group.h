@@ -13,7 +13,9 @@
 // The process group is ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA
 // (only in builds against a CUDA LibTorch). Both get the configured timeout,
 // so a dead or stuck peer fails a collective with an error instead of
-// hanging for torch's default half hour.
+// hanging for torch's default half hour; NCCL's asynchronous error handling
+// is on, in the mode that aborts the communicators and lets the waiting call
+// throw (the rank then exits 1 saying why) rather than killing the process.
 //
 // Thread safety: values and factory functions; the returned group is used by
 // one training thread (c10d groups are thread-safe for issuing work anyway).
@@ -28,9 +30,9 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include "config/status.h"
+#include "model_host/training/collective_group.h"
 
 namespace c10d {
-class ProcessGroup;
 class Store;
 }  // namespace c10d
 
@@ -60,9 +62,10 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankEnv& 
 StatusOr<c10::intrusive_ptr<c10d::Store>> Rendezvous(const RankEnv& env, const std::string& run,
                                                      std::chrono::milliseconds timeout);
 
-// The collective group over `store`: "cpu" -> Gloo, "cuda" -> NCCL. Blocks
-// until all `world_size` ranks joined or `timeout` passed.
-StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeProcessGroup(
+// The collective group over `store`: "cpu" -> Gloo, "cuda" -> NCCL (the
+// caller has made this rank's GPU the current device). Blocks until all
+// `world_size` ranks joined or `timeout` passed.
+StatusOr<c10::intrusive_ptr<CollectiveGroup>> MakeProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     const std::string& device_kind, const std::string& master_addr,
     std::chrono::milliseconds timeout);

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
@@ -58,6 +59,32 @@ int ThreadsForRank(const RankEnv& env) {
   return std::max(1, cpus);
 }
 
+// This rank's device: the CPU, or the GPU of --devices at its local rank
+// (cuda:0,1 -> local rank 1 trains on cuda:1), which becomes the process's
+// current device before NCCL creates its communicators there.
+StatusOr<c10::Device> RankDevice(const TrainOptions& options, const RankEnv& env) {
+  if (options.devices.rfind("cuda", 0) != 0) return c10::Device(c10::DeviceType::CPU);
+  StatusOr<std::vector<std::string>> devices = ParseDevices(options.devices);
+  if (!devices.ok()) return devices.status();
+  if (env.local_rank >= static_cast<int>(devices->size())) {
+    return Status::InvalidArgument("--devices " + options.devices + " names " +
+                                   std::to_string(devices->size()) + " GPU(s), but this is local rank " +
+                                   std::to_string(env.local_rank));
+  }
+  const std::string& name = (*devices)[static_cast<size_t>(env.local_rank)];
+  if (!torch::cuda::is_available()) {
+    return Status::FailedPrecondition("rank " + std::to_string(env.rank) + " wants " + name +
+                                      " but this LibTorch has no CUDA or no GPU is visible");
+  }
+  const c10::Device device(name);
+  if (device.index() >= static_cast<int64_t>(torch::cuda::device_count())) {
+    return Status::FailedPrecondition("rank " + std::to_string(env.rank) + " wants " + name + " but only " +
+                                      std::to_string(torch::cuda::device_count()) + " GPU(s) are visible");
+  }
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
+  return device;
+}
+
 void SetUpLogging(const TrainOptions& options, int rank) {
   spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%l] %v");
   spdlog::set_level(spdlog::level::from_str(options.log_level));
@@ -94,8 +121,9 @@ class RankRun {
   const TrainConfig& config_;
   const RankEnv& env_;
   std::string device_kind_ = "cpu";
+  c10::Device device_ = c10::Device(c10::DeviceType::CPU);
   Data data_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<CollectiveGroup> group_;
   std::unique_ptr<BatchLoader> loader_;
   std::unique_ptr<EnsembleTrainer> trainer_;
   std::unique_ptr<CheckpointWriter> checkpoints_;  // rank 0 only
@@ -109,10 +137,13 @@ class RankRun {
 
 Status RankRun::Prepare() {
   device_kind_ = options_.devices.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+  StatusOr<c10::Device> device = RankDevice(options_, env_);
+  if (!device.ok()) return device.status();
+  device_ = *device;
   const int threads = ThreadsForRank(env_);
   torch::set_num_threads(threads);
   spdlog::info("rank {} of {} on {} ({} intra-op thread(s)), pid {}", env_.rank, env_.world_size,
-               device_kind_, threads, getpid());
+               device_.str(), threads, getpid());
 
   StatusOr<Data> data = LoadData(config_.data, config_.optim.seed);
   if (!data.ok()) return data.status();
@@ -123,7 +154,7 @@ Status RankRun::Prepare() {
   const auto timeout = std::chrono::milliseconds(config_.distributed.collective_timeout_ms);
   StatusOr<c10::intrusive_ptr<c10d::Store>> store = Rendezvous(env_, config_.run, timeout);
   if (!store.ok()) return store.status();
-  StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> group = MakeProcessGroup(
+  StatusOr<c10::intrusive_ptr<CollectiveGroup>> group = MakeProcessGroup(
       *store, env_.rank, env_.world_size, device_kind_, env_.master_addr, timeout);
   if (!group.ok()) return group.status();
   group_ = std::move(group).value();
@@ -135,7 +166,7 @@ Status RankRun::Prepare() {
   total_steps_ = config_.optim.epochs * loader_->batches_per_epoch();
 
   StatusOr<std::unique_ptr<EnsembleTrainer>> trainer =
-      EnsembleTrainer::Create(config_, group_, total_steps_);
+      EnsembleTrainer::Create(config_, group_, total_steps_, device_);
   if (!trainer.ok()) return trainer.status();
   trainer_ = std::move(trainer).value();
 
@@ -253,6 +284,7 @@ Status RankRun::Finish() {
 
   StatusOr<std::vector<std::string>> devices = ParseDevices(options_.devices);
   if (!devices.ok()) return devices.status();
+  trainer_->MoveToCpu();  // the served repository loads on any host
   ES_RETURN_IF_ERROR(
       WriteTrainedRepository(options_.out, config_, trainer_->modules(), *devices));
   ES_RETURN_IF_ERROR(WriteReport(options_.out, report, evaluation, data_.test.images,
