@@ -71,7 +71,8 @@ at::Tensor CombineMembers(const std::vector<at::Tensor>& members, const std::str
 
 // The learning rate at `step` of `total_steps`: constant, or one-cycle
 // (linear warm-up over the first 30% from peak/25, then cosine down to
-// peak/1e4), as torch.optim.lr_scheduler.OneCycleLR's defaults.
+// peak/25/1e4): OneCycleLR's rates with a linear rather than cosine warm-up,
+// and no momentum cycling.
 double LearningRateAt(const OptimSpec& spec, int64_t step, int64_t total_steps);
 
 class EnsembleTrainer {

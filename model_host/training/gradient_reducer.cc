@@ -56,14 +56,25 @@ void GradientReducer::PrepareForBackward() {
     bucket.pending = static_cast<int>(bucket.parameters.size());
     bucket.work.reset();
   }
+  next_launch_ = 0;
 }
 
 void GradientReducer::OnGradient(int parameter, const at::Tensor& grad) {
   const Slot& slot = slots_[parameter];
   Bucket& bucket = buckets_[slot.bucket];
-  if (bucket.pending == 0) return;  // already launched (a second backward through it)
+  if (bucket.pending == 0) return;  // already complete (a second backward through it)
   bucket.flat.narrow(0, slot.offset, grad.numel()).copy_(grad.reshape({-1}));
-  if (--bucket.pending == 0) Launch(bucket);
+  if (--bucket.pending == 0) LaunchReadyInOrder();
+}
+
+// Collectives are matched across ranks by the order they are issued in, and
+// the order hooks fire can differ between ranks (a parameter one rank's data
+// leaves unused): buckets go out strictly by index, each as soon as it and
+// all before it are full, as DDP's reducer does.
+void GradientReducer::LaunchReadyInOrder() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Launch(buckets_[next_launch_++]);
+  }
 }
 
 void GradientReducer::Launch(Bucket& bucket) {
@@ -74,12 +85,8 @@ void GradientReducer::Launch(Bucket& bucket) {
 Status GradientReducer::Finish() {
   const auto start = std::chrono::steady_clock::now();
   try {
-    for (Bucket& bucket : buckets_) {
-      if (!bucket.work) {
-        bucket.pending = 0;  // unused parameters: their zeros take part
-        Launch(bucket);
-      }
-    }
+    for (Bucket& bucket : buckets_) bucket.pending = 0;  // unused parameters: their zeros take part
+    LaunchReadyInOrder();
     const double world = static_cast<double>(group_->getSize());
     for (Bucket& bucket : buckets_) {
       bucket.work->wait(timeout_);

@@ -4,9 +4,9 @@
 // Parameters are grouped into buckets of about `bucket_bytes`, in reverse
 // order of registration (roughly the order in which backward produces their
 // gradients). A hook on each parameter copies its gradient into the bucket's
-// flat buffer as soon as autograd produces it; when a bucket's last gradient
-// arrives the bucket is all-reduced (SUM) asynchronously while backward goes
-// on. Finish() launches anything not yet launched (a parameter unused in this
+// flat buffer as soon as autograd produces it; a full bucket is all-reduced
+// (SUM) asynchronously while backward goes on, buckets strictly in index
+// order (ranks must issue collectives in the same order). Finish() launches anything not yet launched (a parameter unused in this
 // step contributes zeros), waits for every bucket, divides by the world size
 // and writes the averages into each parameter's .grad.
 //
@@ -73,12 +73,14 @@ class GradientReducer {
 
   void OnGradient(int parameter, const at::Tensor& grad);
   void Launch(Bucket& bucket);
+  void LaunchReadyInOrder();
   at::Tensor FlattenParameters() const;
 
   c10::intrusive_ptr<CollectiveGroup> group_;
   std::vector<at::Tensor> parameters_;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;  // buckets before it are launched this step
   std::vector<unsigned> hooks_;
   std::chrono::milliseconds timeout_;
   double last_wait_seconds_ = 0;

@@ -90,10 +90,15 @@ void SetUpLogging(const TrainOptions& options, int rank) {
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 }
 
-// Where the training loop stands, for checkpoints.
-CheckpointData MakeCheckpoint(const EnsembleTrainer& trainer, int64_t epoch, int64_t next_batch,
+// Where the training loop stands, for checkpoints, and what that position
+// means (schedule length, global batch, data order).
+CheckpointData MakeCheckpoint(const EnsembleTrainer& trainer, const OptimSpec& optim,
+                              int64_t total_steps, int64_t epoch, int64_t next_batch,
                               int64_t batches_per_epoch) {
   CheckpointData data;
+  data.total_steps = total_steps;
+  data.global_batch = optim.batch_size;
+  data.seed = static_cast<int64_t>(optim.seed);
   data.step = trainer.step();
   data.epoch = epoch;
   data.batch_in_epoch = next_batch;
@@ -114,6 +119,7 @@ class RankRun {
 
  private:
   Status Prepare();
+  Status CheckSameRun(const CheckpointData& saved, const std::string& path) const;
   Status Train();
   Status Finish();
 
@@ -174,8 +180,11 @@ Status RankRun::Prepare() {
   if (options_.resume) {
     StatusOr<CheckpointData> saved = ReadCheckpoint(checkpoint);
     if (!saved.ok()) return saved.status();
+    ES_RETURN_IF_ERROR(CheckSameRun(*saved, checkpoint));
     std::map<std::string, at::Tensor> tensors(saved->tensors.begin(), saved->tensors.end());
     ES_RETURN_IF_ERROR(trainer_->Restore(tensors, saved->step));
+    // Every rank read its own copy of the file: make sure they agree.
+    ES_RETURN_IF_ERROR(trainer_->SyncInitialParameters());
     start_epoch_ = saved->epoch;
     start_batch_ = saved->batch_in_epoch;
     spdlog::info("resumed from {}: step {}, epoch {}, batch {}", checkpoint, saved->step,
@@ -208,6 +217,24 @@ Status RankRun::Prepare() {
   return Status::Ok();
 }
 
+// A resume continues the run the checkpoint was written by: the same
+// schedule length (epochs), global batch and data seed, or its position
+// (step, epoch, batch) would mean something else.
+Status RankRun::CheckSameRun(const CheckpointData& saved, const std::string& path) const {
+  std::string differences;
+  auto compare = [&](const char* what, int64_t then, int64_t now) {
+    if (then == now) return;
+    differences += std::string(differences.empty() ? "" : ", ") + what + " " +
+                   std::to_string(then) + " then, " + std::to_string(now) + " now";
+  };
+  compare("total steps (epochs x batches per epoch)", saved.total_steps, total_steps_);
+  compare("global batch", saved.global_batch, config_.optim.batch_size);
+  compare("data seed", saved.seed, static_cast<int64_t>(config_.optim.seed));
+  if (differences.empty()) return Status::Ok();
+  return Status::InvalidArgument("--resume: " + path + " was written by a run with other settings (" +
+                                 differences + "); resume with the same --epochs and config");
+}
+
 Status RankRun::Train() {
   const Clock::time_point start = Clock::now();
   const int64_t every = config_.checkpoint.every_steps;
@@ -220,6 +247,10 @@ Status RankRun::Train() {
     int64_t rows = 0;
     int64_t steps = 0;
     while (std::optional<Batch> batch = loader_->Next()) {
+      if (options_.max_steps > 0 && trainer_->step() >= options_.max_steps) {
+        stopped_early_ = true;  // resumed at (or past) the limit: nothing to do
+        break;
+      }
       StatusOr<StepStats> step = trainer_->Step(batch->images, batch->labels);
       if (!step.ok()) return step.status();
       metrics_->Record(*step, trainer_->step());
@@ -233,12 +264,13 @@ Status RankRun::Train() {
       if (checkpoints_ && (at_limit || (every > 0 && trainer_->step() % every == 0))) {
         // At the limit the checkpoint is the point of stopping: wait for it.
         checkpoints_->Submit(
-            MakeCheckpoint(*trainer_, epoch, batch->index + 1, loader_->batches_per_epoch()),
+            MakeCheckpoint(*trainer_, config_.optim, total_steps_, epoch, batch->index + 1,
+                           loader_->batches_per_epoch()),
             /*wait=*/at_limit);
         metrics_->SetCheckpoints(checkpoints_->written(), checkpoints_->skipped());
       }
       if (at_limit) {
-        stopped_early_ = true;
+        stopped_early_ = trainer_->step() < total_steps_;  // at the end it is just the end
         break;
       }
     }
@@ -249,14 +281,19 @@ Status RankRun::Train() {
                  steps > 0 ? loss_sum / (steps * static_cast<double>(config_.members.size())) : 0.0,
                  rows > 0 ? 100.0 * correct / rows : 0.0);
     if (checkpoints_ && !stopped_early_) {
-      checkpoints_->Submit(MakeCheckpoint(*trainer_, epoch, loader_->batches_per_epoch(),
+      checkpoints_->Submit(MakeCheckpoint(*trainer_, config_.optim, total_steps_, epoch,
+                                          loader_->batches_per_epoch(),
                                           loader_->batches_per_epoch()),
                            /*wait=*/true);
     }
   }
   train_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   if (checkpoints_) {
-    ES_RETURN_IF_ERROR(checkpoints_->Flush());
+    if (Status flushed = checkpoints_->Flush(); !flushed.ok()) {
+      // Logged when it happened; the trained members are still worth writing.
+      spdlog::warn("{} checkpoint write(s) failed during the run; the first: {}",
+                   checkpoints_->failed(), flushed.message());
+    }
     metrics_->SetCheckpoints(checkpoints_->written(), checkpoints_->skipped());
     spdlog::info("checkpoints: {} written, {} skipped (a write was in flight), latest {}",
                  checkpoints_->written(), checkpoints_->skipped(), checkpoints_->path());

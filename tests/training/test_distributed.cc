@@ -45,13 +45,19 @@ TEST_F(DistributedTest, TwoRanksKeepIdenticalParametersAfterEveryStep) {
     if (r == 0) buckets = me.trainer->reducer().num_buckets();
     me.loader->StartEpoch(0);
     for (int step = 0; step < kSteps; ++step) {
+      // EXPECT, not ASSERT: a rank leaving early would strand the other at
+      // the barrier instead of failing the test.
       std::optional<Batch> batch = me.loader->Next();
-      ASSERT_TRUE(batch.has_value());
-      StatusOr<StepStats> stats = me.trainer->Step(batch->images, batch->labels);
-      ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+      EXPECT_TRUE(batch.has_value());
+      if (batch) {
+        StatusOr<StepStats> stats = me.trainer->Step(batch->images, batch->labels);
+        EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+      }
       StatusOr<double> divergence = me.trainer->reducer().ParameterDivergence();
-      ASSERT_TRUE(divergence.ok()) << divergence.status().ToString();
-      EXPECT_LE(*divergence, 1e-6) << "step " << step;
+      EXPECT_TRUE(divergence.ok()) << divergence.status().ToString();
+      if (divergence.ok()) {
+        EXPECT_LE(*divergence, 1e-6) << "step " << step;
+      }
       sync.arrive_and_wait();  // both stepped: compare
       if (r == 0) {
         const double diff =

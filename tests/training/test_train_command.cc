@@ -211,6 +211,16 @@ TEST(TrainCommandTest, ResumeContinuesFromTheCheckpointsStep) {
   ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", split.string(), "--resume"}, &output), 0)
       << output;
   EXPECT_NE(output.find("step 45, epoch 2, batch 13"), std::string::npos) << output;
+  // Resuming with another schedule length is refused, not silently retrained.
+  output.clear();
+  const fs::path other = dir.path() / "other";
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", other.string(), "--max-steps", "10"},
+                  &output), 0) << output;
+  output.clear();
+  EXPECT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", other.string(), "--resume",
+                   "--epochs", "3"}, &output), 2) << output;
+  EXPECT_NE(output.find("written by a run with other settings (total steps"), std::string::npos) << output;
+
   const nlohmann::json a = ReadJson(straight / "report.json");
   const nlohmann::json b = ReadJson(split / "report.json");
   EXPECT_EQ(a["steps"], 64);

@@ -121,7 +121,7 @@ TEST(TrainConfigTest, TorchScriptFileMembersTrainAndNeedLogits) {
 
   StatusOr<TrainConfig> bad = LoadText(dir, "members:\n  - {name: g, torchscript: no_logits.pt}\n");
   ASSERT_TRUE(bad.ok());
-  auto trainer = EnsembleTrainer::Create(*bad, c10::intrusive_ptr<c10d::ProcessGroup>(), 1);
+  auto trainer = EnsembleTrainer::Create(*bad, c10::intrusive_ptr<CollectiveGroup>(), 1);
   ASSERT_FALSE(trainer.ok());
   EXPECT_NE(trainer.status().message().find("member 'g'"), std::string::npos);
   EXPECT_NE(trainer.status().message().find("must define logits(x)"), std::string::npos)
