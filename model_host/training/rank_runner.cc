@@ -126,7 +126,6 @@ class RankRun {
   const TrainOptions& options_;
   const TrainConfig& config_;
   const RankEnv& env_;
-  std::string device_kind_ = "cpu";
   c10::Device device_ = c10::Device(c10::DeviceType::CPU);
   Data data_;
   c10::intrusive_ptr<CollectiveGroup> group_;
@@ -142,7 +141,6 @@ class RankRun {
 };
 
 Status RankRun::Prepare() {
-  device_kind_ = options_.devices.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
   StatusOr<c10::Device> device = RankDevice(options_, env_);
   if (!device.ok()) return device.status();
   device_ = *device;
@@ -161,7 +159,8 @@ Status RankRun::Prepare() {
   StatusOr<c10::intrusive_ptr<c10d::Store>> store = Rendezvous(env_, config_.run, timeout);
   if (!store.ok()) return store.status();
   StatusOr<c10::intrusive_ptr<CollectiveGroup>> group = MakeProcessGroup(
-      *store, env_.rank, env_.world_size, device_kind_, env_.master_addr, timeout);
+      *store, env_.rank, env_.world_size, device_.is_cuda() ? "cuda" : "cpu", env_.master_addr,
+      timeout);
   if (!group.ok()) return group.status();
   group_ = std::move(group).value();
 
