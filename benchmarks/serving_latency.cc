@@ -20,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "model_host/blas_kernels.h"
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
 #include "proto/grpc_service.grpc.pb.h"
@@ -102,6 +103,7 @@ std::vector<double> ThroughServer(const std::string& server, const std::string& 
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::UseTheCpusBlasKernels(argv);
   CLI::App app{"bench-serving-latency: end-to-end latency at concurrency 1 vs in-process LibTorch"};
   std::string server = "127.0.0.1:8001", repo = "build/demo_repo", model = "demo_ensemble";
   int64_t batch = 1;

@@ -1,9 +1,11 @@
 // ensemble-model-host: started by ensemble-server (or ensemble-train), never by hand.
 #include <CLI/CLI.hpp>
 
+#include "model_host/blas_kernels.h"
 #include "model_host/host_process.h"
 
 int main(int argc, char** argv) {
+  es::UseTheCpusBlasKernels(argv);
   es::HostOptions options;
   CLI::App app{"ensemble-model-host: one model-host process, spawned and supervised by ensemble-server"};
   app.add_option("--channel-fd", options.channel_fd, "inherited shared-memory channel descriptor")->required();

@@ -11,13 +11,14 @@ find_package(CLI11 CONFIG QUIET)  # header-only; /usr/include is enough without 
 get_filename_component(_es_torch_parts_root "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 
 add_library(es_torch_runtime STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_zoo.cc
   ${CMAKE_CURRENT_LIST_DIR}/served_config.cc
   ${CMAKE_CURRENT_LIST_DIR}/torch_convert.cc)
 add_library(ensemble::torch_runtime ALIAS es_torch_runtime)
 target_include_directories(es_torch_runtime PUBLIC ${_es_torch_parts_root})
-target_link_libraries(es_torch_runtime PUBLIC ${TORCH_LIBRARIES} ensemble::base)
+target_link_libraries(es_torch_runtime PUBLIC ${TORCH_LIBRARIES} ensemble::base ${CMAKE_DL_LIBS})
 es_set_warnings(es_torch_runtime)
 
 add_executable(ensemble-make-demo ${CMAKE_CURRENT_LIST_DIR}/make_demo_main.cc)

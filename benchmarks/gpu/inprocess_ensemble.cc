@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "model_host/blas_kernels.h"
 #include "config/server_config.h"
 #include "model_host/device_setup.h"
 #include "config/command_line.h"
@@ -123,6 +124,7 @@ Result MeasureBatch(Members& members, const torch::Device& device, int64_t batch
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::UseTheCpusBlasKernels(argv);
   CLI::App app{"bench-gpu-inprocess: an ensemble's members averaged in process with LibTorch, by batch size"};
   std::string repo, ensemble_name = "demo_ensemble", device_name = "cuda:0", csv;
   std::vector<int64_t> batches{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};

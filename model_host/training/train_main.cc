@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model_host/blas_kernels.h"
 #include "config/command_line.h"
 #include "model_host/training/local_launcher.h"
 #include "model_host/training/process_group.h"
@@ -56,6 +57,7 @@ bool CheckOutputFolder(const es::TrainOptions& options, bool may_remove) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::UseTheCpusBlasKernels(argv);
   CLI::App app{"Trains an ensemble's members (one process per device, c10d all-reduce) and "
                "writes a model repository that ensemble-server serves as it is."};
   es::TrainOptions options;

@@ -1,0 +1,49 @@
+// BLAS kernels: makes LibTorch's OpenBLAS use the kernels this CPU can run.
+//
+// Debian's LibTorch does its CPU matrix products in the system BLAS. OpenBLAS
+// (0.3.21 in Debian 12) picks its kernels by CPU model at load time, and on a
+// model it does not know it falls back to its generic "Prescott" (SSE3)
+// kernels: on this project's development VM (an AVX-512 Xeon) that made a
+// batch-1 forward of the 784-256-10 MLP about four times slower than with
+// the AVX-512 kernels. OpenBLAS reads OPENBLAS_CORETYPE only when it is
+// loaded, which is before main(), so the fix is to set it and exec again.
+//
+// Contract: UseTheCpusBlasKernels(argv) is called first thing in main() of
+// every program that computes with LibTorch, before any thread starts. It
+// returns at once unless (a) OpenBLAS is loaded, (b) OPENBLAS_CORETYPE is
+// unset, (c) OpenBLAS chose Prescott, and (d) the CPU has AVX or better; then
+// it sets OPENBLAS_CORETYPE (BlasCoreTypeFor) and re-executes the program
+// with the same arguments, descriptors, affinity and parent-death signal. It
+// returns if that exec fails. Setting OPENBLAS_CORETYPE yourself (any value)
+// turns it off.
+#pragma once
+
+#include <string>
+
+namespace es {
+
+struct CpuFeatures {
+  bool avx = false;
+  bool avx2 = false;
+  bool fma = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512dq = false;
+  bool avx512vl = false;
+};
+
+// The features of the CPU this runs on.
+CpuFeatures DetectCpuFeatures();
+
+// The OpenBLAS core type for these features: "SKYLAKEX" (AVX-512 F/BW/DQ/VL),
+// "HASWELL" (AVX2 + FMA), "SANDYBRIDGE" (AVX), or "" (nothing better than
+// OpenBLAS's generic kernels).
+std::string BlasCoreTypeFor(const CpuFeatures& cpu);
+
+// The kernels the loaded OpenBLAS uses ("Prescott", "SkylakeX", ...), or ""
+// when the process has no OpenBLAS.
+std::string LoadedBlasCoreName();
+
+void UseTheCpusBlasKernels(char** argv);
+
+}  // namespace es
