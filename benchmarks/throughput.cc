@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "proto/grpc_process.h"
 #include "proto/grpc_service.grpc.pb.h"
 #include "config/command_line.h"
 
@@ -56,6 +57,7 @@ inference::ModelInferRequest MakeRequest(const std::string& model, int64_t batch
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::TuneGrpcProcess();
   CLI::App app{"bench-throughput: closed-loop ModelInfer throughput against a running ensemble-server"};
   std::string server, model = "mlp";
   int64_t batch = 1;

@@ -10,6 +10,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "proto/grpc_process.h"
 #include "server/router.h"
 
 namespace {
@@ -29,6 +30,7 @@ sigset_t BlockTerminationSignals() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::TuneGrpcProcess();
   CLI::App app{"ensemble-server: KServe v2 gRPC inference router for TorchScript ensembles"};
   es::RouterOptions options;
   int grpc_port = -1;

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <string>
 
+#include "proto/grpc_process.h"
 #include "clients/client.h"
 #include "clients/loadgen/engine.h"
 #include "clients/loadgen/measure.h"
@@ -277,6 +278,7 @@ int Run(const Options& o, const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::TuneGrpcProcess();
   ::signal(SIGPIPE, SIG_IGN);
   Options options;
   switch (es::loadgen::ParseArgs(argc, argv, &options)) {
