@@ -94,6 +94,7 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
   const int priority = request->priority == 0 ? cfg.default_priority : request->priority;
   std::vector<Batch> batches;
   Dropped dropped;
+  bool wake_timer = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int64_t>(queued_) >= cfg.max_queue_size) {
@@ -108,10 +109,18 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
       queues_[level].push_back(Queued{std::move(request), std::move(done), now, level});
       ++queued_;
       batches = TakeReadyBatchesLocked(now, &dropped);
+      wake_timer = TimerMustWakeSoonerLocked();
     }
   }
-  timer_cv_.notify_one();
+  if (wake_timer) timer_cv_.notify_one();
   DispatchAll(std::move(batches), std::move(dropped));
+}
+
+bool ModelDispatcher::TimerMustWakeSoonerLocked() const {
+  if (QueueEmptyLocked()) return false;
+  if (timer_wake_ == Clock::time_point::max()) return true;  // asleep until notified: the queue was empty
+  const auto delay = std::chrono::microseconds(model_->dynamic_batching.max_queue_delay_us);
+  return in_flight_ < slots_ && OldestLocked() + delay < timer_wake_;
 }
 
 bool ModelDispatcher::QueueEmptyLocked() const { return queued_ == 0; }
@@ -318,12 +327,14 @@ void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc
 void ModelDispatcher::SlotFreed() {
   std::vector<Batch> batches;
   Dropped dropped;
+  bool wake_timer = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
     batches = TakeReadyBatchesLocked(Clock::now(), &dropped);
+    wake_timer = TimerMustWakeSoonerLocked();
   }
-  timer_cv_.notify_one();
+  if (wake_timer) timer_cv_.notify_one();
   DispatchAll(std::move(batches), std::move(dropped));
 }
 
@@ -332,6 +343,7 @@ void ModelDispatcher::TimerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (QueueEmptyLocked()) {
+      timer_wake_ = Clock::time_point::max();
       timer_cv_.wait(lock);
       continue;
     }
@@ -339,6 +351,7 @@ void ModelDispatcher::TimerLoop() {
     // any case often enough to answer expired or cancelled requests promptly.
     auto wake = Clock::now() + kPurgeInterval;
     if (in_flight_ < slots_) wake = std::min(wake, OldestLocked() + delay);
+    timer_wake_ = wake;
     timer_cv_.wait_until(lock, wake);
     if (stopping_) break;
     Dropped dropped;

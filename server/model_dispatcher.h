@@ -71,6 +71,10 @@ class ModelDispatcher {
   // Moves expired and cancelled requests out of the queue. Requires mu_.
   void PurgeLocked(Clock::time_point now, Dropped* dropped);
   bool QueueEmptyLocked() const;
+  // Whether the timer sleeps past the moment the queue now needs it (the
+  // oldest request's delay), so Infer and SlotFreed notify only then: a
+  // notify per request would wake the timer thread once per request.
+  bool TimerMustWakeSoonerLocked() const;
   Clock::time_point OldestLocked() const;
   void DispatchAll(std::vector<Batch> batches, Dropped dropped);
   void Dispatch(std::shared_ptr<Batch> batch, Clock::time_point dispatched, int attempt);
@@ -95,6 +99,8 @@ class ModelDispatcher {
   int64_t queued_rows_ = 0;                 // GUARDED_BY(mu_)
   int in_flight_ = 0;                       // GUARDED_BY(mu_), batches
   bool stopping_ = false;                   // GUARDED_BY(mu_)
+  // When the timer wakes by itself; max() while it waits for a notify.
+  Clock::time_point timer_wake_ = Clock::time_point::max();  // GUARDED_BY(mu_)
   std::thread timer_;
 };
 

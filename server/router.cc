@@ -8,6 +8,11 @@
 #include "model_host/launcher.h"
 
 namespace es {
+namespace {
+
+constexpr std::chrono::milliseconds kShutdownGrace{100};
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   std::unique_ptr<Router> router(new Router());
@@ -107,7 +112,11 @@ void Router::Shutdown() {
     if (!kserve_->WaitForInFlight(std::chrono::steady_clock::now() + drain)) {
       spdlog::warn("drain timeout: cancelling the calls still in flight");
     }
-    server_->Shutdown(std::chrono::system_clock::now());
+    // A short grace, not the drain timeout: calls gRPC accepted just now
+    // still reach the handler and get its UNAVAILABLE ("shutting down")
+    // instead of a bare CANCELLED; the grace bounds the wait for idle
+    // connections.
+    server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
     server_->Wait();
   }
   for (auto& h : hosts_) h->Stop();
