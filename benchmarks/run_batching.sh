@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Dynamic batching, measured: one server, one run, batching on vs off.
+# Dynamic batching, measured (issue 4): one server, one run, batching on vs
+# off, against the in-process limit and the gRPC floor of the same machine.
 #
 #   benchmarks/run_batching.sh [--quick]
 #
@@ -7,19 +8,32 @@
 #   mlp / mlp_batched   the light member (784-256-10), per-call cost dominates
 #   cnn / cnn_batched   the compute-heavy member (small CNN)
 #   echo                a trivial model, for the server's own overhead
-# All on both hosts (cpu0, cpu1; one executor, one thread each). For each
-# pair, ensemble-loadgen at concurrency 32 with batch-1 requests; then the
-# in-process LibTorch limit of each model at its best batch size (two
-# threads, as two hosts) and the overhead at concurrency 1 on `echo`.
-# Prints a table and writes build/bench_batching/*.json.
+# `*_batched` add `dynamic_batching: {max_queue_delay_us: 200}`. All run on
+# both hosts (cpu0, cpu1; one executor and one LibTorch thread each).
+#
+# Steps, each with ensemble-loadgen (closed loop) on the same machine:
+#   1. each model at concurrency 32 with batch-1 requests;
+#   2. the server at its best: clients sending mlp batch-64 and cnn batch-32
+#      requests at concurrency 4;
+#   3. echo at concurrency 1 (end to end minus the host's compute);
+#   4. the gRPC floor: bench-grpc-floor (the same gRPC service answering
+#      zeros, no router, no host) at concurrency 32 and 1;
+#   5. bench-inprocess: each model's LibTorch throughput by batch size, two
+#      threads of one intra-op thread each (as the two hosts).
+# For steps 1, 2 and 4 the CPU time of the router (or floor) process, of the
+# hosts and of the load generator is read from /proc and divided by the
+# requests answered: where each request's time goes.
+#
+# Prints the report and writes it to build/bench_batching/report.md, with the
+# raw JSON of every step beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 OUT=build/bench_batching
 REPO=$OUT/repo
-DUR=2; WIN=4
-[ "${1:-}" = "--quick" ] && { DUR=0.5; WIN=3; }
+DUR=3; WIN=4
+[ "${1:-}" = "--quick" ] && { DUR=1; WIN=3; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 "$BIN/ensemble-make-demo" --out "$REPO" >/dev/null
@@ -42,56 +56,54 @@ hosts:
   - {name: cpu1, device: cpu, cpu_affinity: [1], threads: 1, executors: 1}
 YAML
 
-LOG=$OUT/server.log
-trap 'stop_server' EXIT
-start_server "$OUT/server.yaml" "$LOG" --grpc-port 0 --metrics-port 0 --log-level warn
-load() {  # load MODEL CONCURRENCY [BATCH]
-  local batch=${3:-1}
-  "$BIN/ensemble-loadgen" --server "$SERVER_ADDR" --model "$1" --batch "$batch" --concurrency "$2" \
-    --duration-s "$DUR" --warmup-s 1 --max-windows "$WIN" --channels 4 --threads 2 \
-    --json "$OUT/$1_c$2_b$batch.json" >"$OUT/$1_c$2_b$batch.txt" 2>&1
+cpu_ticks() {  # cpu_ticks PID...: user+system clock ticks, summed
+  local total=0 pid
+  for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
+  echo "$total"
 }
-for m in mlp mlp_batched cnn cnn_batched; do load "$m" 32; done
-# The server at its best: clients sending the model's best batch size.
-load mlp 4 64
-load cnn 4 8
-load echo 1
+# load NAME ADDR MODEL CONCURRENCY BATCH SERVER_PID HOST_PIDS: one loadgen run,
+# with the CPU time each side spent during it (NAME.cpu, JSON).
+load() {
+  local name=$1 addr=$2 model=$3 conc=$4 batch=$5 server_pid=$6 hosts=$7
+  local r0 h0 r1 h1 start end
+  r0=$(cpu_ticks "$server_pid"); h0=$(cpu_ticks $hosts); start=$(date +%s.%N)
+  "$BIN/ensemble-loadgen" --server "$addr" --model "$model" --batch "$batch" --concurrency "$conc" \
+    --duration-s "$DUR" --warmup-s 1 --max-windows "$WIN" --channels 4 --threads 2 --ceiling-model none \
+    --json "$OUT/$name.json" >"$OUT/$name.txt" 2>&1
+  r1=$(cpu_ticks "$server_pid"); h1=$(cpu_ticks $hosts); end=$(date +%s.%N)
+  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"wall_s\": $(echo "$end - $start" | bc)," \
+       "\"tick_hz\": $(getconf CLK_TCK)}" > "$OUT/$name.cpu"
+}
+LOG=$OUT/server.log
+FLOOR_PID=""
+trap 'stop_server; [ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' EXIT
+start_server "$OUT/server.yaml" "$LOG" --grpc-port 0 --metrics-port 0 --log-level warn
+HOSTS=$(pgrep -P "$SERVER_PID" | tr '\n' ' ')
+run_server_step() { load "$1" "$SERVER_ADDR" "$2" "$3" "$4" "$SERVER_PID" "$HOSTS"; }  # NAME MODEL CONCURRENCY BATCH
+for m in mlp mlp_batched cnn cnn_batched; do run_server_step "${m}_c32_b1" "$m" 32 1; done
+run_server_step mlp_c4_b64 mlp 4 64
+run_server_step cnn_c4_b32 cnn 4 32
+run_server_step echo_c1_b1 echo 1 1
 stop_server
+trap '[ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' EXIT
+
+"$BIN/bench-grpc-floor" --config "$OUT/server.yaml" >"$OUT/floor.log" 2>&1 &
+FLOOR_PID=$!
+for _ in $(seq 1 100); do grep -q "grpc listening on" "$OUT/floor.log" && break; sleep 0.1; done
+FLOOR_ADDR=$(sed -n 's/^grpc listening on //p' "$OUT/floor.log")
+load floor_c32_b1 "$FLOOR_ADDR" mlp 32 1 "$FLOOR_PID" ""
+load floor_c1_b1 "$FLOOR_ADDR" mlp 1 1 "$FLOOR_PID" ""
+kill "$FLOOR_PID"; wait "$FLOOR_PID" 2>/dev/null || true
+FLOOR_PID=""
 trap - EXIT
 
 for m in mlp cnn; do
-  "$BIN/bench-inprocess" --repo "$REPO" --model "$m" --threads 2 --seconds "$DUR" > "$OUT/${m}_inprocess.txt"
+  "$BIN/bench-inprocess" --repo "$REPO" --model "$m" --threads 2 --batches 1,8,16,32,64 --seconds "$DUR" \
+    > "$OUT/${m}_inprocess.txt" 2>&1
 done
 
-/usr/bin/python3 - "$OUT" <<'PY'
-import json, re, sys
-out = sys.argv[1]
-def step(name):
-    return json.load(open(f"{out}/{name}.json"))["steps"][0]
-best_client_batch = {"mlp": 64, "cnn": 8}
-def inproc(m):
-    text = open(f"{out}/{m}_inprocess.txt").read()
-    best = re.search(r"best: (\d+) rows/s at batch (\d+)", text)
-    return float(best.group(1)), int(best.group(2))
-print("concurrency 32, batch-1 requests, two hosts (one core each)")
-print(f"{'model':<14}{'req/s':>10}{'p50 us':>10}{'p99 us':>10}{'avg batch':>11}")
-rows = {}
-for m in ["mlp", "mlp_batched", "cnn", "cnn_batched"]:
-    s = step(f"{m}_c32_b1"); rows[m] = s
-    print(f"{m:<14}{s['throughput_rps']:>10.0f}{s['latency_us']['p50']:>10.0f}{s['latency_us']['p99']:>10.0f}"
-          f"{(s['server'].get('avg_batch') or 0):>11.1f}")
-for m in ["mlp", "cnn"]:
-    on, off = rows[f"{m}_batched"], rows[m]
-    limit, best_batch = inproc(m)
-    big = step(f"{m}_c4_b{best_client_batch[m]}")
-    print(f"{m}: batching on/off throughput {on['throughput_rps']/off['throughput_rps']:.2f}x, "
-          f"p99 on/off {on['latency_us']['p99']/off['latency_us']['p99']:.2f}x; "
-          f"in-process limit {limit:.0f} rows/s at batch {best_batch}; server: {on['rows_per_s']:.0f} rows/s "
-          f"from batch-1 requests ({100*on['rows_per_s']/limit:.0f}%), {big['rows_per_s']:.0f} rows/s from "
-          f"batch-{best_client_batch[m]} requests at concurrency 4 ({100*big['rows_per_s']/limit:.0f}%)")
-e = step("echo_c1_b1")
-srv = e["server"]
-print(f"echo at concurrency 1: p50 {e['latency_us']['p50']:.0f} us end to end, host compute "
-      f"{srv['compute_infer_us']:.0f} us avg, server time {srv['success_us']:.0f} us avg: "
-      f"overhead (p50 - compute) {e['latency_us']['p50'] - srv['compute_infer_us']:.0f} us")
-PY
+{
+  echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; $(date -u '+%Y-%m-%d %H:%M UTC'); \`benchmarks/run_batching.sh${1:+ $1}\`."
+  echo
+  /usr/bin/python3 benchmarks/batching_report.py "$OUT"
+} | tee "$OUT/report.md"

@@ -25,13 +25,6 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
   return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
 }
 
-void FillTensorMetadata(const ModelConfig& model, const TensorSpec& spec,
-                        inference::ModelMetadataResponse::TensorMetadata* t) {
-  t->set_name(spec.name);
-  t->set_datatype(DataTypeName(spec.datatype));
-  for (int64_t d : MetadataShape(model, spec)) t->add_shape(d);
-}
-
 }  // namespace
 
 grpc::Status ToGrpcStatus(const Status& status) {

@@ -260,4 +260,11 @@ void EncodeInferResponse(const InferRequest& request, InferResponse response, in
   }
 }
 
+void FillTensorMetadata(const ModelConfig& model, const TensorSpec& spec,
+                        inference::ModelMetadataResponse::TensorMetadata* t) {
+  t->set_name(spec.name);
+  t->set_datatype(DataTypeName(spec.datatype));
+  for (int64_t d : MetadataShape(model, spec)) t->add_shape(d);
+}
+
 }  // namespace es

@@ -40,4 +40,8 @@ void EncodeInferResponse(const InferRequest& request, InferResponse response,
 // The KServe v2 shape of a config tensor: [-1, dims...] for a batched model.
 std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& spec);
 
+// One input or output of a ModelMetadata answer: name, datatype, MetadataShape.
+void FillTensorMetadata(const ModelConfig& model, const TensorSpec& spec,
+                        inference::ModelMetadataResponse::TensorMetadata* t);
+
 }  // namespace es
