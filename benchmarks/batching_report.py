@@ -43,9 +43,10 @@ def verdict(ok):
 
 def main(out):
     steps = {n: load(out, n) for n in ["mlp_c32_b1", "mlp_batched_c32_b1", "cnn_c32_b1", "cnn_batched_c32_b1",
+                                       "light_ensemble_c32_b1", "light_ensemble_batched_c32_b1",
                                        "mlp_c4_b64", "cnn_c4_b32", "echo_c1_b1", "floor_c32_b1", "floor_c1_b1"]}
 
-    print("#### Concurrency 32, batch-1 requests")
+    print("### Concurrency 32, batch-1 requests")
     print()
     print("CPU per request: user + system time of each process over the step (warm-up included) divided by the")
     print("calls it answered; router = the ensemble-server process (gRPC, decode, batcher, channel, encode),")
@@ -55,18 +56,31 @@ def main(out):
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     labels = {"mlp_c32_b1": "mlp (batching off)", "mlp_batched_c32_b1": "mlp_batched",
               "cnn_c32_b1": "cnn (batching off)", "cnn_batched_c32_b1": "cnn_batched",
+              "light_ensemble_c32_b1": "light_ensemble: 3 x mlp (batching off)",
+              "light_ensemble_batched_c32_b1": "light_ensemble_batched (each member batched)",
               "floor_c32_b1": "gRPC floor (bench-grpc-floor: no router, no host)"}
     for name, label in labels.items():
         s = steps[name]
-        batch = s["server"].get("avg_batch") if s.get("server") else None
+        # An ensemble's own statistics count whole requests; its members batch.
+        batch = s["server"].get("avg_batch") if s.get("server") and "ensemble" not in name else None
         hosts = f"{s['hosts_us_per_req']:.0f}" if not name.startswith("floor") else "-"
         print(f"| {label} | {s['throughput_rps']:,.0f} | {s['latency_us']['p50']:,.0f} | {s['latency_us']['p99']:,.0f} "
-              f"| {batch if batch is None else f'{batch:.1f}'} | {s['server_us_per_req']:.0f} | {hosts} "
+              f"| {'-' if batch is None else f'{batch:.1f}'} | {s['server_us_per_req']:.0f} | {hosts} "
+              f"| {s['client_us_per_req']:.0f} |")
+    print()
+    print("Large requests, concurrency 4 (the server at its best; rows/s against the in-process limit below):")
+    print()
+    print("| model | rows per request | req/s | rows/s | p99 µs | router µs/req | hosts µs/req | client µs/req |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in ["mlp_c4_b64", "cnn_c4_b32"]:
+        s = steps[name]
+        print(f"| {name.split('_')[0]} | {s['rows_per_call']} | {s['throughput_rps']:,.0f} | {s['rows_per_s']:,.0f} "
+              f"| {s['latency_us']['p99']:,.0f} | {s['server_us_per_req']:,.0f} | {s['hosts_us_per_req']:,.0f} "
               f"| {s['client_us_per_req']:.0f} |")
     print()
 
     floor = steps["floor_c32_b1"]
-    print("#### Against the targets")
+    print("### Against the targets")
     print()
     for m in ["mlp", "cnn"]:
         on, off = steps[f"{m}_batched_c32_b1"], steps[f"{m}_c32_b1"]
@@ -100,6 +114,15 @@ def main(out):
               f"{srv['queue_us']:,.0f} µs in the batcher's queue and {srv['compute_infer_us']:,.0f} µs of host compute "
               f"(batches of {srv['avg_batch']:.1f}); the rest ({srv['success_us'] - srv['queue_us'] - srv['compute_infer_us']:,.0f} µs) "
               f"is the channel to the host and back and the router's own work, waiting for a core.")
+        if m == "mlp":
+            ens_on, ens_off = steps["light_ensemble_batched_c32_b1"], steps["light_ensemble_c32_b1"]
+            ens_ratio = ens_on["throughput_rps"] / ens_off["throughput_rps"]
+            ens_p99 = ens_on["latency_us"]["p99"] / ens_off["latency_us"]["p99"]
+            print(f"- The same light members in an ensemble of three (each request runs all three), batching on vs "
+                  f"off: **{ens_ratio:.2f}x** the throughput at {ens_p99:.2f}x the p99: "
+                  f"{verdict(ens_ratio >= 3 and ens_p99 <= 1)}. In-process, one row through the three members: "
+                  f"{by_batch[1] / 3:,.0f} rows/s at batch 1, {limit / 3:,.0f} at batch {best}; the "
+                  f"batched ensemble reaches {100 * 3 * ens_on['rows_per_s'] / limit:.0f}% of that.")
 
     echo, floor1 = steps["echo_c1_b1"], steps["floor_c1_b1"]
     e_srv = echo["server"]

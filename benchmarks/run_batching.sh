@@ -7,6 +7,7 @@
 # The repository is the demo's plus variants of the same model files:
 #   mlp / mlp_batched   the light member (784-256-10), per-call cost dominates
 #   cnn / cnn_batched   the compute-heavy member (small CNN)
+#   light_ensemble[_batched]  three mlp members, as an ensemble serves them
 #   echo                a trivial model, for the server's own overhead
 # `*_batched` add `dynamic_batching: {max_queue_delay_us: 200}`. All run on
 # both hosts (cpu0, cpu1; one executor and one LibTorch thread each).
@@ -49,6 +50,18 @@ for m in mlp cnn; do
   sed -i -e 's/^hosts:.*$/hosts: [cpu0, cpu1]/' "$REPO/$m/config.yaml"
   variant "${m}_batched" "$m" "dynamic_batching: {max_queue_delay_us: 200}"
 done
+# The light members as an ensemble serves them: three copies of the mlp
+# (same weights: the compute is what matters here), with and without batching.
+for i in 1 2 3; do
+  variant "light_mlp$i" mlp ""
+  variant "light_mlp${i}_batched" mlp "dynamic_batching: {max_queue_delay_us: 200}"
+done
+for suffix in "" _batched; do
+  mkdir -p "$REPO/light_ensemble$suffix"
+  printf 'platform: ensemble\nmax_batch_size: 64\nensemble:\n  combine: mean\n  members:\n%s' \
+    "$(for i in 1 2 3; do printf '    - {model: light_mlp%s%s}\n' "$i" "$suffix"; done)" \
+    > "$REPO/light_ensemble$suffix/config.yaml"
+done
 cat > "$OUT/server.yaml" <<YAML
 repository: repo
 hosts:
@@ -80,7 +93,9 @@ trap 'stop_server; [ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' E
 start_server "$OUT/server.yaml" "$LOG" --grpc-port 0 --metrics-port 0 --log-level warn
 HOSTS=$(pgrep -P "$SERVER_PID" | tr '\n' ' ')
 run_server_step() { load "$1" "$SERVER_ADDR" "$2" "$3" "$4" "$SERVER_PID" "$HOSTS"; }  # NAME MODEL CONCURRENCY BATCH
-for m in mlp mlp_batched cnn cnn_batched; do run_server_step "${m}_c32_b1" "$m" 32 1; done
+for m in mlp mlp_batched cnn cnn_batched light_ensemble light_ensemble_batched; do
+  run_server_step "${m}_c32_b1" "$m" 32 1
+done
 run_server_step mlp_c4_b64 mlp 4 64
 run_server_step cnn_c4_b32 cnn 4 32
 run_server_step echo_c1_b1 echo 1 1
