@@ -23,7 +23,5 @@ es_set_warnings(es_torch_runtime)
 
 add_executable(ensemble-make-demo ${CMAKE_CURRENT_LIST_DIR}/make_demo_main.cc)
 target_link_libraries(ensemble-make-demo PRIVATE ensemble::torch_runtime)
-if(TARGET CLI11::CLI11)
-  target_link_libraries(ensemble-make-demo PRIVATE CLI11::CLI11)
-endif()
+es_link_cli11(ensemble-make-demo)
 es_set_warnings(ensemble-make-demo)
