@@ -20,7 +20,7 @@ def load(out, name):
     step = json.load(open(f"{out}/{name}.json"))
     cpu = json.load(open(f"{out}/{name}.cpu"))
     s = step["steps"][0]
-    calls = step["totals"]["client_ok"]  # every call of the run, warm-up included, as the ticks
+    calls = max(1, step["totals"]["client_ok"])  # every call of the run, warm-up included, as the ticks
     hz = cpu["tick_hz"]
     rows_per_call = step["config"]["batch"]
     s["server_us_per_req"] = 1e6 * cpu["server_ticks"] / hz / calls
@@ -48,9 +48,9 @@ def main(out):
 
     print("### Concurrency 32, batch-1 requests")
     print()
-    print("CPU per request: user + system time of each process over the step (warm-up included) divided by the")
-    print("calls it answered; router = the ensemble-server process (gRPC, decode, batcher, channel, encode),")
-    print("hosts = both model-host processes, client = ensemble-loadgen.")
+    print("CPU per request: router = the ensemble-server process (gRPC, decode, batcher, channel, encode) and")
+    print("hosts = both model-host processes, their user + system time over the whole step divided by the calls")
+    print("made (warm-up included); client = ensemble-loadgen's own CPU per call over its measured windows.")
     print()
     print("| model | req/s | p50 µs | p99 µs | avg batch | router µs/req | hosts µs/req | client µs/req |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -2,10 +2,10 @@
 //
 //   bench-grpc-floor --config server.yaml [--port 0]
 //
-// A KServe v2 server on the same gRPC callback API and builder settings as
-// ensemble-server's router that answers ModelMetadata for the repository's
+// A KServe v2 server on the same gRPC callback API as ensemble-server's
+// router (and the same process settings, TuneGrpcProcess) that answers ModelMetadata for the repository's
 // models exactly as the router does, and ModelInfer with outputs of the right
-// names, types and sizes (zeros) without decoding, queueing, hosts or compute:
+// names, types and sizes (zeros; batched models with fixed output dims) without decoding, queueing, hosts or compute:
 // the cost that gRPC and protobuf alone put on every request. Driven by the
 // same load generator as the server, it gives the throughput ceiling and the
 // per-request CPU that no server on this API can go below on this machine
@@ -60,8 +60,16 @@ class FloorService final : public inference::GRPCInferenceService::CallbackServi
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* req,
                                        inference::ModelInferResponse* resp) override {
     const es::ModelConfig* model = config_->FindModel(req->model_name());
-    if (model == nullptr || req->inputs_size() == 0 || req->inputs(0).shape_size() == 0) {
+    if (model == nullptr || !model->batched() || req->inputs_size() == 0 || req->inputs(0).shape_size() == 0) {
       return Reply(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "not a request for a batched model"));
+    }
+    for (const auto& out : model->outputs) {
+      for (int64_t d : out.dims) {
+        if (d < 0) {
+          return Reply(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                         "the floor answers only outputs of fixed dims"));
+        }
+      }
     }
     const int64_t rows = req->inputs(0).shape(0);
     resp->set_model_name(model->name);

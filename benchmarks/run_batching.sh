@@ -21,9 +21,11 @@
 #      zeros, no router, no host) at concurrency 32 and 1;
 #   5. bench-inprocess: each model's LibTorch throughput by batch size, two
 #      threads of one intra-op thread each (as the two hosts).
-# For steps 1, 2 and 4 the CPU time of the router (or floor) process, of the
-# hosts and of the load generator is read from /proc and divided by the
-# requests answered: where each request's time goes.
+# For steps 1, 2 and 4 the CPU time of the router (or floor) process and of
+# the hosts over the whole step is read from /proc and divided by the calls
+# the load generator made (warm-up included); the load generator's own CPU
+# per call is its figure for the measured windows. Where each request's time
+# goes. Needs only bash, coreutils and awk besides the project's binaries.
 #
 # Prints the report and writes it to build/bench_batching/report.md, with the
 # raw JSON of every step beside it.
@@ -78,20 +80,20 @@ cpu_ticks() {  # cpu_ticks PID...: user+system clock ticks, summed
 # with the CPU time each side spent during it (NAME.cpu, JSON).
 load() {
   local name=$1 addr=$2 model=$3 conc=$4 batch=$5 server_pid=$6 hosts=$7
-  local r0 h0 r1 h1 start end
-  r0=$(cpu_ticks "$server_pid"); h0=$(cpu_ticks $hosts); start=$(date +%s.%N)
+  local r0 h0 r1 h1
+  r0=$(cpu_ticks "$server_pid"); h0=$(cpu_ticks $hosts)
   "$BIN/ensemble-loadgen" --server "$addr" --model "$model" --batch "$batch" --concurrency "$conc" \
     --duration-s "$DUR" --warmup-s 1 --max-windows "$WIN" --channels 4 --threads 2 --ceiling-model none \
     --json "$OUT/$name.json" >"$OUT/$name.txt" 2>&1
-  r1=$(cpu_ticks "$server_pid"); h1=$(cpu_ticks $hosts); end=$(date +%s.%N)
-  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"wall_s\": $(echo "$end - $start" | bc)," \
-       "\"tick_hz\": $(getconf CLK_TCK)}" > "$OUT/$name.cpu"
+  r1=$(cpu_ticks "$server_pid"); h1=$(cpu_ticks $hosts)
+  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"tick_hz\": $(getconf CLK_TCK)}" \
+    > "$OUT/$name.cpu"
 }
 LOG=$OUT/server.log
 FLOOR_PID=""
 trap 'stop_server; [ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' EXIT
 start_server "$OUT/server.yaml" "$LOG" --grpc-port 0 --metrics-port 0 --log-level warn
-HOSTS=$(pgrep -P "$SERVER_PID" | tr '\n' ' ')
+HOSTS=$(cat /proc/"$SERVER_PID"/task/*/children)  # the model-host processes
 run_server_step() { load "$1" "$SERVER_ADDR" "$2" "$3" "$4" "$SERVER_PID" "$HOSTS"; }  # NAME MODEL CONCURRENCY BATCH
 for m in mlp mlp_batched cnn cnn_batched light_ensemble light_ensemble_batched; do
   run_server_step "${m}_c32_b1" "$m" 32 1
@@ -106,6 +108,7 @@ trap '[ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' EXIT
 FLOOR_PID=$!
 for _ in $(seq 1 100); do grep -q "grpc listening on" "$OUT/floor.log" && break; sleep 0.1; done
 FLOOR_ADDR=$(sed -n 's/^grpc listening on //p' "$OUT/floor.log")
+[ -n "$FLOOR_ADDR" ] || { echo "bench-grpc-floor did not start:" >&2; cat "$OUT/floor.log" >&2; exit 1; }
 load floor_c32_b1 "$FLOOR_ADDR" mlp 32 1 "$FLOOR_PID" ""
 load floor_c1_b1 "$FLOOR_ADDR" mlp 1 1 "$FLOOR_PID" ""
 kill "$FLOOR_PID"; wait "$FLOOR_PID" 2>/dev/null || true

@@ -51,14 +51,17 @@ void UseTheCpusBlasKernels(char** argv) {
                "running again with OPENBLAS_CORETYPE=%s (set OPENBLAS_CORETYPE to choose yourself)\n",
                core.c_str());
   std::fflush(stderr);
-  // The program's own path, not /proc/self/exe: the process name (comm) comes
-  // from the path's last part, and tools find hosts by it.
+  // Exec the link's target, not the link: the process name (comm) is the last
+  // part of the path exec'd, and tools and tests find hosts by that name.
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    execv(self, argv);
-  }
+  if (n <= 0) return;
+  self[n] = '\0';
+  // Started through the dynamic loader (ld-linux ./program args), the
+  // executable is the loader, which would take argv[1] for the program.
+  const char* base = std::strrchr(self, '/');
+  if (std::strncmp(base != nullptr ? base + 1 : self, "ld-", 3) == 0) return;
+  execv(self, argv);
   std::fprintf(stderr, "note: could not run again (%s); going on with the generic kernels\n", std::strerror(errno));
 }
 

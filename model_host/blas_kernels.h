@@ -9,12 +9,14 @@
 // loaded, which is before main(), so the fix is to set it and exec again.
 //
 // Contract: UseTheCpusBlasKernels(argv) is called first thing in main() of
-// every program that computes with LibTorch, before any thread starts. It
+// every program that computes with LibTorch, before it starts threads of its
+// own (OpenBLAS's own workers, started when it loads, end with the exec). It
 // returns at once unless (a) OpenBLAS is loaded, (b) OPENBLAS_CORETYPE is
 // unset, (c) OpenBLAS chose Prescott, and (d) the CPU has AVX or better; then
 // it sets OPENBLAS_CORETYPE (BlasCoreTypeFor) and re-executes the program
-// with the same arguments, descriptors, affinity and parent-death signal. It
-// returns if that exec fails. Setting OPENBLAS_CORETYPE yourself (any value)
+// with the same arguments, pid, descriptors, affinity and parent-death
+// signal. It returns if that exec fails, or if the program was started
+// through the dynamic loader (which the exec would run instead). Setting OPENBLAS_CORETYPE yourself (any value)
 // turns it off.
 #pragma once
 

@@ -11,7 +11,8 @@
 // agree, takes higher priorities first, FIFO within a level, and is trimmed
 // to the largest preferred size it fills. Requests whose deadline passed or
 // whose client cancelled leave the queue with DEADLINE_EXCEEDED / CANCELLED
-// and are never computed. The batch's rows are copied straight into the
+// and are never computed; they are looked for whenever a batch is formed and,
+// while every slot is busy, every 5 ms. The batch's rows are copied straight into the
 // host's arena; the outputs are split back per request.
 //
 // Replicas: each batch goes to the ready host with the least outstanding

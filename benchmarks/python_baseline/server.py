@@ -38,11 +38,15 @@ DEFAULT_STUBS = os.path.normpath(os.path.join(HERE, "..", "..", "build", "python
 def use_the_cpus_blas_kernels():
     """Names the CPU's kernel class to OpenBLAS before torch loads it.
 
-    The same rule as ensemble-server's hosts (model_host/blas_kernels.h):
-    Debian 12's OpenBLAS falls back to its generic Prescott kernels on CPUs it
-    does not know, which made a batch-1 MLP forward about four times slower on
-    the development VM. Set here, in the environment, so the member workers
-    (spawned) inherit it and the baseline computes with the kernels ours use.
+    The same kernel classes as ensemble-server's hosts choose
+    (model_host/blas_kernels.h): Debian 12's OpenBLAS falls back to its
+    generic Prescott kernels on CPUs it does not know, which made a batch-1
+    MLP forward about four times slower on the development VM. Python cannot
+    ask OpenBLAS before torch loads it, so unlike the hosts (which only act
+    when OpenBLAS picked Prescott) this always names the class the CPU's
+    features allow; where OpenBLAS knows the CPU, that is the same class or
+    one it derives from. Set in the environment, so the member workers
+    (spawned) inherit it.
     """
     if "OPENBLAS_CORETYPE" in os.environ:
         return

@@ -39,7 +39,7 @@ TEST(BlasKernelsTest, CoreTypeFollowsTheWidestVectorUnits) {
 }
 
 TEST(BlasKernelsTest, ProgramRunsOnKernelsForThisCpuWithItsArgumentsIntact) {
-  const std::string out = RunShell("env -u OPENBLAS_CORETYPE " ES_BLAS_PROBE_PATH " --flag 'two words'");
+  const std::string out = RunShell("env -u OPENBLAS_CORETYPE '" ES_BLAS_PROBE_PATH "' --flag 'two words'");
   ASSERT_NE(out.find("sum=262144"), std::string::npos) << out;
   EXPECT_NE(out.find("args=--flag two words "), std::string::npos) << out;
   if (out.find("core= ") != std::string::npos) GTEST_SKIP() << "LibTorch's BLAS here is not OpenBLAS: " << out;
@@ -49,7 +49,7 @@ TEST(BlasKernelsTest, ProgramRunsOnKernelsForThisCpuWithItsArgumentsIntact) {
 }
 
 TEST(BlasKernelsTest, UsersCoreTypeIsLeftAlone) {
-  const std::string out = RunShell("OPENBLAS_CORETYPE=PRESCOTT " ES_BLAS_PROBE_PATH " x");
+  const std::string out = RunShell("OPENBLAS_CORETYPE=PRESCOTT '" ES_BLAS_PROBE_PATH "' x");
   ASSERT_NE(out.find("sum=262144"), std::string::npos) << out;
   EXPECT_NE(out.find("coretype=PRESCOTT args=x "), std::string::npos) << out;
   if (out.find("core= ") != std::string::npos) GTEST_SKIP() << "LibTorch's BLAS here is not OpenBLAS: " << out;
