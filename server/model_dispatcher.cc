@@ -64,6 +64,7 @@ ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* c
       stats_(stats),
       batching_(model->dynamic_batching.enabled && model->batched()),
       slots_(SlotsOf(*model, *config)),
+      queue_delay_(model->dynamic_batching.max_queue_delay_us),
       queues_(static_cast<size_t>(std::max(1, model->dynamic_batching.priority_levels))) {
   if (batching_) timer_ = std::thread([this] { TimerLoop(); });
 }
@@ -119,8 +120,7 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
 bool ModelDispatcher::TimerMustWakeSoonerLocked() const {
   if (QueueEmptyLocked()) return false;
   if (timer_wake_ == Clock::time_point::max()) return true;  // asleep until notified: the queue was empty
-  const auto delay = std::chrono::microseconds(model_->dynamic_batching.max_queue_delay_us);
-  return in_flight_ < slots_ && OldestLocked() + delay < timer_wake_;
+  return in_flight_ < slots_ && OldestLocked() + queue_delay_ < timer_wake_;
 }
 
 bool ModelDispatcher::QueueEmptyLocked() const { return queued_ == 0; }
@@ -152,10 +152,9 @@ void ModelDispatcher::PurgeLocked(Clock::time_point now, Dropped* dropped) {
 std::vector<ModelDispatcher::Batch> ModelDispatcher::TakeReadyBatchesLocked(Clock::time_point now,
                                                                            Dropped* dropped) {
   std::vector<Batch> batches;
-  const auto delay = std::chrono::microseconds(model_->dynamic_batching.max_queue_delay_us);
   while (in_flight_ < slots_ && !QueueEmptyLocked()) {
     const bool full = queued_rows_ >= model_->max_batch_size;
-    if (!full && now - OldestLocked() < delay) break;  // wait for more (the timer wakes us)
+    if (!full && now - OldestLocked() < queue_delay_) break;  // wait for more (the timer wakes us)
     Batch batch = FormBatchLocked(now, dropped);
     if (batch.empty()) continue;  // everything taken was expired or cancelled
     ++in_flight_;
@@ -295,8 +294,8 @@ void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc
   std::vector<InferResponse> responses;
   if (s.ok()) responses.reserve(batch.size());
   int64_t row = 0;
-  for (const auto& q : batch) {
-    if (!s.ok()) break;
+  for (size_t i = 0; s.ok() && i < batch.size(); ++i) {
+    const Queued& q = batch[i];
     const int64_t rows = q.request->batch_rows();
     InferResponse& response = responses.emplace_back();
     response.compute_ns = completion->compute_ns;
@@ -349,7 +348,6 @@ void ModelDispatcher::SlotFreed() {
 }
 
 void ModelDispatcher::TimerLoop() {
-  const auto delay = std::chrono::microseconds(model_->dynamic_batching.max_queue_delay_us);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (QueueEmptyLocked()) {
@@ -360,7 +358,7 @@ void ModelDispatcher::TimerLoop() {
     // Wake when the oldest request's delay is up (if a slot is free), and in
     // any case often enough to answer expired or cancelled requests promptly.
     auto wake = Clock::now() + kPurgeInterval;
-    if (in_flight_ < slots_) wake = std::min(wake, OldestLocked() + delay);
+    if (in_flight_ < slots_) wake = std::min(wake, OldestLocked() + queue_delay_);
     timer_wake_ = wake;
     timer_cv_.wait_until(lock, wake);
     if (stopping_) break;

@@ -92,6 +92,7 @@ class ModelDispatcher {
   ModelStatistics* const stats_;
   const bool batching_;
   const int slots_;  // batches in flight at once
+  const std::chrono::microseconds queue_delay_;  // max_queue_delay_us
 
   std::mutex mu_;
   std::condition_variable timer_cv_;
