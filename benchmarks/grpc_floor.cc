@@ -20,9 +20,9 @@
 #include <memory>
 #include <string>
 
-#include "config/command_line.h"
+#include "common/command_line.h"
 #include "config/server_config.h"
-#include "proto/grpc_process.h"
+#include "common/grpc_process.h"
 #include "proto/grpc_service.grpc.pb.h"
 #include "server/request_codec.h"
 

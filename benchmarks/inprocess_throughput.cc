@@ -18,7 +18,7 @@
 #include "model_host/blas_kernels.h"
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
-#include "config/command_line.h"
+#include "common/command_line.h"
 
 int main(int argc, char** argv) {
   es::UseTheCpusBlasKernels(argv);

@@ -24,7 +24,7 @@
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
 #include "proto/grpc_service.grpc.pb.h"
-#include "config/command_line.h"
+#include "common/command_line.h"
 
 namespace {
 

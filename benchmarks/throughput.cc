@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "proto/grpc_process.h"
+#include "common/grpc_process.h"
 #include "proto/grpc_service.grpc.pb.h"
-#include "config/command_line.h"
+#include "common/command_line.h"
 
 namespace {
 

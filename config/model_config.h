@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "config/datatype.h"
+#include "common/datatype.h"
 
 namespace es {
 
@@ -54,6 +54,9 @@ struct DynamicBatching {
   int64_t max_queue_size = 1024;               // queued requests; more: RESOURCE_EXHAUSTED
   int priority_levels = 2;                     // request parameter `priority`: 1 (highest) .. levels
   int default_priority = 2;                    // for requests without one
+  // Bytes of input the queue may hold at once; a request that would pass it
+  // gets RESOURCE_EXHAUSTED, as when max_queue_size requests wait.
+  int64_t max_queue_bytes = int64_t{256} << 20;
 };
 
 struct ModelConfig {
@@ -66,6 +69,8 @@ struct ModelConfig {
   std::vector<int64_t> versions;     // numeric version folders holding model.pt, ascending
   std::vector<std::string> hosts;    // host names that serve it (torchscript only)
   int instances_per_host = 1;        // executor instances per host
+  // Execution limit of one request (batch) on a host; 0 = limits.max_compute_ms.
+  int64_t max_compute_ms = 0;
   DynamicBatching dynamic_batching;  // torchscript models with max_batch_size > 0
   EnsembleSpec ensemble;             // only for platform == "ensemble"
 

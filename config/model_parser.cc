@@ -1,12 +1,22 @@
 // Parsing of `<repo>/<model>/config.yaml` into a ModelConfig (one model,
 // nothing about other models: those checks are in ensemble_check.cc).
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
+#include "common/checked_math.h"
 #include "config/model_source.h"
 
 namespace es {
 namespace {
+
+constexpr int64_t kMaxBatchSize = int64_t{1} << 20;
+// The largest tensor a config may declare: the limits' byte sizes (arena,
+// request) stop at the same 1 TiB, and every size the router derives from
+// dims (output reservations, batch sizes) then stays far from 2^64.
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
+constexpr int64_t kMaxComputeMs = int64_t{7} * 24 * 3600 * 1000;  // a week, as limits.max_compute_ms
 
 std::string SupportedDataTypes() {
   std::string names;
@@ -46,12 +56,30 @@ Status ParseTensor(const yaml::Field& field, TensorSpec* tensor) {
   return ParseDims(yaml::Child(field, "dims"), &tensor->dims);
 }
 
-Status ParseTensors(const yaml::Field& field, std::vector<TensorSpec>* tensors) {
+// The tensor's bytes at the largest batch, variable dims counted as 1 (the
+// least they can be), computed with checked arithmetic: a product that
+// overflows or passes kMaxTensorBytes is an error at the tensor's dims.
+Status CheckTensorSize(const yaml::Field& item, const TensorSpec& tensor, int64_t max_batch_size) {
+  std::vector<int64_t> fixed{std::max<int64_t>(1, max_batch_size)};
+  for (int64_t d : tensor.dims) fixed.push_back(d < 0 ? 1 : d);
+  const std::optional<uint64_t> bytes = TensorBytes(fixed, DataTypeSize(tensor.datatype));
+  if (!bytes || *bytes > kMaxTensorBytes) {
+    return yaml::Error(yaml::Child(item, "dims"),
+                       "tensor '" + tensor.name + "' would be " +
+                           (bytes ? std::to_string(*bytes) + " bytes" : std::string("more than 2^64 bytes")) +
+                           " at max_batch_size " + std::to_string(max_batch_size) + " (at most 2^40 = " +
+                           std::to_string(kMaxTensorBytes) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ParseTensors(const yaml::Field& field, int64_t max_batch_size, std::vector<TensorSpec>* tensors) {
   ES_RETURN_IF_ERROR(yaml::CheckSequence(field));
   std::set<std::string> names;
   for (const yaml::Field& item : yaml::Items(field)) {
     TensorSpec tensor;
     ES_RETURN_IF_ERROR(ParseTensor(item, &tensor));
+    ES_RETURN_IF_ERROR(CheckTensorSize(item, tensor, max_batch_size));
     if (!names.insert(tensor.name).second) {
       return yaml::Error(yaml::Child(item, "name"), "duplicate tensor name '" + tensor.name + "'");
     }
@@ -102,7 +130,7 @@ Status ParseMember(const yaml::Field& field, EnsembleMember* member) {
 Status ParseDynamicBatching(const yaml::Field& field, ModelConfig* config) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"max_queue_delay_us", "preferred_batch_sizes", "max_queue_size",
-                                            "priority_levels", "default_priority"}));
+                                            "priority_levels", "default_priority", "max_queue_bytes"}));
   if (config->max_batch_size <= 0) {
     return yaml::Error(field, "dynamic batching needs max_batch_size > 0");
   }
@@ -112,6 +140,8 @@ Status ParseDynamicBatching(const yaml::Field& field, ModelConfig* config) {
                                            &b.max_queue_delay_us));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "max_queue_size", int64_t{1}, int64_t{1} << 24,
                                            &b.max_queue_size));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "max_queue_bytes", int64_t{1}, int64_t{1} << 40,
+                                           &b.max_queue_bytes));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "priority_levels", 1, 16, &b.priority_levels));
   b.default_priority = b.priority_levels;
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "default_priority", 1, b.priority_levels, &b.default_priority));
@@ -180,12 +210,15 @@ Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
     }
     ES_RETURN_IF_ERROR(ParseHosts(yaml::Child(root, "hosts"), model));
     ES_RETURN_IF_ERROR(ParseDynamicBatching(yaml::Child(root, "dynamic_batching"), &model->config));
+    // 0 (the default) takes the server's limits.max_compute_ms.
+    ES_RETURN_IF_ERROR(
+        yaml::ReadOptionalInt(root, "max_compute_ms", int64_t{0}, kMaxComputeMs, &model->config.max_compute_ms));
     return yaml::ReadOptionalInt(root, "instances_per_host", 1, 1 << 16,
                                  &model->config.instances_per_host);
   }
   // An ensemble runs where its members run; placement and batching fields
   // would be ignored (its members batch their own requests).
-  for (const char* key : {"hosts", "instances_per_host", "dynamic_batching"}) {
+  for (const char* key : {"hosts", "instances_per_host", "dynamic_batching", "max_compute_ms"}) {
     const yaml::Field field = yaml::Child(root, key);
     if (field.present()) {
       return yaml::Error(field, "an ensemble runs on its members' hosts; set this on the members");
@@ -200,8 +233,8 @@ Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
 Status ParseTensorLists(const yaml::Field& root, LoadedModel* model) {
   const yaml::Field inputs = yaml::Child(root, "inputs");
   const yaml::Field outputs = yaml::Child(root, "outputs");
-  ES_RETURN_IF_ERROR(ParseTensors(inputs, &model->config.inputs));
-  ES_RETURN_IF_ERROR(ParseTensors(outputs, &model->config.outputs));
+  ES_RETURN_IF_ERROR(ParseTensors(inputs, model->config.max_batch_size, &model->config.inputs));
+  ES_RETURN_IF_ERROR(ParseTensors(outputs, model->config.max_batch_size, &model->config.outputs));
   model->source.inputs_declared = inputs.present();
   model->source.outputs_declared = outputs.present();
   // Ensembles may leave them out (copied from the first member later).
@@ -219,7 +252,7 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                         LoadedModel* model) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"name", "platform", "max_batch_size", "inputs",
                                            "outputs", "hosts", "instances_per_host", "dynamic_batching",
-                                           "ensemble"}));
+                                           "max_compute_ms", "ensemble"}));
   model->source.file = root.file;
   model->config.name = folder_name;
   std::string name = folder_name;
@@ -230,7 +263,11 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                                                       folder_name + "'");
   }
   ES_RETURN_IF_ERROR(ParsePlatform(root, model));
-  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "max_batch_size", int64_t{0}, int64_t{1} << 30,
+  // 2^20 rows: far above any batch a model host computes at once, and small
+  // enough that what is sized by it stays bounded: ModelStatistics keeps one
+  // counter pair per batch size (16 MiB at this bound), and a fixed-size
+  // tensor's bytes at the largest batch are checked below to fit kMaxTensorBytes.
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "max_batch_size", int64_t{0}, kMaxBatchSize,
                                            &model->config.max_batch_size));
   model->source.max_batch_size_line = yaml::Child(root, "max_batch_size").line;
   ES_RETURN_IF_ERROR(ParseTensorLists(root, model));

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config/model_config.h"
-#include "config/status.h"
+#include "common/status.h"
 #include "config/yaml_reader.h"
 
 namespace es {
@@ -49,7 +49,9 @@ Status ScanVersions(LoadedModel* model);
 Status CheckEnsembles(LoadedRepository* repository);
 
 // Loads every model folder of `repo_dir` (an absolute path) and checks the
-// ensembles; the server config's checks come on top (server_config.cc).
+// ensembles; the server config's checks come on top (server_config.cc). A
+// model folder or model.pt that resolves (through symlinks) outside the
+// repository is an error naming both paths.
 StatusOr<LoadedRepository> LoadRepositoryWithSources(const std::string& repo_dir);
 
 }  // namespace es

@@ -1,5 +1,7 @@
 // Loading a model repository: one folder per model, each with a config.yaml
-// and (for TorchScript) numeric version folders holding model.pt.
+// and (for TorchScript) numeric version folders holding model.pt. Model
+// folders and model.pt files may be symlinks only if they resolve inside the
+// repository.
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -40,9 +42,34 @@ StatusOr<std::vector<std::string>> SubFolders(const fs::path& dir) {
   return names;
 }
 
-StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir) {
+// Whether `path` (canonical) is `root` (canonical) or lies below it.
+bool Inside(const fs::path& path, const fs::path& root) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+// A model folder or model.pt that is a symlink must still resolve inside the
+// repository: the repository is what an operator reviews and what the hosts
+// are meant to load, and a link out of it would make a host load (and the
+// router vouch for) a file from anywhere on the machine. Links within the
+// repository (one model's version shared by another) stay allowed.
+Status CheckResolvesInside(const fs::path& path, const fs::path& root, const char* what) {
+  std::error_code ec;
+  const fs::path target = fs::canonical(path, ec);
+  if (ec) return Status::InvalidArgument(path.string() + ": cannot resolve the " + what + ": " + ec.message());
+  if (Inside(target, root)) return Status::Ok();
+  return Status::InvalidArgument(path.string() + ": the " + what + " resolves to '" + target.string() +
+                                 "', outside the model repository '" + root.string() +
+                                 "' (symlinks must stay inside the repository)");
+}
+
+StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir, const fs::path& repo_root) {
   const std::string name = dir.filename().string();
   const fs::path config_path = dir / "config.yaml";
+  ES_RETURN_IF_ERROR(CheckResolvesInside(dir, repo_root, "model folder"));
   std::error_code ec;
   if (!fs::is_regular_file(config_path, ec)) {
     return Status::InvalidArgument(dir.string() + ": model folder '" + name +
@@ -54,6 +81,9 @@ StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir) {
   ES_RETURN_IF_ERROR(ParseModelConfig(*root, name, &model));
   model.config.directory = dir.string();
   ES_RETURN_IF_ERROR(ScanVersions(&model));
+  for (int64_t version : model.config.versions) {
+    ES_RETURN_IF_ERROR(CheckResolvesInside(model.config.ModelPath(version), repo_root, "model.pt"));
+  }
   return model;
 }
 
@@ -94,11 +124,15 @@ StatusOr<LoadedRepository> LoadRepositoryWithSources(const std::string& repo_dir
   if (!fs::is_directory(repo_dir, ec)) {
     return Status::InvalidArgument(repo_dir + ": the model repository folder does not exist");
   }
+  // Symlinks are judged against where the repository itself resolves, so a
+  // repository reached through a link (/srv/models -> /data/models) works.
+  const fs::path root = fs::canonical(repo_dir, ec);
+  if (ec) return Status::InvalidArgument(repo_dir + ": cannot resolve the model repository folder: " + ec.message());
   StatusOr<std::vector<std::string>> folders = SubFolders(repo_dir);
   if (!folders.ok()) return folders.status();
   LoadedRepository repository;
   for (const std::string& folder : *folders) {
-    StatusOr<LoadedModel> model = LoadModelFolder(fs::path(repo_dir) / folder);
+    StatusOr<LoadedModel> model = LoadModelFolder(fs::path(repo_dir) / folder, root);
     if (!model.ok()) return model.status();
     repository.emplace(folder, std::move(model).value());
   }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "config/model_config.h"
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es {
 
@@ -25,6 +25,9 @@ struct HostConfig {
   std::vector<int> cpu_affinity;  // CPUs the host process is pinned to; empty = no pinning
   int threads = 1;                // LibTorch intra-op threads
   int executors = 1;              // executor threads taking requests from the channel
+  // The host program; empty = ensemble-model-host beside ensemble-server (or
+  // the server's --host-binary). For custom builds and fault-injection tests.
+  std::string binary;
 };
 
 struct Limits {
@@ -37,6 +40,22 @@ struct Limits {
   // Polls (CPU pauses) a waiting side of a host channel makes before it
   // sleeps on its futex; see ipc::WaitPolicy for why the default is small.
   int64_t channel_spin_polls = 100;
+  // Per-request execution limit on a host, for models that set no
+  // max_compute_ms of their own: a forward running longer marks its host
+  // hung; the host is killed and restarted (see HostSupervisor).
+  int64_t max_compute_ms = 60000;
+  // Calls the gRPC front end holds at once (decoded, queued, computing or
+  // waiting for the client to read the answer); more get RESOURCE_EXHAUSTED
+  // at once. With max_request_bytes this bounds what clients can make the
+  // router hold, including clients that never read their responses.
+  int64_t max_inflight_calls = 4096;
+  // gRPC server options (see docs/configuration.md for why these defaults):
+  int64_t grpc_memory_quota_bytes = int64_t{2} << 30;  // gRPC's ResourceQuota for buffers
+  int64_t grpc_max_concurrent_streams = 256;           // per connection
+  int64_t grpc_keepalive_time_ms = 60000;              // ping an idle connection this often
+  int64_t grpc_keepalive_timeout_ms = 20000;           // close it if the ping is not acked
+  int64_t grpc_max_connection_age_ms = 0;              // 0 = connections live as long as clients want
+  int64_t grpc_max_connection_age_grace_ms = 30000;    // in-flight calls finish after GOAWAY
 };
 
 struct ServerConfig {

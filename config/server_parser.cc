@@ -1,9 +1,16 @@
 #include "config/server_parser.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <string>
 #include <system_error>
 
 namespace es {
@@ -22,15 +29,68 @@ bool ValidDevice(const std::string& device) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
-Status ParseAffinity(const yaml::Field& field, std::vector<int>* cpus) {
+// The CPUs online on this machine, from the kernel's list ("0-3,6"); the
+// first sysconf(_SC_NPROCESSORS_ONLN) CPUs when sysfs cannot be read.
+//
+// Machine-wide on purpose, not this process's sched_getaffinity(): model hosts
+// load this same config after the launcher pinned them, so their own mask
+// would reject the CPUs of their sibling hosts; and a router started under
+// `taskset` may still pin its hosts to other CPUs of the machine.
+std::set<int> OnlineCpus() {
+  std::set<int> cpus;
+  std::ifstream file("/sys/devices/system/cpu/online");
+  std::string list;
+  if (file && std::getline(file, list)) {
+    std::stringstream ranges(list);
+    std::string range;
+    while (std::getline(ranges, range, ',')) {
+      int first = 0;
+      int last = 0;
+      const int n = std::sscanf(range.c_str(), "%d-%d", &first, &last);
+      if (n < 1 || first < 0) continue;
+      if (n == 1) last = first;
+      for (int cpu = first; cpu <= last && cpu < CPU_SETSIZE; ++cpu) cpus.insert(cpu);
+    }
+  }
+  if (cpus.empty()) {
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; cpu < std::max(1L, online) && cpu < CPU_SETSIZE; ++cpu) cpus.insert(static_cast<int>(cpu));
+  }
+  return cpus;
+}
+
+// {0, 1, 2, 5} -> "0-2,5", as the kernel writes CPU lists.
+std::string CpuList(const std::set<int>& cpus) {
+  std::string text;
+  for (auto it = cpus.begin(); it != cpus.end();) {
+    const int first = *it;
+    int last = first;
+    while (++it != cpus.end() && *it == last + 1) last = *it;
+    if (!text.empty()) text += ',';
+    text += std::to_string(first);
+    if (last > first) text.append("-").append(std::to_string(last));
+  }
+  return text;
+}
+
+// A CPU that does not exist would only fail when the host starts (its pinning
+// fails in the forked child, far from the config line), so it is refused here.
+// The upper bound is cpu_set_t's: the launcher sets these bits with CPU_SET.
+Status ParseAffinity(const yaml::Field& field, const std::set<int>& online, std::vector<int>* cpus) {
   ES_RETURN_IF_ERROR(yaml::CheckSequence(field));
   std::set<int64_t> seen;
   for (const yaml::Field& item : yaml::Items(field)) {
     StatusOr<int64_t> cpu = yaml::ReadInt(item);
     if (!cpu.ok()) return cpu.status();
-    // Not checked against the CPUs online here: the config may be written
-    // for another machine; pinning fails loudly when the host starts.
-    if (*cpu < 0 || *cpu > 65535) return yaml::Error(item, "CPU index must be in [0, 65535]");
+    if (*cpu < 0 || *cpu >= CPU_SETSIZE) {
+      return yaml::Error(item, "CPU index must be in [0, " + std::to_string(CPU_SETSIZE - 1) + "]");
+    }
+    if (!online.count(static_cast<int>(*cpu))) {
+      // The line of the entry, the path of the list (as the user reads it).
+      return yaml::ErrorAt(
+          item.file, item.line, field.path,
+          "CPU " + std::to_string(*cpu) + " does not exist (this machine has " + CpuList(online) + ")");
+    }
     if (!seen.insert(*cpu).second) {
       return yaml::Error(item, "CPU " + std::to_string(*cpu) + " listed twice");
     }
@@ -39,27 +99,30 @@ Status ParseAffinity(const yaml::Field& field, std::vector<int>* cpus) {
   return Status::Ok();
 }
 
-Status ParseHost(const yaml::Field& field, HostConfig* host) {
+Status ParseHost(const yaml::Field& field, const std::set<int>& online, HostConfig* host) {
   ES_RETURN_IF_ERROR(
-      yaml::CheckMap(field, {"name", "device", "cpu_affinity", "threads", "executors"}));
+      yaml::CheckMap(field, {"name", "device", "cpu_affinity", "threads", "executors", "binary"}));
   ES_RETURN_IF_ERROR(yaml::ReadRequiredString(field, "name", &host->name));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "device", &host->device));
   if (!ValidDevice(host->device)) {
     return yaml::Error(yaml::Child(field, "device"),
                        "unknown device '" + host->device + "' (expected cpu or cuda:N)");
   }
-  ES_RETURN_IF_ERROR(ParseAffinity(yaml::Child(field, "cpu_affinity"), &host->cpu_affinity));
+  ES_RETURN_IF_ERROR(ParseAffinity(yaml::Child(field, "cpu_affinity"), online, &host->cpu_affinity));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "threads", 1, 1024, &host->threads));
-  return yaml::ReadOptionalInt(field, "executors", 1, 1024, &host->executors);
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "binary", &host->binary));
+  // Bounded by the channel: each executor has its own watchdog slot (ipc::kMaxExecutors).
+  return yaml::ReadOptionalInt(field, "executors", 1, 64, &host->executors);
 }
 
 Status ParseHosts(const yaml::Field& field, std::vector<HostConfig>* hosts) {
   if (!field.present()) return yaml::Error(field, "missing required field (at least one host)");
   ES_RETURN_IF_ERROR(yaml::CheckSequence(field));
   std::set<std::string> names;
+  const std::set<int> online = OnlineCpus();
   for (const yaml::Field& item : yaml::Items(field)) {
     HostConfig host;
-    ES_RETURN_IF_ERROR(ParseHost(item, &host));
+    ES_RETURN_IF_ERROR(ParseHost(item, online, &host));
     if (!names.insert(host.name).second) {
       return yaml::Error(yaml::Child(item, "name"), "duplicate host name '" + host.name + "'");
     }
@@ -69,22 +132,74 @@ Status ParseHosts(const yaml::Field& field, std::vector<HostConfig>* hosts) {
   return Status::Ok();
 }
 
+// A request and its output reservation must fit one host's arena together,
+// or every such request would fail there instead of being refused up front.
+// The error points at the field the user wrote (a default has no line): the
+// one that alone is too large, else arena_bytes.
+Status CheckArenaFits(const yaml::Field& field, const Limits& limits) {
+  const yaml::Field arena = yaml::Child(field, "arena_bytes");
+  auto at = [&](const char* key) {
+    const yaml::Field f = yaml::Child(field, key);
+    return f.present() || !arena.present() ? f : arena;
+  };
+  auto value = [&](const char* key, int64_t v) {
+    return std::string(key) + " (" + std::to_string(v) + (yaml::Child(field, key).present() ? "" : ", the default") +
+           ")";
+  };
+  const std::string arena_text = value("arena_bytes", limits.arena_bytes);
+  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"max_request_bytes", limits.max_request_bytes},
+                               std::pair<const char*, int64_t>{"max_output_bytes", limits.max_output_bytes}}) {
+    if (v > limits.arena_bytes) return yaml::Error(at(key), value(key, v) + " does not fit in " + arena_text);
+  }
+  // Both are at most 2^40 (the ranges above), so the sum cannot overflow.
+  if (limits.max_request_bytes + limits.max_output_bytes > limits.arena_bytes) {
+    return yaml::Error(arena.present() ? arena : at("max_request_bytes"),
+                       arena_text + " cannot hold a largest request, " +
+                           value("max_request_bytes", limits.max_request_bytes) +
+                           ", and its variable-size output reservation, " +
+                           value("max_output_bytes", limits.max_output_bytes) + ", at once");
+  }
+  return Status::Ok();
+}
+
 Status ParseLimits(const yaml::Field& field, Limits* limits) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(
       field, {"max_request_bytes", "arena_bytes", "max_output_bytes", "host_startup_timeout_ms",
-              "heartbeat_timeout_ms", "drain_timeout_ms", "channel_spin_polls"}));
-  const std::pair<const char*, int64_t*> fields[] = {
-      {"max_request_bytes", &limits->max_request_bytes},
-      {"arena_bytes", &limits->arena_bytes},
-      {"max_output_bytes", &limits->max_output_bytes},
-      {"host_startup_timeout_ms", &limits->host_startup_timeout_ms},
-      {"heartbeat_timeout_ms", &limits->heartbeat_timeout_ms},
-      {"drain_timeout_ms", &limits->drain_timeout_ms},
+              "heartbeat_timeout_ms", "drain_timeout_ms", "channel_spin_polls", "max_compute_ms",
+              "max_inflight_calls", "grpc_memory_quota_bytes", "grpc_max_concurrent_streams",
+              "grpc_keepalive_time_ms", "grpc_keepalive_timeout_ms", "grpc_max_connection_age_ms",
+              "grpc_max_connection_age_grace_ms"}));
+  // Ranges keep every later computation in range: byte sizes fit the arena
+  // arithmetic, times fit std::chrono and gRPC's int milliseconds.
+  constexpr int64_t kMaxBytes = int64_t{1} << 40;    // 1 TiB
+  constexpr int64_t kMaxMs = int64_t{7} * 24 * 3600 * 1000;  // a week
+  struct Range {
+    const char* key;
+    int64_t* out;
+    int64_t min;
+    int64_t max;
   };
-  for (const auto& [key, out] : fields) {
-    ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, key, int64_t{1}, INT64_MAX, out));
+  const Range fields[] = {
+      {"max_request_bytes", &limits->max_request_bytes, 1, kMaxBytes},
+      {"arena_bytes", &limits->arena_bytes, 1 << 16, kMaxBytes},
+      {"max_output_bytes", &limits->max_output_bytes, 1, kMaxBytes},
+      {"host_startup_timeout_ms", &limits->host_startup_timeout_ms, 1, kMaxMs},
+      {"heartbeat_timeout_ms", &limits->heartbeat_timeout_ms, 200, kMaxMs},
+      {"drain_timeout_ms", &limits->drain_timeout_ms, 1, kMaxMs},
+      {"max_compute_ms", &limits->max_compute_ms, 1, kMaxMs},
+      {"max_inflight_calls", &limits->max_inflight_calls, 1, int64_t{1} << 24},
+      {"grpc_memory_quota_bytes", &limits->grpc_memory_quota_bytes, int64_t{1} << 20, kMaxBytes},
+      {"grpc_max_concurrent_streams", &limits->grpc_max_concurrent_streams, 1, int64_t{1} << 20},
+      {"grpc_keepalive_time_ms", &limits->grpc_keepalive_time_ms, 1000, INT32_MAX},
+      {"grpc_keepalive_timeout_ms", &limits->grpc_keepalive_timeout_ms, 1000, INT32_MAX},
+      {"grpc_max_connection_age_ms", &limits->grpc_max_connection_age_ms, 0, INT32_MAX},
+      {"grpc_max_connection_age_grace_ms", &limits->grpc_max_connection_age_grace_ms, 0, INT32_MAX},
+  };
+  for (const Range& r : fields) {
+    ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, r.key, r.min, r.max, r.out));
   }
+  ES_RETURN_IF_ERROR(CheckArenaFits(field, *limits));
   // 0 is valid here: sleep at once, never poll.
   return yaml::ReadOptionalInt(field, "channel_spin_polls", int64_t{0}, int64_t{100000000},
                                &limits->channel_spin_polls);

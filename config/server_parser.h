@@ -4,7 +4,7 @@
 #pragma once
 
 #include "config/server_config.h"
-#include "config/status.h"
+#include "common/status.h"
 #include "config/yaml_reader.h"
 
 namespace es {

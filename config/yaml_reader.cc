@@ -147,10 +147,12 @@ Status ReadOptionalInt(const Field& map, std::string_view key, int64_t min, int6
   StatusOr<int64_t> value = ReadInt(field);
   if (!value.ok()) return value.status();
   if (*value < min || *value > max) {
-    // An open upper bound reads better than a huge number.
-    std::string range = max >= std::numeric_limits<int>::max() ? ">= " + std::to_string(min)
-                                         : "in [" + std::to_string(min) + ", " +
-                                               std::to_string(max) + "]";
+    // An open upper bound reads better than a huge number; any real bound
+    // (2^40 bytes, INT32_MAX ms) is stated, or the message would hide why a
+    // large value was refused.
+    std::string range = max == std::numeric_limits<int64_t>::max()
+                            ? ">= " + std::to_string(min)
+                            : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
     return Error(field, "value " + std::to_string(*value) + " out of range (expected " + range +
                             ")");
   }

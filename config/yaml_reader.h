@@ -18,7 +18,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es::yaml {
 

@@ -21,7 +21,7 @@ void ArenaAllocator::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
 std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
   if (bytes > capacity_) return std::nullopt;
   const uint64_t size = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto fit = free_by_size_.lower_bound({size, 0});
   if (fit == free_by_size_.end()) return std::nullopt;
   const auto [block_size, offset] = *fit;
@@ -33,7 +33,7 @@ std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
 }
 
 void ArenaAllocator::Free(uint64_t offset) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto used = used_.find(offset);
   assert(used != used_.end() && "ArenaAllocator::Free of a region it did not hand out");
   if (used == used_.end()) return;
@@ -60,7 +60,7 @@ void ArenaAllocator::Free(uint64_t offset) {
 }
 
 void ArenaAllocator::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   free_by_offset_.clear();
   free_by_size_.clear();
   used_.clear();
@@ -69,12 +69,12 @@ void ArenaAllocator::Clear() {
 }
 
 uint64_t ArenaAllocator::used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return used_bytes_;
 }
 
 uint64_t ArenaAllocator::largest_free_block() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
 }
 

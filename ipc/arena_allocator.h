@@ -16,10 +16,11 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <utility>
+
+#include "common/mutex.h"
 
 namespace es::ipc {
 
@@ -41,15 +42,15 @@ class ArenaAllocator {
   uint64_t largest_free_block() const;
 
  private:
-  void InsertFree(uint64_t offset, uint64_t size);
-  void EraseFree(std::map<uint64_t, uint64_t>::iterator it);
+  void InsertFree(uint64_t offset, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseFree(std::map<uint64_t, uint64_t>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t capacity_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, uint64_t> free_by_offset_;             // GUARDED_BY(mu_)
-  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;    // (size, offset), GUARDED_BY(mu_)
-  std::map<uint64_t, uint64_t> used_;                       // offset -> size, GUARDED_BY(mu_)
-  uint64_t used_bytes_ = 0;                                 // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<uint64_t, uint64_t> free_by_offset_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_ ABSL_GUARDED_BY(mu_);  // (size, offset)
+  std::map<uint64_t, uint64_t> used_ ABSL_GUARDED_BY(mu_);                     // offset -> size
+  uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace es::ipc

@@ -1,5 +1,6 @@
 #include "ipc/channel.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,17 +52,55 @@ void InitRing(RingControl* ring, uint64_t capacity, uint64_t slots_offset) {
   ring->slots_offset = slots_offset;
 }
 
-bool RingFits(const RingControl& ring, size_t slot_bytes, uint64_t segment_bytes) {
-  if (ring.capacity == 0 || (ring.capacity & (ring.capacity - 1)) != 0) return false;
-  if (ring.capacity > (1u << 20)) return false;
-  return ring.slots_offset <= segment_bytes &&
-         ring.capacity * slot_bytes <= segment_bytes - ring.slots_offset;
+bool RingFits(uint64_t capacity, uint64_t slots_offset, size_t slot_bytes, uint64_t segment_bytes) {
+  if (capacity == 0 || (capacity & (capacity - 1)) != 0) return false;
+  if (capacity > (1u << 20)) return false;
+  return slots_offset % kCacheLine == 0 && slots_offset >= sizeof(ChannelHeader) && slots_offset <= segment_bytes &&
+         capacity * slot_bytes <= segment_bytes - slots_offset;
+}
+
+// Every field that decides where a pointer goes, copied out of the header
+// once so that it is validated and used as the same value.
+ChannelGeometry ReadGeometry(const ChannelHeader& h) {
+  ChannelGeometry g;
+  g.segment_bytes = h.segment_bytes;
+  g.arena_offset = h.arena_offset;
+  g.arena_bytes = h.arena_bytes;
+  g.request_capacity = h.requests.capacity;
+  g.request_slots_offset = h.requests.slots_offset;
+  g.completion_capacity = h.completions.capacity;
+  g.completion_slots_offset = h.completions.slots_offset;
+  return g;
+}
+
+// Why `g` cannot be the geometry of a segment of `size` bytes, or "".
+std::string GeometryError(const ChannelGeometry& g, uint64_t size) {
+  if (g.segment_bytes != size || g.arena_offset < sizeof(ChannelHeader) || g.arena_offset > size ||
+      g.arena_bytes > size - g.arena_offset || g.arena_offset % kCacheLine != 0) {
+    return "channel header sizes disagree with the segment size " + std::to_string(size);
+  }
+  if (!RingFits(g.request_capacity, g.request_slots_offset, sizeof(RequestDesc), size) ||
+      !RingFits(g.completion_capacity, g.completion_slots_offset, sizeof(CompletionDesc), size)) {
+    return "channel ring geometry lies outside the segment";
+  }
+  return "";
 }
 
 }  // namespace
 
-Channel::Channel(int fd, uint8_t* base, uint64_t bytes) : fd_(fd), base_(base), mapped_bytes_(bytes) {
+Channel::Channel(int fd, uint8_t* base, const ChannelGeometry& geometry)
+    : fd_(fd), base_(base), geometry_(geometry) {
   BindRings();
+}
+
+// Binds the rings to the snapshot geometry (validated by Create or Attach).
+void Channel::BindRings() {
+  requests_ = SpscRing<RequestDesc>(&header().requests,
+                                    reinterpret_cast<RequestDesc*>(base_ + geometry_.request_slots_offset),
+                                    geometry_.request_capacity);
+  completions_ = SpscRing<CompletionDesc>(
+      &header().completions, reinterpret_cast<CompletionDesc*>(base_ + geometry_.completion_slots_offset),
+      geometry_.completion_capacity);
 }
 
 Channel::Channel(Channel&& other) noexcept { *this = std::move(other); }
@@ -71,7 +110,7 @@ Channel& Channel::operator=(Channel&& other) noexcept {
     Reset();
     fd_ = std::exchange(other.fd_, -1);
     base_ = std::exchange(other.base_, nullptr);
-    mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
+    geometry_ = std::exchange(other.geometry_, ChannelGeometry{});
     if (base_) BindRings();
     other.requests_ = {};
     other.completions_ = {};
@@ -82,19 +121,11 @@ Channel& Channel::operator=(Channel&& other) noexcept {
 Channel::~Channel() { Reset(); }
 
 void Channel::Reset() {
-  if (base_) munmap(base_, mapped_bytes_);
+  if (base_) munmap(base_, geometry_.segment_bytes);
   if (fd_ >= 0) close(fd_);
   base_ = nullptr;
   fd_ = -1;
-  mapped_bytes_ = 0;
-}
-
-void Channel::BindRings() {
-  ChannelHeader& h = header();
-  requests_ = SpscRing<RequestDesc>(&h.requests,
-                                    reinterpret_cast<RequestDesc*>(base_ + h.requests.slots_offset));
-  completions_ = SpscRing<CompletionDesc>(
-      &h.completions, reinterpret_cast<CompletionDesc*>(base_ + h.completions.slots_offset));
+  geometry_ = ChannelGeometry{};
 }
 
 StatusOr<Channel> Channel::Create(const ChannelOptions& options) {
@@ -103,10 +134,17 @@ StatusOr<Channel> Channel::Create(const ChannelOptions& options) {
   const Layout layout = ComputeLayout(req_slots, comp_slots, options.arena_bytes);
 
   // MFD_CLOEXEC: only the host we spawn gets the descriptor, on purpose.
-  int fd = memfd_create("ensemble-channel", MFD_CLOEXEC);
+  int fd = memfd_create("ensemble-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::Internal(Errno("memfd_create"));
   if (ftruncate(fd, static_cast<off_t>(layout.total)) != 0) {
     Status s = Status::ResourceExhausted(Errno("ftruncate of channel segment"));
+    close(fd);
+    return s;
+  }
+  // The size is final: a host that truncated the segment would make every
+  // router access past the new end a SIGBUS.
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    Status s = Status::Internal(Errno("sealing the channel segment"));
     close(fd);
     return s;
   }
@@ -125,7 +163,7 @@ StatusOr<Channel> Channel::Create(const ChannelOptions& options) {
   h->router_pid = getpid();
   InitRing(&h->requests, req_slots, layout.request_slots_offset);
   InitRing(&h->completions, comp_slots, layout.completion_slots_offset);
-  return Channel(fd, static_cast<uint8_t*>(base), layout.total);
+  return Channel(fd, static_cast<uint8_t*>(base), ReadGeometry(*h));
 }
 
 StatusOr<Channel> Channel::Attach(int fd) {
@@ -148,25 +186,22 @@ StatusOr<Channel> Channel::Attach(int fd) {
     return s;
   }
   const auto* h = static_cast<const ChannelHeader*>(base);
+  const ChannelGeometry geometry = ReadGeometry(*h);
   std::string error;
   if (h->magic != kMagic) {
     error = "channel segment has a bad magic number (not an ensemble-serve channel)";
   } else if (h->layout_version != kLayoutVersion) {
     error = "channel layout version " + std::to_string(h->layout_version) +
             " does not match this binary's layout version " + std::to_string(kLayoutVersion);
-  } else if (h->segment_bytes != size || h->arena_offset > size ||
-             h->arena_bytes > size - h->arena_offset) {
-    error = "channel header sizes disagree with the segment size " + std::to_string(size);
-  } else if (!RingFits(h->requests, sizeof(RequestDesc), size) ||
-             !RingFits(h->completions, sizeof(CompletionDesc), size)) {
-    error = "channel ring geometry lies outside the segment";
+  } else {
+    error = GeometryError(geometry, size);
   }
   if (!error.empty()) {
     munmap(base, size);
     close(fd);
     return Status::FailedPrecondition(error);
   }
-  return Channel(fd, static_cast<uint8_t*>(base), size);
+  return Channel(fd, static_cast<uint8_t*>(base), geometry);
 }
 
 }  // namespace es::ipc

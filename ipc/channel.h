@@ -7,6 +7,13 @@
 // offset and size it names lies inside the segment, so a corrupt or foreign
 // segment is a clear error, never a wild read.
 //
+// Geometry (segment size, arena offset and size, ring capacities and slot
+// offsets) is read once, at Create or Attach, and kept in this object: both
+// sides can write the header, so nothing that decides where a pointer goes
+// is ever read from it again. Create seals the memfd against shrinking and
+// growing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so a host cannot
+// truncate the segment under the router's mapping (which would SIGBUS it).
+//
 // Ownership: move-only; the destructor unmaps and closes the descriptor.
 // Thread safety: the accessors are thread-safe; the rings are SPSC across
 // processes, so each side serialises its own threads (see RouterChannel,
@@ -15,7 +22,7 @@
 
 #include <cstdint>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "ipc/layout.h"
 #include "ipc/ring.h"
 
@@ -25,6 +32,18 @@ struct ChannelOptions {
   uint64_t arena_bytes = 64ULL << 20;
   uint32_t request_slots = 256;     // rounded up to a power of two
   uint32_t completion_slots = 256;  // rounded up to a power of two
+};
+
+// The validated geometry of a segment: the only sizes and offsets a Channel
+// ever computes an address from.
+struct ChannelGeometry {
+  uint64_t segment_bytes = 0;
+  uint64_t arena_offset = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t request_capacity = 0;
+  uint64_t request_slots_offset = 0;
+  uint64_t completion_capacity = 0;
+  uint64_t completion_slots_offset = 0;
 };
 
 class Channel {
@@ -46,8 +65,11 @@ class Channel {
   ChannelHeader& header() const { return *reinterpret_cast<ChannelHeader*>(base_); }
   SpscRing<RequestDesc>& requests() { return requests_; }
   SpscRing<CompletionDesc>& completions() { return completions_; }
-  uint8_t* arena() const { return base_ + header().arena_offset; }
-  uint64_t arena_bytes() const { return header().arena_bytes; }
+  // The arena's geometry as validated at Create/Attach, never re-read from
+  // the segment (the peer could rewrite the header).
+  uint8_t* arena() const { return base_ + geometry_.arena_offset; }
+  uint64_t arena_bytes() const { return geometry_.arena_bytes; }
+  const ChannelGeometry& geometry() const { return geometry_; }
 
   // True when [offset, offset + bytes) lies inside the arena (overflow-safe).
   bool ArenaRangeValid(uint64_t offset, uint64_t bytes) const {
@@ -56,13 +78,13 @@ class Channel {
   }
 
  private:
-  Channel(int fd, uint8_t* base, uint64_t bytes);
+  Channel(int fd, uint8_t* base, const ChannelGeometry& geometry);
   void BindRings();
   void Reset();
 
   int fd_ = -1;
   uint8_t* base_ = nullptr;
-  uint64_t mapped_bytes_ = 0;
+  ChannelGeometry geometry_;  // snapshot, see arena()
   SpscRing<RequestDesc> requests_;
   SpscRing<CompletionDesc> completions_;
 };

@@ -5,7 +5,7 @@
 namespace es::ipc {
 
 Status RouterEnd::Submit(const RequestDesc& request) {
-  std::lock_guard<std::mutex> lock(submit_mu_);
+  MutexLock lock(&submit_mu_);
   if (!channel_->requests().TryPush(request)) {
     return Status::ResourceExhausted("request ring of the host channel is full");
   }
@@ -22,16 +22,16 @@ bool RouterEnd::NextCompletion(CompletionDesc* completion) {
 bool HostEnd::NextRequest(RequestDesc* request) {
   auto& ring = channel_->requests();
   {
-    std::lock_guard<std::mutex> lock(pop_mu_);
+    MutexLock lock(&pop_mu_);
     if (ring.TryPop(request)) return true;
   }
   ring.WaitForData(policy_.spin, policy_.sleep_timeout_us);
-  std::lock_guard<std::mutex> lock(pop_mu_);
+  MutexLock lock(&pop_mu_);
   return ring.TryPop(request);
 }
 
 bool HostEnd::Complete(const CompletionDesc& completion, const std::atomic<bool>& stop) {
-  std::lock_guard<std::mutex> lock(push_mu_);
+  MutexLock lock(&push_mu_);
   while (!channel_->completions().TryPush(completion)) {
     if (stop.load(std::memory_order_relaxed)) return false;
     sched_yield();

@@ -12,9 +12,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 
-#include "config/status.h"
+#include "common/mutex.h"
+#include "common/status.h"
 #include "ipc/channel.h"
 
 namespace es::ipc {
@@ -47,7 +47,7 @@ class RouterEnd {
  private:
   Channel* channel_;
   WaitPolicy policy_;
-  std::mutex submit_mu_;
+  Mutex submit_mu_;  // serialises the producers of the request ring
 };
 
 class HostEnd {
@@ -64,8 +64,8 @@ class HostEnd {
  private:
   Channel* channel_;
   WaitPolicy policy_;
-  std::mutex pop_mu_;
-  std::mutex push_mu_;
+  Mutex pop_mu_;   // serialises the consumers of the request ring
+  Mutex push_mu_;  // serialises the producers of the completion ring
 };
 
 }  // namespace es::ipc

@@ -20,13 +20,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstddef>
 #include <type_traits>
 
 namespace es::ipc {
 
 inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: ChannelHeader::host_metrics
+inline constexpr uint32_t kLayoutVersion = 3;  // 2: ChannelHeader::host_metrics; 3: executors
+inline constexpr size_t kMaxExecutors = 64;  // executor threads per host (hosts[].executors)
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
 inline constexpr size_t kMaxDims = 8;        // rank of any tensor
@@ -127,6 +127,20 @@ struct alignas(kCacheLine) HostMetricsBlock {
 static_assert(std::is_standard_layout_v<HostMetricsBlock>);
 static_assert(sizeof(HostMetricsBlock) == kCacheLine);
 
+// What one host executor thread is computing, for the router's hung-forward
+// watchdog: the host stores started_ns (CLOCK_MONOTONIC, the clock both
+// processes share) and then request_id before it runs a request, and
+// request_id = 0 when it is done. The router only reads. A host that lied
+// here could at worst get itself killed or escape the watchdog for its own
+// requests; it cannot make the router read anything out of bounds. Its own
+// cache line, so two executors never share one.
+struct alignas(kCacheLine) ExecutorSlot {
+  std::atomic<uint64_t> request_id;  // 0 = idle
+  std::atomic<uint64_t> started_ns;
+};
+static_assert(std::is_standard_layout_v<ExecutorSlot>);
+static_assert(sizeof(ExecutorSlot) == kCacheLine);
+
 struct alignas(kCacheLine) ChannelHeader {
   uint64_t magic;
   uint32_t layout_version;
@@ -141,6 +155,7 @@ struct alignas(kCacheLine) ChannelHeader {
   alignas(kCacheLine) std::atomic<uint64_t> heartbeat;  // host bumps it periodically
   char host_message[kHostMessage];        // why the host failed to start
   HostMetricsBlock host_metrics;          // host -> router, for /metrics
+  ExecutorSlot executors[kMaxExecutors];  // host -> router, for the watchdog
   RingControl requests;
   RingControl completions;
 };

@@ -21,6 +21,12 @@
 // empty, which saves a cache-line transfer on most operations.
 //
 // Only UsedBytes(item) of each slot is copied (see layout.h).
+//
+// Memory safety against a hostile peer: the capacity is a snapshot taken at
+// attach and every slot index is masked with it, so whatever the peer writes
+// into head, tail or a slot, each copy stays inside the ring's slots. The
+// consumer copies a slot out before it reads a field of it, so the peer
+// cannot change a descriptor between its check and its use.
 #pragma once
 
 #include <atomic>
@@ -45,18 +51,21 @@ template <typename T>
 class SpscRing {
  public:
   SpscRing() = default;
-  SpscRing(RingControl* control, T* slots) : control_(control), slots_(slots) {}
+  // `capacity` is the validated snapshot taken at attach (a power of two),
+  // never re-read from the segment: the peer can write the control block.
+  SpscRing(RingControl* control, T* slots, uint64_t capacity)
+      : control_(control), slots_(slots), capacity_(capacity) {}
 
-  uint64_t capacity() const { return control_->capacity; }
+  uint64_t capacity() const { return capacity_; }
 
   // Producer side. False when the ring is full.
   bool TryPush(const T& item) {
     const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
-    if (tail - cached_head_ >= control_->capacity) {
+    if (tail - cached_head_ >= capacity_) {
       cached_head_ = control_->head.load(std::memory_order_acquire);
-      if (tail - cached_head_ >= control_->capacity) return false;
+      if (tail - cached_head_ >= capacity_) return false;
     }
-    std::memcpy(static_cast<void*>(&slots_[tail & (control_->capacity - 1)]), &item, UsedBytes(item));
+    std::memcpy(static_cast<void*>(&slots_[tail & (capacity_ - 1)]), &item, UsedBytes(item));
     control_->tail.store(tail + 1, std::memory_order_release);
     NotifyConsumer();
     return true;
@@ -69,7 +78,7 @@ class SpscRing {
       cached_tail_ = control_->tail.load(std::memory_order_acquire);
       if (head == cached_tail_) return false;
     }
-    const T& slot = slots_[head & (control_->capacity - 1)];
+    const T& slot = slots_[head & (capacity_ - 1)];
     std::memcpy(static_cast<void*>(item), &slot, UsedBytes(slot));
     control_->head.store(head + 1, std::memory_order_release);
     return true;
@@ -106,6 +115,7 @@ class SpscRing {
  private:
   RingControl* control_ = nullptr;
   T* slots_ = nullptr;
+  uint64_t capacity_ = 0;     // snapshot: slots, a power of two
   uint64_t cached_head_ = 0;  // producer's last view of head (<= the real one)
   uint64_t cached_tail_ = 0;  // consumer's last view of tail (<= the real one)
 };

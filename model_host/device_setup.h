@@ -29,7 +29,7 @@
 #include <string>
 
 #include "config/server_config.h"
-#include "config/status.h"
+#include "common/status.h"
 #include "ipc/channel.h"
 
 namespace es {

@@ -1,6 +1,7 @@
 // ensemble-model-host: started by ensemble-server (or ensemble-train), never by hand.
 #include <CLI/CLI.hpp>
 
+#include "common/command_line.h"
 #include "model_host/blas_kernels.h"
 #include "model_host/host_process.h"
 
@@ -11,11 +12,6 @@ int main(int argc, char** argv) {
   app.add_option("--channel-fd", options.channel_fd, "inherited shared-memory channel descriptor")->required();
   app.add_option("--config", options.config_path, "the server config file")->required();
   app.add_option("--host", options.host_name, "which host of the config this process is")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return e.get_exit_code() == 0 ? 0 : (rc == 0 ? 0 : 2);
-  }
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-model-host")) return *exit_code;
   return es::RunModelHost(options);
 }

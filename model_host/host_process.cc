@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -50,13 +51,19 @@ void ApplyConfigLogLevel(const std::string& level) {
   spdlog::cfg::load_env_levels();  // the router's effective level wins
 }
 
-void Fail(ipc::Channel& channel, const std::string& message) {
-  spdlog::error("{}", message);
+// host_message: while starting, what the host is doing (the router quotes
+// it if the start-up times out); on failure, why it failed.
+void SetHostMessage(ipc::Channel& channel, const std::string& message) {
   auto& h = channel.header();
   const size_t n = std::min(message.size(), sizeof(h.host_message) - 1);
   std::memcpy(h.host_message, message.data(), n);
   h.host_message[n] = '\0';
-  h.host_state.store(static_cast<uint32_t>(ipc::HostState::kFailed), std::memory_order_release);
+}
+
+void Fail(ipc::Channel& channel, const std::string& message) {
+  spdlog::error("{}", message);
+  SetHostMessage(channel, message);
+  channel.header().host_state.store(static_cast<uint32_t>(ipc::HostState::kFailed), std::memory_order_release);
 }
 
 Status PinToCpus(const HostConfig& host) {
@@ -70,13 +77,20 @@ Status PinToCpus(const HostConfig& host) {
   return Status::Ok();
 }
 
-Status LoadModels(const ServerConfig& config, const HostConfig& host, RequestExecutor* executor) {
+Status LoadModels(const ServerConfig& config, const HostConfig& host, RequestExecutor* executor,
+                  ipc::Channel& channel) {
   for (const auto& [name, model] : config.models) {
     if (model.is_ensemble()) continue;
     bool mine = false;
     for (const auto& h : model.hosts) mine = mine || h == host.name;
     if (!mine) continue;
+    SetHostMessage(channel, "loading and warming up model '" + name + "' version " +
+                                std::to_string(model.LatestVersion()));
+    const auto started = std::chrono::steady_clock::now();
     auto runner = ModelRunner::Load(model, model.LatestVersion(), host.device);
+    spdlog::debug("model '{}' version {} loaded and warmed up in {} ms", name, model.LatestVersion(),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                      .count());
     if (!runner.ok()) return runner.status();
     executor->AddModel(std::move(runner).value());
   }
@@ -153,8 +167,17 @@ void HeartbeatLoop(ipc::Channel* channel, pid_t router_pid) {
   channel->requests().NotifyConsumer();  // wake executors so they see the stop
 }
 
+uint64_t MonotonicNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// `slot` tells the router's watchdog which request this executor computes
+// and since when (ipc::ExecutorSlot): a forward that never returns is seen
+// there, while the heartbeat thread goes on beating.
 void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, const std::string* device,
-                  int index) {
+                  ipc::ExecutorSlot* slot, int index) {
   std::string note;
   ExecutorDeviceScope device_scope(*device, &note);  // CUDA: this thread's own stream
   if (!note.empty()) spdlog::debug("executor {}: {}", index, note);
@@ -162,7 +185,10 @@ void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, const std:
   ipc::CompletionDesc completion;
   while (!g_stop.load(std::memory_order_relaxed)) {
     if (!end->NextRequest(&request)) continue;
+    slot->started_ns.store(MonotonicNs(), std::memory_order_relaxed);
+    slot->request_id.store(request.request_id, std::memory_order_release);
     executor->Execute(request, &completion);
+    slot->request_id.store(0, std::memory_order_release);
     if (!end->Complete(completion, g_stop)) break;
   }
 }
@@ -211,7 +237,8 @@ int RunModelHost(const HostOptions& options) {
   if (host->device != "cpu") spdlog::info("{}", arena_note);
 
   RequestExecutor executor(&channel);
-  if (Status s = LoadModels(*config, *host, &executor); !s.ok()) return fail(s.message());
+  if (Status s = LoadModels(*config, *host, &executor, channel); !s.ok()) return fail(s.message());
+  SetHostMessage(channel, "");
   g_cuda_device.store(CudaIndex(host->device));
 
   ipc::WaitPolicy wait;
@@ -222,8 +249,9 @@ int RunModelHost(const HostOptions& options) {
                host->device, std::max(1, host->executors));
 
   std::vector<std::thread> executors;
-  for (int i = 0; i < std::max(1, host->executors); ++i) {
-    executors.emplace_back(ExecutorLoop, &end, &executor, &host->device, i);
+  const int count = std::clamp(host->executors, 1, static_cast<int>(ipc::kMaxExecutors));
+  for (int i = 0; i < count; ++i) {
+    executors.emplace_back(ExecutorLoop, &end, &executor, &host->device, &header.executors[i], i);
   }
   for (auto& t : executors) t.join();
   heartbeat.join();

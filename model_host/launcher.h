@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es {
 

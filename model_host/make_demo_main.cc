@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "config/command_line.h"
+#include "common/command_line.h"
 #include "model_host/model_zoo.h"
 #include "model_host/served_config.h"
 

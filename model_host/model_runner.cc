@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/checked_math.h"
 #include "model_host/torch_convert.h"
 
 namespace es {
@@ -37,14 +38,11 @@ Status CatchTorch(const std::string& label, Body&& body) {
   }
 }
 
-// Element count of a shape; -1 if a dim is negative.
+// Element count of a shape; -1 if a dim is negative or the count (or its
+// size in bytes, at the widest item) does not fit.
 int64_t Product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return -1;
-    n *= d;
-  }
-  return n;
+  const auto n = ElementCount(shape);
+  return n && *n <= static_cast<uint64_t>(INT64_MAX / 8) ? static_cast<int64_t>(*n) : -1;
 }
 
 // Declared shape of a tensor: batch dim first when batched, -1 kept.

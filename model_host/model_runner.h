@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "config/model_config.h"
-#include "config/status.h"
+#include "common/status.h"
 #include "model_host/tensor_view.h"
 
 namespace es {

@@ -2,8 +2,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "common/checked_math.h"
 
 namespace es {
 namespace {
@@ -21,14 +25,14 @@ Status ViewInput(const ipc::Channel& channel, const ipc::TensorDesc& desc, const
   if (desc.ndim > ipc::kMaxDims) return Status::InvalidArgument(where + "descriptor rank out of range");
   const auto type = static_cast<DataType>(desc.datatype);
   if (type != spec.datatype) return Status::InvalidArgument(where + "descriptor datatype disagrees with the config");
-  uint64_t elements = 1;
-  for (uint32_t d = 0; d < desc.ndim; ++d) {
-    if (desc.dims[d] < 0 || desc.dims[d] > (int64_t{1} << 40)) {
-      return Status::InvalidArgument(where + "descriptor has a negative or huge dim");
-    }
-    elements *= static_cast<uint64_t>(desc.dims[d]);
+  // Checked: eight dims of up to 2^40 (or two of 2^32) wrap an unchecked
+  // product, which a small (or empty) byte count would then "match".
+  const std::optional<uint64_t> bytes =
+      TensorBytes(std::span<const int64_t>(desc.dims, desc.ndim), DataTypeSize(type));
+  if (!bytes) {
+    return Status::InvalidArgument(where + "descriptor has a negative or huge dim (its size overflows 64 bits)");
   }
-  if (elements * DataTypeSize(type) != desc.bytes) {
+  if (*bytes != desc.bytes) {
     return Status::InvalidArgument(where + "descriptor byte size disagrees with its shape");
   }
   if (!channel.ArenaRangeValid(desc.offset, desc.bytes)) {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "config/datatype.h"
+#include "common/datatype.h"
 
 namespace es {
 

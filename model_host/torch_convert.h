@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/datatype.h"
+#include "common/datatype.h"
 
 namespace es {
 

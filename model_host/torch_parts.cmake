@@ -18,7 +18,7 @@ add_library(es_torch_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/torch_convert.cc)
 add_library(ensemble::torch_runtime ALIAS es_torch_runtime)
 target_include_directories(es_torch_runtime PUBLIC ${_es_torch_parts_root})
-target_link_libraries(es_torch_runtime PUBLIC ${TORCH_LIBRARIES} ensemble::base ${CMAKE_DL_LIBS})
+target_link_libraries(es_torch_runtime PUBLIC ${TORCH_LIBRARIES} ensemble::common ${CMAKE_DL_LIBS})
 es_set_warnings(es_torch_runtime)
 
 add_executable(ensemble-make-demo ${CMAKE_CURRENT_LIST_DIR}/make_demo_main.cc)

@@ -23,6 +23,13 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
   sanitize build-tsan ES_ENABLE_TSAN test_ipc
 fi
 
+# Then the libFuzzer targets (tests/fuzz), each for a short while on its
+# checked-in seeds: clang, its own build folder build-fuzz/. Skip with
+# ES_SKIP_FUZZ=1; ES_FUZZ_SECONDS sets the time per target (default 20).
+if [ "${ES_SKIP_FUZZ:-0}" != 1 ]; then
+  scripts/fuzz.sh "${ES_FUZZ_SECONDS:-20}"
+fi
+
 # The whole suite last, so its summary closes the output.
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900

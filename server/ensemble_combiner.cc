@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/checked_math.h"
+
 namespace es {
 namespace {
 
@@ -36,6 +38,13 @@ Status CheckAgree(const std::vector<const InferOutput*>& members) {
   if (first.datatype != DataType::kFp32 && first.datatype != DataType::kFp64) {
     return Status::InvalidArgument("ensemble output '" + first.name + "' is " + DataTypeName(first.datatype) +
                                    "; only FP32 and FP64 outputs can be combined");
+  }
+  // The data must be exactly what the shape says: the arithmetic below
+  // indexes rows and classes from the shape, never from the data's size.
+  const auto bytes = TensorBytes(first.shape, DataTypeSize(first.datatype));
+  if (!bytes || *bytes != first.data.size()) {
+    return Status::Internal("ensemble member output '" + first.name + "' has " + std::to_string(first.data.size()) +
+                            " bytes, which is not what its shape says");
   }
   for (const InferOutput* m : members) {
     if (m->datatype != first.datatype || m->shape != first.shape || m->data.size() != first.data.size()) {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "config/model_config.h"
-#include "config/status.h"
+#include "common/status.h"
 #include "server/infer_types.h"
 
 namespace es {

@@ -25,6 +25,24 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
   return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
 }
 
+// The reactor of one admitted ModelInfer call. gRPC calls OnDone once it is
+// done with the call: the answer was handed to the transport and acknowledged
+// or the call was cancelled (e.g. its connection closed). Only then does the
+// call give back its place under max_inflight_calls: until OnDone the call's
+// request and response messages are still held, also for a client that never
+// reads its answers.
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit InferReactor(std::atomic<int64_t>* held) : held_(held) {}
+  void OnDone() override {
+    held_->fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  std::atomic<int64_t>* const held_;
+};
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const Status& status) {
@@ -124,6 +142,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   // Counted before the accepting check, so Shutdown cannot miss a call that
   // slipped in just as draining began.
   in_flight_.fetch_add(1);
+  const int64_t held = held_calls_.fetch_add(1) + 1;
   // Read-only map lookup; from here on metrics are relaxed atomics only.
   ModelMetrics* metrics = metrics_ != nullptr ? metrics_->Find(req->model_name()) : nullptr;
   auto refuse = [&](const grpc::Status& status) {
@@ -132,10 +151,19 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
     } else if (metrics_ != nullptr) {
       metrics_->CountUnknownModel();
     }
+    held_calls_.fetch_sub(1);
     in_flight_.fetch_sub(1);
     return Reply(ctx, status);
   };
   if (!accepting_.load()) return refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+  // Refused before decoding: the point is to bound what the router holds.
+  const int64_t max_calls = config_->limits.max_inflight_calls;
+  if (held > max_calls) {
+    return refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               "server busy: " + std::to_string(held - 1) +
+                                   " ModelInfer calls are held (limits.max_inflight_calls " +
+                                   std::to_string(max_calls) + "); retry later"));
+  }
   auto decoded = DecodeInferRequest(*req, *config_);
   if (!decoded.ok()) {
     stats_->Record(req->model_name(), false, 0, {}, 0);
@@ -145,7 +173,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   request->deadline = std::min(request->deadline, SteadyDeadline(*ctx));
   // The context lives until Finish, which comes after any look at this.
   request->cancelled = [ctx] { return ctx->IsCancelled(); };
-  auto* reactor = ctx->DefaultReactor();
+  auto* reactor = new InferReactor(&held_calls_);
   if (metrics != nullptr) metrics->Started();
   core_->Infer(request, [this, reactor, resp, request, start, stats = stats_, metrics](const Status& status,
                                                                                       InferResponse response) {

@@ -3,6 +3,13 @@
 // validates and submits, then returns; the answer is finished later from the
 // host's completion thread, so no gRPC thread waits on a model.
 //
+// Admission: at most limits.max_inflight_calls ModelInfer calls are held at
+// once, counted from arrival until gRPC is done with the call (so a call
+// whose answer its client never reads still counts); beyond it a call is
+// answered RESOURCE_EXHAUSTED at once, naming the limit. With
+// max_request_bytes and the models' output sizes this bounds the memory
+// clients can make the router hold.
+//
 // This layer is thin on purpose: protocol in, Status out; one function
 // (ToGrpcStatus) maps the core's Status onto grpc::Status.
 //
@@ -66,7 +73,11 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   es::ModelStatistics* stats_;
   RequestMetrics* metrics_;  // null when metrics are off
   std::atomic<bool> accepting_{true};
-  std::atomic<int> in_flight_{0};  // ModelInfer calls between decode and Finish
+  std::atomic<int> in_flight_{0};  // ModelInfer calls between decode and Finish (what a drain waits for)
+  // ModelInfer calls from arrival until gRPC is done with them (OnDone),
+  // answers not yet read by their clients included: at most
+  // limits.max_inflight_calls are admitted, the rest are refused at once.
+  std::atomic<int64_t> held_calls_{0};
 };
 
 // grpc.health.v1.Health: SERVING when the server is ready (service "" or

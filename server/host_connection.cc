@@ -2,10 +2,28 @@
 
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
+#include "common/checked_math.h"
+
 namespace es {
 namespace {
 
-uint64_t AlignUp(uint64_t v) { return (v + ipc::kCacheLine - 1) / ipc::kCacheLine * ipc::kCacheLine; }
+using Clock = std::chrono::steady_clock;
+
+// Rounds up to a cache line; nullopt on overflow.
+std::optional<uint64_t> AlignUp(uint64_t v) {
+  const auto padded = CheckedAdd(v, ipc::kCacheLine - 1);
+  if (!padded) return std::nullopt;
+  return *padded / ipc::kCacheLine * ipc::kCacheLine;
+}
+
+// Steady-clock nanoseconds: the clock the host's executor slots use
+// (CLOCK_MONOTONIC is one clock for every process on the machine).
+uint64_t NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
 
 }  // namespace
 
@@ -31,19 +49,23 @@ HostConnection::~HostConnection() { Close(Status::Unavailable("host '" + host_na
 void HostConnection::StartCompletionThread() { completion_thread_ = std::thread([this] { CompletionLoop(); }); }
 
 Status HostConnection::Submit(const std::string& model, int64_t version, const std::vector<TensorParts>& inputs,
-                              uint64_t output_capacity, Done done) {
-  if (inputs.size() > ipc::kMaxTensors) {
-    return Status::InvalidArgument("model '" + model + "' has more inputs than the IPC channel carries");
+                              const OutputPlan& outputs, Done done) {
+  if (inputs.size() > ipc::kMaxTensors || outputs.types.size() > ipc::kMaxTensors) {
+    return Status::InvalidArgument("model '" + model + "' has more inputs or outputs than the IPC channel carries");
   }
   if (model.size() >= ipc::kMaxModelName) {
     return Status::InvalidArgument("model name '" + model + "' is too long for the IPC channel");
   }
-  uint64_t total = AlignUp(output_capacity);
-  for (const auto& in : inputs) total += AlignUp(in.bytes());
-  auto region = arena_.Allocate(total);
+  std::optional<uint64_t> total = AlignUp(outputs.capacity);
+  for (const auto& in : inputs) {
+    const auto padded = AlignUp(in.bytes());
+    total = total && padded ? CheckedAdd(*total, *padded) : std::nullopt;
+  }
+  const auto region = total ? arena_.Allocate(*total) : std::nullopt;
   if (!region) {
     return Status::ResourceExhausted("host '" + host_name_ + "': tensor arena full (" +
-                                     std::to_string(total) + " bytes requested for model '" + model + "')");
+                                     (total ? std::to_string(*total) : std::string("more than 2^64")) +
+                                     " bytes requested for model '" + model + "')");
   }
 
   ipc::RequestDesc desc{};
@@ -67,10 +89,10 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
       if (bytes > 0) std::memcpy(dst, data, bytes);
       dst += bytes;
     }
-    cursor += AlignUp(t.bytes);
+    cursor += *AlignUp(t.bytes);  // cannot overflow: the sum fit above
   }
   desc.output_offset = cursor;
-  desc.output_capacity = output_capacity;
+  desc.output_capacity = outputs.capacity;
 
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -78,7 +100,13 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
       arena_.Free(*region);
       return Status::Unavailable("host '" + host_name_ + "' is down");
     }
-    pending_.emplace(desc.request_id, Pending{*region, std::move(done)});
+    Pending pending;
+    pending.arena_offset = *region;
+    pending.model = model;
+    pending.reservation = Reservation{desc.output_offset, desc.output_capacity, outputs.types};
+    pending.max_compute = outputs.max_compute;
+    pending.done = std::move(done);
+    pending_.emplace(desc.request_id, std::move(pending));
     outstanding_.fetch_add(1, std::memory_order_relaxed);
   }
   Status pushed = end_.Submit(desc);
@@ -102,17 +130,43 @@ void HostConnection::CompletionLoop() {
   }
 }
 
+void HostConnection::RecordViolation(const std::string& what) {
+  violations_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::error("host '{}': protocol violation: {}", host_name_, what);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fault_.empty()) fault_ = what;
+}
+
+std::string HostConnection::fault() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fault_;
+}
+
+// `completion` is the router's private copy (the ring copied it out of the
+// slot), so the host cannot change it between the check and its use.
 void HostConnection::Finish(const ipc::CompletionDesc& completion) {
   Pending pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(completion.request_id);
-    if (it == pending_.end()) return;  // unknown id: a corrupt or stale completion, ignored
-    pending = std::move(it->second);
-    pending_.erase(it);
+    if (it != pending_.end()) {
+      pending = std::move(it->second);
+      pending_.erase(it);
+    }
   }
-  Status status = Status::Ok();
-  if (completion.status_code != 0) {
+  if (!pending.done) {
+    // A completion for no request in flight: made up, or a replay of one
+    // already answered. Nothing to answer; the host is not to be trusted.
+    RecordViolation("completion for request " + std::to_string(completion.request_id) +
+                    ", which is not in flight");
+    return;
+  }
+  Status status = CheckCompletion(completion, pending.reservation);
+  if (!status.ok()) {
+    const std::string what = "model '" + pending.model + "': " + status.message();
+    RecordViolation(what);
+    status = Status::Internal("host '" + host_name_ + "' returned an " + what + "; the host is being restarted");
+  } else if (completion.status_code != 0) {
     const char* msg = completion.message;
     status = Status(static_cast<StatusCode>(completion.status_code),
                     std::string(msg, strnlen(msg, sizeof(completion.message))));
@@ -122,7 +176,24 @@ void HostConnection::Finish(const ipc::CompletionDesc& completion) {
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void HostConnection::Close(const Status& why) {
+std::optional<Overrun> HostConnection::FindOverrun() const {
+  const uint64_t now = NowNs();
+  const auto& slots = channel_.header().executors;
+  for (const ipc::ExecutorSlot& slot : slots) {
+    const uint64_t id = slot.request_id.load(std::memory_order_acquire);
+    if (id == 0) continue;
+    const uint64_t started = slot.started_ns.load(std::memory_order_relaxed);
+    if (slot.request_id.load(std::memory_order_acquire) != id || started > now) continue;  // changed meanwhile
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(now - started));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || it->second.max_compute.count() <= 0 || elapsed <= it->second.max_compute) continue;
+    return Overrun{id, it->second.model, elapsed, it->second.max_compute};
+  }
+  return std::nullopt;
+}
+
+void HostConnection::Close(const Status& why, const std::map<uint64_t, Status>& exceptions) {
   stop_.store(true, std::memory_order_release);
   if (completion_thread_.joinable()) {
     channel_.completions().NotifyConsumer();
@@ -135,7 +206,8 @@ void HostConnection::Close(const Status& why) {
     failed.swap(pending_);
   }
   for (auto& [id, pending] : failed) {
-    pending.done(why, nullptr, nullptr);
+    auto own = exceptions.find(id);
+    pending.done(own != exceptions.end() ? own->second : why, nullptr, nullptr);
     arena_.Free(pending.arena_offset);
     outstanding_.fetch_sub(1, std::memory_order_relaxed);
   }

@@ -8,25 +8,41 @@
 // Nothing of a dead host's segment is reused, so nothing it half-wrote can be
 // misread.
 //
+// Trust: the host is untrusted. Each completion is copied out of the ring and
+// checked against the Reservation made for its request (completion_check.h)
+// before a byte of the arena is read for it; a completion that fails the
+// check, or names no request in flight, is a protocol violation: its request
+// (if any) is answered INTERNAL, the violation is counted and recorded as
+// the connection's fault(), and the supervisor restarts the host.
+//
+// Hung forwards: each request carries its model's execution limit;
+// FindOverrun() reads the host's executor slots (ipc::ExecutorSlot) and
+// names a request that has computed past its limit, so the supervisor can
+// kill the host and fail that request with DEADLINE_EXCEEDED.
+//
 // Thread safety: Submit() from any thread; the done callbacks run on the
-// completion thread (or on the closing thread for Close()). `mu_` guards
-// `pending_` and `closed_`.
+// completion thread (or on the closing thread for Close()); FindOverrun()
+// and fault() from any thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "ipc/arena_allocator.h"
 #include "ipc/channel.h"
 #include "ipc/channel_ends.h"
+#include "server/completion_check.h"
 #include "server/infer_types.h"
 
 namespace es {
@@ -45,25 +61,49 @@ struct TensorParts {
   }
 };
 
+// What the router expects back from one request, and how long it may run.
+struct OutputPlan {
+  uint64_t capacity = 0;               // bytes reserved for all outputs
+  std::vector<DataType> types;         // the model's declared outputs, in order
+  std::chrono::milliseconds max_compute{0};  // 0 = no limit
+};
+
+// A request that has computed past its limit (see FindOverrun).
+struct Overrun {
+  uint64_t request_id = 0;
+  std::string model;
+  std::chrono::milliseconds elapsed{0};
+  std::chrono::milliseconds limit{0};
+};
+
 class HostConnection {
  public:
   // The completion (or nullptr on error) with the arena it points into; the
   // arena region is freed when the callback returns, so copy what you need.
+  // A completion passed here has been checked (completion_check.h).
   using Done = std::function<void(const Status&, const ipc::CompletionDesc*, const uint8_t* arena)>;
 
   static StatusOr<std::unique_ptr<HostConnection>> Create(const std::string& host_name, uint64_t arena_bytes,
                                                           ipc::WaitPolicy wait = {});
   ~HostConnection();
 
-  // Copies the inputs into the arena, reserves `output_capacity` bytes for the
-  // outputs and publishes the request. On error nothing was submitted and
-  // `done` will not be called; on success `done` is called exactly once.
+  // Copies the inputs into the arena, reserves `outputs.capacity` bytes for
+  // the outputs and publishes the request. On error nothing was submitted
+  // and `done` will not be called; on success `done` is called exactly once.
   Status Submit(const std::string& model, int64_t version, const std::vector<TensorParts>& inputs,
-                uint64_t output_capacity, Done done);
+                const OutputPlan& outputs, Done done);
 
   void StartCompletionThread();
-  // Stops the completion thread and fails every in-flight request with `why`.
-  void Close(const Status& why);
+  // Stops the completion thread and fails every in-flight request with
+  // `why`, except those named in `exceptions`, which get their own status.
+  void Close(const Status& why, const std::map<uint64_t, Status>& exceptions = {});
+
+  // A request the host has been computing for longer than its limit, by the
+  // host's executor slots and the steady clock; nullopt if none.
+  std::optional<Overrun> FindOverrun() const;
+  // The first protocol violation seen, or "" while the host behaved.
+  std::string fault() const;
+  uint64_t violations() const { return violations_.load(std::memory_order_relaxed); }
 
   const std::string& host_name() const { return host_name_; }
   ipc::Channel& channel() { return channel_; }
@@ -75,9 +115,13 @@ class HostConnection {
   HostConnection(std::string host_name, ipc::Channel channel, ipc::WaitPolicy wait);
   void CompletionLoop();
   void Finish(const ipc::CompletionDesc& completion);
+  void RecordViolation(const std::string& what);
 
   struct Pending {
-    uint64_t arena_offset;
+    uint64_t arena_offset = 0;
+    std::string model;
+    Reservation reservation;
+    std::chrono::milliseconds max_compute{0};
     Done done;
   };
 
@@ -88,10 +132,12 @@ class HostConnection {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<int> outstanding_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> violations_{0};
   std::thread completion_thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_;  // GUARDED_BY(mu_)
   bool closed_ = false;                            // GUARDED_BY(mu_)
+  std::string fault_;                              // GUARDED_BY(mu_)
 };
 
 }  // namespace es

@@ -26,6 +26,13 @@ std::vector<prometheus::MetricFamily> HostMetrics::Collect() const {
   auto device_reserved = Family("ensemble_host_device_memory_reserved_bytes",
                                 "CUDA memory held by LibTorch's caching allocator; CUDA hosts only.", MetricType::Gauge);
 
+  auto violations = Family("ensemble_host_protocol_violations_total",
+                           "Invalid completions from the model host (each answered INTERNAL; the host is restarted).",
+                           MetricType::Counter);
+  auto hung = Family("ensemble_host_hung_forwards_total",
+                     "Times a request computed past its model's max_compute_ms and the host was killed.",
+                     MetricType::Counter);
+
   for (const HostSupervisor* host : hosts_) {
     const HostFigures f = host->figures();
     const Labels labels = {{"host", host->config().name}};
@@ -37,14 +44,16 @@ std::vector<prometheus::MetricFamily> HostMetrics::Collect() const {
     AddGauge(&arena_capacity, labels, static_cast<double>(f.arena_capacity_bytes));
     AddGauge(&resident, labels, static_cast<double>(f.resident_bytes));
     AddCounter(&cpu, labels, f.cpu_seconds_total);
+    AddCounter(&violations, labels, static_cast<double>(f.protocol_violations));
+    AddCounter(&hung, labels, static_cast<double>(f.hung_forwards));
     if (host->config().device.rfind("cuda", 0) == 0) {
       AddGauge(&device_allocated, with_device, static_cast<double>(f.device_allocated_bytes));
       AddGauge(&device_reserved, with_device, static_cast<double>(f.device_reserved_bytes));
     }
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f : {&up, &restarts, &heartbeat, &arena_used, &arena_capacity, &resident, &cpu, &device_allocated,
-                  &device_reserved}) {
+  for (auto* f : {&up, &restarts, &heartbeat, &arena_used, &arena_capacity, &resident, &cpu, &violations, &hung,
+                  &device_allocated, &device_reserved}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;

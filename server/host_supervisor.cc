@@ -71,13 +71,18 @@ bool HostSupervisor::WaitFirstStart() {
   return first_start_ok_;
 }
 
-void HostSupervisor::Stop(milliseconds grace) {
+void HostSupervisor::RequestStop(milliseconds grace) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_.load()) return;
     stop_grace_ = grace;
     stopping_.store(true);
   }
   cv_.notify_all();
+}
+
+void HostSupervisor::Stop(milliseconds grace) {
+  RequestStop(grace);
   if (monitor_.joinable()) monitor_.join();
 }
 
@@ -115,10 +120,13 @@ HostFigures HostSupervisor::figures() const {
   f.device_allocated_bytes = device_allocated_bytes_.load(std::memory_order_relaxed);
   f.device_reserved_bytes = device_reserved_bytes_.load(std::memory_order_relaxed);
   f.cpu_seconds_total = static_cast<double>(cpu_total_ns_.load(std::memory_order_relaxed)) / 1e9;
+  f.protocol_violations = violations_total_.load(std::memory_order_relaxed);
+  f.hung_forwards = hung_forwards_.load(std::memory_order_relaxed);
   return f;
 }
 
 void HostSupervisor::SampleHost(HostConnection* conn) {
+  violations_total_.store(violations_dead_ + conn->violations(), std::memory_order_relaxed);
   const auto& header = conn->channel().header();
   const uint64_t beat = header.heartbeat.load(std::memory_order_relaxed);
   if (beat != last_beat_) {
@@ -231,11 +239,14 @@ bool HostSupervisor::RunIncarnation() {
   spdlog::info("host '{}' ready (pid {}, device {})", host_.name, pid, host_.device);
   NoteFirstStart(true);
 
-  Watch(conn.get(), pid, pidfd);
+  const std::map<uint64_t, Status> owed = Watch(conn.get(), pid, pidfd);
   Publish(nullptr);  // new requests see UNAVAILABLE from now on
   Reap(pid, pidfd, stopping_.load() ? stop_grace_ : milliseconds(0), conn.get());
   CloseIncarnationFigures();
-  conn->Close(Status::Unavailable("host '" + host_.name + "' went down: " + last_error()));
+  const std::string why = stopping_.load() ? "stopped: the server is shutting down" : "went down: " + last_error();
+  conn->Close(Status::Unavailable("host '" + host_.name + "' " + why), owed);
+  violations_dead_ += conn->violations();
+  violations_total_.store(violations_dead_, std::memory_order_relaxed);
   return true;
 }
 
@@ -249,8 +260,12 @@ Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd) {
     if (state == ipc::HostState::kFailed) return Status::Unavailable(who + " failed to start: " + HostMessage(conn));
     if (stopping_.load()) return Status::Unavailable(who + ": stopped during start-up");
     if (Clock::now() > deadline) {
+      // The host says what it is doing while it starts ("warming up model
+      // 'x'"), so a start-up stuck in one model names it.
+      const std::string doing = HostMessage(conn);
       return Status::Unavailable(who + " did not become ready within " +
-                                 std::to_string(limits_.host_startup_timeout_ms) + " ms");
+                                 std::to_string(limits_.host_startup_timeout_ms) + " ms" +
+                                 (doing.empty() ? "" : " (stuck " + doing + ")"));
     }
     if (WaitExit(pidfd, pid, milliseconds(5))) {
       int st = 0;
@@ -263,17 +278,19 @@ Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd) {
   }
 }
 
-void HostSupervisor::Watch(HostConnection* conn, pid_t pid, int pidfd) {
+std::map<uint64_t, Status> HostSupervisor::Watch(HostConnection* conn, pid_t pid, int pidfd) {
   auto& header = conn->channel().header();
   uint64_t last_beat = header.heartbeat.load(std::memory_order_relaxed);
   auto last_change = Clock::now();
+  std::map<uint64_t, Status> owed;
+  const std::string who = "host '" + host_.name + "' (pid " + std::to_string(pid) + ")";
   while (!stopping_.load()) {
     if (WaitExit(pidfd, pid, kWatchTick)) {
       int st = 0;
       ReapChild(pid, &st);
       pid_.store(0);
-      SetError("host '" + host_.name + "' (pid " + std::to_string(pid) + ") " + DescribeWaitStatus(st));
-      return;
+      SetError(who + " " + DescribeWaitStatus(st));
+      return owed;
     }
     SampleHost(conn);
     const uint64_t beat = header.heartbeat.load(std::memory_order_relaxed);
@@ -282,11 +299,31 @@ void HostSupervisor::Watch(HostConnection* conn, pid_t pid, int pidfd) {
       last_beat = beat;
       last_change = now;
     } else if (now - last_change > milliseconds(limits_.heartbeat_timeout_ms)) {
-      SetError("host '" + host_.name + "' (pid " + std::to_string(pid) + ") is hung: no heartbeat for " +
-               std::to_string(limits_.heartbeat_timeout_ms) + " ms; killing it");
-      return;
+      SetError(who + " is hung: no heartbeat for " + std::to_string(limits_.heartbeat_timeout_ms) +
+               " ms; killing it");
+      return owed;
+    }
+    if (const std::string why = KillReason(conn, pid, &owed); !why.empty()) {
+      SetError(who + " " + why);
+      return owed;
     }
   }
+  return owed;
+}
+
+std::string HostSupervisor::KillReason(HostConnection* conn, pid_t pid, std::map<uint64_t, Status>* owed) {
+  if (const std::string fault = conn->fault(); !fault.empty()) {
+    return "broke the channel protocol (" + fault + "); killing and restarting it";
+  }
+  const std::optional<Overrun> overrun = conn->FindOverrun();
+  if (!overrun) return "";
+  hung_forwards_.fetch_add(1, std::memory_order_relaxed);
+  const std::string limit = std::to_string(overrun->limit.count());
+  (*owed)[overrun->request_id] =
+      Status::DeadlineExceeded("model '" + overrun->model + "': the forward ran past its execution limit of " +
+                               limit + " ms (max_compute_ms); host '" + host_.name + "' was restarted");
+  return "is hung: model '" + overrun->model + "' has been computing one request for " +
+         std::to_string(overrun->elapsed.count()) + " ms, past its max_compute_ms of " + limit + "; killing it";
 }
 
 void HostSupervisor::Reap(pid_t pid, int pidfd, milliseconds grace, HostConnection* conn) {

@@ -5,10 +5,19 @@
 // with it, wait for READY (bounded by host_startup_timeout_ms), publish the
 // connection, then watch the process through a pidfd (death is seen at once)
 // and the heartbeat word (a host silent for heartbeat_timeout_ms is hung and
-// is killed). On death or hang the connection is withdrawn first (new
-// requests see UNAVAILABLE), its in-flight requests fail with UNAVAILABLE,
-// and the host is restarted after a backoff that doubles from 100 ms to 5 s
-// and resets once a host has stayed up for 10 s.
+// is killed). Every watch tick (50 ms) it also asks the connection whether a
+// request has computed past its model's max_compute_ms (a hung forward: the
+// heartbeat thread keeps beating through it) and whether the host broke the
+// channel protocol (an invalid completion); either way the host is killed.
+// On death or hang the connection is withdrawn first (new requests see
+// UNAVAILABLE), its in-flight requests fail with UNAVAILABLE (the request
+// that overran with DEADLINE_EXCEEDED), and the host is restarted after a
+// backoff that doubles from 100 ms to 5 s and resets once a host has stayed
+// up for 10 s.
+//
+// Start-up: the host writes what it is doing (loading or warming up which
+// model) into the channel's host_message, so a start-up that times out names
+// the model it was stuck on.
 //
 // It also keeps the host's figures for /metrics (figures()): the watch loop
 // samples the heartbeat and the host's metrics block of the channel header
@@ -27,6 +36,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,6 +59,8 @@ struct HostFigures {
   uint64_t device_allocated_bytes = 0;
   uint64_t device_reserved_bytes = 0;
   double cpu_seconds_total = 0;      // all incarnations; never decreases
+  uint64_t protocol_violations = 0;  // invalid completions, all incarnations
+  uint64_t hung_forwards = 0;        // kills for a request past max_compute_ms
 };
 
 class HostSupervisor {
@@ -63,6 +75,9 @@ class HostSupervisor {
   // Asks the host to stop, waits up to `grace`, then kills it; fails whatever
   // is still in flight. Idempotent.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // Starts stopping without waiting (Stop() then waits), so that several
+  // hosts' graces run at the same time.
+  void RequestStop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
   // The live connection, or nullptr while the host is down or starting.
   std::shared_ptr<HostConnection> connection() const;
@@ -79,7 +94,11 @@ class HostSupervisor {
   // Returns true if the host had become ready.
   bool RunIncarnation();
   Status WaitReady(HostConnection* conn, pid_t pid, int pidfd);
-  void Watch(HostConnection* conn, pid_t pid, int pidfd);
+  // Watches until the host dies, hangs, misbehaves or we stop; returns the
+  // statuses owed to particular requests (the one that overran).
+  std::map<uint64_t, Status> Watch(HostConnection* conn, pid_t pid, int pidfd);
+  // Why the watched host must be killed now, or "" (monitor thread).
+  std::string KillReason(HostConnection* conn, pid_t pid, std::map<uint64_t, Status>* owed);
   void Reap(pid_t pid, int pidfd, std::chrono::milliseconds grace, HostConnection* conn);
   void SetError(const std::string& error);
   // Wakes WaitFirstStart() once, with the outcome of the first incarnation.
@@ -110,11 +129,14 @@ class HostSupervisor {
   std::atomic<uint64_t> device_allocated_bytes_{0};
   std::atomic<uint64_t> device_reserved_bytes_{0};
   std::atomic<uint64_t> cpu_total_ns_{0};  // dead incarnations + the current one
+  std::atomic<uint64_t> violations_total_{0};  // all incarnations, as last sampled
+  std::atomic<uint64_t> hung_forwards_{0};
   // Monitor thread only.
   uint64_t last_beat_ = 0;
   uint64_t cpu_dead_ns_ = 0;     // CPU time of the incarnations that ended
   uint64_t cpu_sampled_ns_ = 0;  // the current incarnation's last published CPU time
   uint64_t cpu_reaped_ns_ = 0;   // the current incarnation's CPU time from wait4
+  uint64_t violations_dead_ = 0; // protocol violations of the incarnations that ended
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "config/datatype.h"
+#include "common/datatype.h"
 #include "config/model_config.h"
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es {
 

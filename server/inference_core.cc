@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "server/ensemble_combiner.h"
 
 namespace es {
@@ -14,9 +14,9 @@ struct EnsembleCall {
   std::shared_ptr<const InferRequest> request;
   InferDone done;
   std::atomic<int64_t>* load = nullptr;  // the ensemble's in-flight count
-  std::mutex mu;
-  std::vector<InferResponse> results;  // GUARDED_BY(mu), one per member
-  Status error;                        // GUARDED_BY(mu), the first member error
+  Mutex mu;
+  std::vector<InferResponse> results ABSL_GUARDED_BY(mu);  // one per member
+  Status error ABSL_GUARDED_BY(mu);                        // the first member error
   std::atomic<size_t> remaining{0};
 };
 
@@ -134,12 +134,15 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
   call->request = request;
   call->done = std::move(done);
   call->load = load;
-  call->results.resize(members.size());
+  {
+    MutexLock lock(&call->mu);  // not shared yet; the lock keeps the analysis simple
+    call->results.resize(members.size());
+  }
   call->remaining.store(members.size());
   for (size_t m = 0; m < members.size(); ++m) {
     auto on_member = [call, m, name = members[m].model](const Status& status, InferResponse response) {
       {
-        std::lock_guard<std::mutex> lock(call->mu);
+        MutexLock lock(&call->mu);
         if (!status.ok() && call->error.ok()) {
           call->error = Status(status.code(), "ensemble '" + call->request->model->name + "' member '" + name +
                                                   "': " + status.message());
@@ -149,7 +152,7 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
       if (call->remaining.fetch_sub(1) != 1) return;
       // The last member to answer combines; the others have published their
       // results under the mutex, which this thread has since taken.
-      std::lock_guard<std::mutex> lock(call->mu);
+      MutexLock lock(&call->mu);
       call->load->fetch_sub(1);
       if (!call->error.ok()) {
         call->done(call->error, {});

@@ -17,7 +17,7 @@
 
 #include <prometheus/collectable.h>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace prometheus {
 class Exposer;

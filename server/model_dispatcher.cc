@@ -54,10 +54,27 @@ int SlotsOf(const ModelConfig& model, const ServerConfig& config) {
   return std::max(1, slots);
 }
 
+// Input bytes a queued request holds (its payloads live until it is answered).
+int64_t InputBytes(const InferRequest& r) {
+  uint64_t bytes = 0;
+  for (const auto& in : r.inputs) bytes += in.bytes;
+  return static_cast<int64_t>(bytes);
+}
+
+std::vector<DispatchHost> FromSupervisors(const std::vector<HostSupervisor*>& hosts) {
+  std::vector<DispatchHost> out;
+  for (HostSupervisor* h : hosts) out.push_back({h->config().name, [h] { return h->connection(); }});
+  return out;
+}
+
 }  // namespace
 
 ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* config,
                                  std::vector<HostSupervisor*> hosts, ModelStatistics* stats)
+    : ModelDispatcher(model, config, FromSupervisors(hosts), stats) {}
+
+ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* config,
+                                 std::vector<DispatchHost> hosts, ModelStatistics* stats)
     : model_(model),
       config_(config),
       hosts_(std::move(hosts)),
@@ -79,8 +96,8 @@ ModelDispatcher::~ModelDispatcher() {
 }
 
 bool ModelDispatcher::Ready() const {
-  for (HostSupervisor* h : hosts_) {
-    if (h->ready()) return true;
+  for (const DispatchHost& h : hosts_) {
+    if (h.connection() != nullptr) return true;
   }
   return false;
 }
@@ -98,15 +115,25 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
   bool wake_timer = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Refusals are answered below, outside the lock. The byte bound matters
+    // as much as the count: queued requests hold their payloads (up to
+    // max_request_bytes each) until they are answered.
+    const int64_t bytes = InputBytes(*request);
     if (static_cast<int64_t>(queued_) >= cfg.max_queue_size) {
-      // Answered below, outside the lock.
       dropped.push_back({Queued{request, std::move(done), now, 0},
                          Status::ResourceExhausted("model '" + model_->name + "': queue full (" +
                                                    std::to_string(queued_) + " requests waiting, max_queue_size " +
                                                    std::to_string(cfg.max_queue_size) + ")")});
+    } else if (queued_bytes_ + bytes > cfg.max_queue_bytes) {
+      dropped.push_back({Queued{request, std::move(done), now, 0},
+                         Status::ResourceExhausted("model '" + model_->name + "': queue full (" +
+                                                   std::to_string(queued_bytes_) + " bytes waiting + " +
+                                                   std::to_string(bytes) + " of this request > max_queue_bytes " +
+                                                   std::to_string(cfg.max_queue_bytes) + ")")});
     } else {
       const size_t level = static_cast<size_t>(std::clamp(priority, 1, cfg.priority_levels) - 1);
       queued_rows_ += request->batch_rows();
+      queued_bytes_ += bytes;
       queues_[level].push_back(Queued{std::move(request), std::move(done), now, level});
       ++queued_;
       batches = TakeReadyBatchesLocked(now, &dropped);
@@ -142,6 +169,7 @@ void ModelDispatcher::PurgeLocked(Clock::time_point now, Dropped* dropped) {
         continue;
       }
       queued_rows_ -= it->request->batch_rows();
+      queued_bytes_ -= InputBytes(*it->request);
       --queued_;
       dropped->push_back({std::move(*it), std::move(why)});
       it = q.erase(it);
@@ -197,7 +225,10 @@ ModelDispatcher::Batch ModelDispatcher::FormBatchLocked(Clock::time_point now, D
       }
     }
   }
-  for (const auto& q : batch) queued_rows_ -= q.request->batch_rows();
+  for (const auto& q : batch) {
+    queued_rows_ -= q.request->batch_rows();
+    queued_bytes_ -= InputBytes(*q.request);
+  }
   queued_ -= batch.size();
   return batch;
 }
@@ -210,15 +241,24 @@ void ModelDispatcher::DispatchAll(std::vector<Batch> batches, Dropped dropped) {
 
 std::shared_ptr<HostConnection> ModelDispatcher::PickHost(std::string* why_none) const {
   std::shared_ptr<HostConnection> best;
-  for (HostSupervisor* h : hosts_) {
-    auto conn = h->connection();
+  for (const DispatchHost& h : hosts_) {
+    auto conn = h.connection();
     if (!conn) {
-      *why_none += (why_none->empty() ? "" : "; ") + ("host '" + h->config().name + "' is down");
+      *why_none += (why_none->empty() ? "" : "; ") + ("host '" + h.name + "' is down");
       continue;
     }
     if (!best || conn->outstanding() < best->outstanding()) best = std::move(conn);
   }
   return best;
+}
+
+OutputPlan ModelDispatcher::OutputPlanFor(int64_t rows) const {
+  OutputPlan plan;
+  plan.capacity = OutputCapacity(rows);
+  for (const auto& out : model_->outputs) plan.types.push_back(out.datatype);
+  plan.max_compute = std::chrono::milliseconds(model_->max_compute_ms > 0 ? model_->max_compute_ms
+                                                                          : config_->limits.max_compute_ms);
+  return plan;
 }
 
 uint64_t ModelDispatcher::OutputCapacity(int64_t rows) const {
@@ -258,7 +298,7 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
   }
   const auto submitted = Clock::now();
   Status s = conn->Submit(
-      model_->name, model_->LatestVersion(), inputs, OutputCapacity(rows),
+      model_->name, model_->LatestVersion(), inputs, OutputPlanFor(rows),
       [this, batch, dispatched, submitted, attempt](const Status& status, const ipc::CompletionDesc* completion,
                                                     const uint8_t* arena) {
         // The host died with the batch in flight: one more try on a replica.
@@ -378,6 +418,7 @@ void ModelDispatcher::TimerLoop() {
   }
   queued_ = 0;
   queued_rows_ = 0;
+  queued_bytes_ = 0;
   lock.unlock();
   DispatchAll({}, std::move(dropped));
 }

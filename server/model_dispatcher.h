@@ -2,12 +2,13 @@
 // hosts that serve it, batching them when the model's config asks for it.
 //
 // Without dynamic batching each request is sent as it comes. With it,
-// requests wait in a bounded queue per priority level (a full queue answers
-// RESOURCE_EXHAUSTED at once) and leave it in batches: a batch is formed when
-// a host slot is free (per host serving the model: its instances_per_host,
-// at most the host's executors)
-// and either max_batch_size rows are waiting or the oldest request has waited
-// max_queue_delay_us. A batch holds only requests whose non-batch dimensions
+// requests wait in a queue per priority level, bounded by count
+// (max_queue_size) and by bytes of input (max_queue_bytes): a request that
+// would pass either is answered RESOURCE_EXHAUSTED at once, naming the limit.
+// They leave the queue in batches: a batch is formed when a host slot is free
+// (per host serving the model: its instances_per_host, at most the host's
+// executors) and either max_batch_size rows are waiting or the oldest request
+// has waited max_queue_delay_us. A batch holds only requests whose non-batch dimensions
 // agree, takes higher priorities first, FIFO within a level, and is trimmed
 // to the largest preferred size it fills. Requests whose deadline passed or
 // whose client cancelled leave the queue with DEADLINE_EXCEEDED / CANCELLED
@@ -27,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,10 +42,21 @@
 
 namespace es {
 
+// One host serving the model, as the dispatcher sees it: its name (for
+// errors) and its live connection, nullptr while it is down or starting.
+// A HostSupervisor in the server; a test can hand in a HostConnection of its
+// own and play the host on its channel.
+struct DispatchHost {
+  std::string name;
+  std::function<std::shared_ptr<HostConnection>()> connection;
+};
+
 class ModelDispatcher {
  public:
   // `stats` (may be null) receives one RecordExecution per batch computed.
   ModelDispatcher(const ModelConfig* model, const ServerConfig* config, std::vector<HostSupervisor*> hosts,
+                  ModelStatistics* stats);
+  ModelDispatcher(const ModelConfig* model, const ServerConfig* config, std::vector<DispatchHost> hosts,
                   ModelStatistics* stats);
   ~ModelDispatcher();
   ModelDispatcher(const ModelDispatcher&) = delete;
@@ -85,10 +98,12 @@ class ModelDispatcher {
   void TimerLoop();
   std::shared_ptr<HostConnection> PickHost(std::string* why_none) const;
   uint64_t OutputCapacity(int64_t rows) const;
+  // What a batch of `rows` may write back, and for how long it may compute.
+  OutputPlan OutputPlanFor(int64_t rows) const;
 
   const ModelConfig* model_;
   const ServerConfig* config_;
-  const std::vector<HostSupervisor*> hosts_;
+  const std::vector<DispatchHost> hosts_;
   ModelStatistics* const stats_;
   const bool batching_;
   const int slots_;  // batches in flight at once
@@ -99,6 +114,7 @@ class ModelDispatcher {
   std::vector<std::deque<Queued>> queues_;  // GUARDED_BY(mu_), index = priority - 1
   size_t queued_ = 0;                       // GUARDED_BY(mu_), requests
   int64_t queued_rows_ = 0;                 // GUARDED_BY(mu_)
+  int64_t queued_bytes_ = 0;                // GUARDED_BY(mu_), input bytes of the queued requests
   int in_flight_ = 0;                       // GUARDED_BY(mu_), batches
   bool stopping_ = false;                   // GUARDED_BY(mu_)
   // When the timer wakes by itself; max() while it waits for a notify.

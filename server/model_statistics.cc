@@ -1,11 +1,27 @@
 #include "server/model_statistics.h"
 
 #include <chrono>
+#include <limits>
+
+#include "common/checked_math.h"
 
 namespace es {
 namespace {
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
+
+// counter += value, stopping at UINT64_MAX instead of wrapping. For the sums
+// of figures that come from outside the router's own arithmetic (a host's
+// compute_ns is whatever the host wrote; durations and row counts are added
+// up over the server's lifetime): a wrapped sum would report a tiny total.
+// Counters that only ever add 1 cannot reach 2^64 and keep fetch_add.
+void SaturatingAdd(std::atomic<uint64_t>& counter, uint64_t value) {
+  uint64_t old = counter.load(kRelaxed);
+  uint64_t next = 0;
+  do {
+    next = CheckedAdd(old, value).value_or(std::numeric_limits<uint64_t>::max());
+  } while (!counter.compare_exchange_weak(old, next, kRelaxed));
+}
 
 }  // namespace
 
@@ -25,13 +41,13 @@ void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duratio
   ModelCounters& c = *it->second.counters;
   if (ok) {
     c.success_count.fetch_add(1, kRelaxed);
-    c.success_ns.fetch_add(duration_ns, kRelaxed);
-    c.queue_ns.fetch_add(stages.queue_ns, kRelaxed);
-    c.inference_count.fetch_add(rows, kRelaxed);
+    SaturatingAdd(c.success_ns, duration_ns);
+    SaturatingAdd(c.queue_ns, stages.queue_ns);
+    SaturatingAdd(c.inference_count, rows);
     if (it->second.ensemble) RecordExecution(model, static_cast<int64_t>(rows), stages.compute_ns);
   } else {
     c.fail_count.fetch_add(1, kRelaxed);
-    c.fail_ns.fetch_add(duration_ns, kRelaxed);
+    SaturatingAdd(c.fail_ns, duration_ns);
   }
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   c.last_inference_ms.store(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()),
@@ -43,10 +59,10 @@ void ModelStatistics::RecordExecution(const std::string& model, int64_t rows, ui
   if (it == entries_.end()) return;
   ModelCounters& c = *it->second.counters;
   c.execution_count.fetch_add(1, kRelaxed);
-  c.compute_ns.fetch_add(compute_ns, kRelaxed);
+  SaturatingAdd(c.compute_ns, compute_ns);
   if (rows >= 1 && rows <= c.max_batch) {
     c.batches[rows].count.fetch_add(1, kRelaxed);
-    c.batches[rows].compute_ns.fetch_add(compute_ns, kRelaxed);
+    SaturatingAdd(c.batches[rows].compute_ns, compute_ns);
   }
 }
 

@@ -5,6 +5,9 @@
 // execution: one batch), batch_stats (executions per batch size), and the
 // last inference time.
 //
+// Sums (durations, rows, a host's compute time) saturate at UINT64_MAX
+// rather than wrap, so a lying host or a long life cannot make a total small.
+//
 // Thread safety: Record*() are lock-free (relaxed atomics; the counters are
 // independent, a reader may see one a moment ahead of another). The map of
 // models is built in the constructor and read-only afterwards.

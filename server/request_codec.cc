@@ -1,8 +1,14 @@
 #include "server/request_codec.h"
 
+#include <chrono>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
+
+#include "common/checked_math.h"
 
 namespace es {
 namespace {
@@ -21,11 +27,32 @@ bool HasTypedContents(const InferTensorContents& c) {
          c.uint64_contents_size() || c.fp32_contents_size() || c.fp64_contents_size() || c.bytes_contents_size();
 }
 
-// Element count of the typed field that matches `type`, or -1 if the type
-// has no typed field we accept (then any typed contents are an error).
+// A repeated field's elements, read in place as bytes.
 template <typename Repeated>
 const uint8_t* Bytes(const Repeated& r) {
   return reinterpret_cast<const uint8_t*>(r.data());
+}
+
+// The values UINT8, INT8 and INT16 hold (their typed contents travel in the
+// 32-bit uint_contents / int_contents fields).
+std::pair<int64_t, int64_t> NarrowRange(DataType type) {
+  switch (type) {
+    case DataType::kUint8: return {0, std::numeric_limits<uint8_t>::max()};
+    case DataType::kInt8: return {std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max()};
+    default: return {std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()};
+  }
+}
+
+// BOOL tensors are one byte per element, 0 or 1: LibTorch (and the ensembles'
+// combiners) read any other byte as an undefined bool.
+Status CheckBoolBytes(const uint8_t* data, size_t bytes, const std::string& where) {
+  for (size_t i = 0; i < bytes; ++i) {
+    if (data[i] > 1) {
+      return Status::InvalidArgument(where + "BOOL element " + std::to_string(i) + " is byte " +
+                                     std::to_string(data[i]) + "; BOOL elements must be 0 or 1");
+    }
+  }
+  return Status::Ok();
 }
 
 // Points `input` at the typed contents, converting (into request scratch)
@@ -45,11 +72,20 @@ Status ReadTyped(const InferTensorContents& c, const std::string& where, InferRe
       const bool is_unsigned = input->datatype == DataType::kUint8;
       count = is_unsigned ? c.uint_contents_size() : c.int_contents_size();
       if (count != expected) break;
+      // The protobuf fields are 32 bits wide; a value the tensor's type cannot
+      // hold is the client's mistake, not something to truncate silently.
+      const auto [lo, hi] = NarrowRange(input->datatype);
       auto buf = std::make_unique<std::string>(input->bytes, '\0');
       const size_t width = DataTypeSize(input->datatype);
       for (size_t i = 0; i < count; ++i) {
         const int64_t v = is_unsigned ? int64_t{c.uint_contents(static_cast<int>(i))}
                                       : int64_t{c.int_contents(static_cast<int>(i))};
+        if (v < lo || v > hi) {
+          return Status::InvalidArgument(where + "typed element " + std::to_string(i) + " (value " +
+                                         std::to_string(v) + ") is out of range for " +
+                                         DataTypeName(input->datatype) + " [" + std::to_string(lo) + ", " +
+                                         std::to_string(hi) + "]");
+        }
         std::memcpy(buf->data() + i * width, &v, width);  // little-endian low bytes
       }
       input->data = reinterpret_cast<const uint8_t*>(buf->data());
@@ -90,6 +126,16 @@ Status CheckShape(const ModelConfig& model, const TensorSpec& spec, const std::v
   return Status::Ok();
 }
 
+// now + `micros`, saturating at time_point::max() (no deadline) instead of
+// overflowing: the clock counts nanoseconds, so INT64_MAX µs does not fit.
+std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::steady_clock::time_point now, int64_t micros) {
+  using std::chrono::steady_clock;
+  const auto headroom =
+      std::chrono::duration_cast<std::chrono::microseconds>(steady_clock::time_point::max() - now).count();
+  if (micros >= headroom) return steady_clock::time_point::max();
+  return now + std::chrono::duration_cast<steady_clock::duration>(std::chrono::microseconds(micros));
+}
+
 Status ReadParameters(const ModelInferRequest& proto, InferRequest* request) {
   const ModelConfig& model = *request->model;
   for (const auto& [key, value] : proto.parameters()) {
@@ -116,8 +162,8 @@ Status ReadParameters(const ModelInferRequest& proto, InferRequest* request) {
         return Status::InvalidArgument("model '" + model.name + "': parameter 'timeout' must be an int64 >= 0 (µs)");
       }
       if (value.int64_param() > 0) {
-        request->deadline = std::min(request->deadline, std::chrono::steady_clock::now() +
-                                                            std::chrono::microseconds(value.int64_param()));
+        request->deadline =
+            std::min(request->deadline, DeadlineAfter(std::chrono::steady_clock::now(), value.int64_param()));
       }
     }
     // Other parameters (e.g. Triton's sequence or priority keys) are ignored, as Triton does.
@@ -135,9 +181,16 @@ Status CheckRequestedOutputs(const ModelInferRequest& proto, InferRequest* reque
       for (const auto& o : model.outputs) known.insert(m.model + "." + o.name);
     }
   }
+  std::set<std::string> requested;
   for (const auto& out : proto.outputs()) {
     if (!known.count(out.name())) {
       return Status::InvalidArgument("model '" + model.name + "' has no output named '" + out.name() + "'");
+    }
+    // Each answer output is moved out once; a second request for it would
+    // find an empty tensor (and KServe gives it no meaning).
+    if (!requested.insert(out.name()).second) {
+      return Status::InvalidArgument("model '" + model.name + "': output '" + out.name() +
+                                     "' requested more than once");
     }
     request->requested_outputs.push_back(out.name());
   }
@@ -202,15 +255,21 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
     input.datatype = *type;
     input.shape.assign(in.shape().begin(), in.shape().end());
     ES_RETURN_IF_ERROR(CheckShape(*model, spec, input.shape, where));
-    uint64_t elements = 1;
-    for (int64_t d : input.shape) elements *= static_cast<uint64_t>(d);
-    input.bytes = elements * DataTypeSize(*type);
-    total_bytes += input.bytes;
-    if (total_bytes > static_cast<uint64_t>(config.limits.max_request_bytes)) {
+    // Checked: two variable dims of 2^32 wrap an unchecked product to 0,
+    // which an empty payload would then "match".
+    const std::optional<uint64_t> tensor_bytes = TensorBytes(input.shape, DataTypeSize(*type));
+    if (!tensor_bytes) {
+      return Status::InvalidArgument(where + "the size of shape " + ShapeString(input.shape) + " of " +
+                                     DataTypeName(*type) + " overflows 64 bits");
+    }
+    input.bytes = *tensor_bytes;
+    const std::optional<uint64_t> sum = CheckedAdd(total_bytes, input.bytes);
+    if (!sum || *sum > static_cast<uint64_t>(config.limits.max_request_bytes)) {
       return Status::ResourceExhausted("model '" + model->name + "': request of at least " +
-                                       std::to_string(total_bytes) + " bytes exceeds the limit of " +
+                                       std::to_string(sum ? *sum : input.bytes) + " bytes exceeds the limit of " +
                                        std::to_string(config.limits.max_request_bytes) + " bytes");
     }
+    total_bytes = *sum;
     const bool typed = in.has_contents() && HasTypedContents(in.contents());
     if (raw && typed) {
       return Status::InvalidArgument(where + "both raw_input_contents and typed contents given; use one");
@@ -223,6 +282,7 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
                                        DataTypeName(*type) + " needs " + std::to_string(input.bytes));
       }
       input.data = reinterpret_cast<const uint8_t*>(bytes.data());
+      if (*type == DataType::kBool) ES_RETURN_IF_ERROR(CheckBoolBytes(input.data, input.bytes, where));
     } else {
       ES_RETURN_IF_ERROR(ReadTyped(in.contents(), where, request.get(), &input));
     }

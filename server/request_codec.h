@@ -2,11 +2,13 @@
 //
 // DecodeInferRequest() is where bad input stops: it checks the model and
 // version exist (NOT_FOUND), that the inputs match the config by name, count,
-// datatype and shape, that each tensor's bytes agree with its shape, that raw
-// and typed contents are not mixed, that requested outputs exist
+// datatype and shape, that each shape's byte size fits 64 bits (every product
+// is overflow-checked) and agrees with the tensor's bytes, that raw and typed
+// contents are not mixed, that typed UINT8/INT8/INT16 values fit their type
+// and BOOL bytes are 0 or 1, that requested outputs exist and are named once
 // (INVALID_ARGUMENT), and that the request fits the size limit
-// (RESOURCE_EXHAUSTED). Every message names the model and the tensor.
-// Nothing after it has to distrust the request.
+// (RESOURCE_EXHAUSTED). Every message names the model and the tensor (and the
+// element, for a bad value). Nothing after it has to distrust the request.
 //
 // The decoded request borrows the bytes of `proto` (raw contents, or typed
 // contents read in place when their layout already is the tensor's); `proto`
@@ -16,7 +18,9 @@
 //   return_member_outputs (bool) : ensembles also return "<member>.<output>"
 //   return_uncertainty (bool)    : ensembles also return "entropy" and
 //                                  "disagreement", FP32 [batch]
-//   timeout (int64, µs)          : a deadline, as Triton's `timeout` parameter
+//   timeout (int64, µs)          : a deadline, as Triton's `timeout` parameter;
+//                                  0 = none, values past the clock's range
+//                                  (e.g. INT64_MAX) clamp to none
 //   priority (int64)             : batched models: 1 (highest) .. priority_levels;
 //                                  0 or absent = the model's default_priority
 #pragma once

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "server/metrics_families.h"
 
 namespace es {

@@ -3,6 +3,7 @@
 #include <climits>
 #include <filesystem>
 
+#include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
 #include "model_host/launcher.h"
@@ -39,15 +40,20 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
 Router::~Router() { Shutdown(); }
 
 Status Router::StartHosts(const RouterOptions& options) {
-  std::string binary = options.host_binary.empty() ? ExecutableDir() + "/ensemble-model-host" : options.host_binary;
-  if (!std::filesystem::exists(binary)) {
-    return Status::FailedPrecondition("model host binary not found: " + binary);
+  const std::string default_binary =
+      options.host_binary.empty() ? ExecutableDir() + "/ensemble-model-host" : options.host_binary;
+  for (const HostConfig& host : config_.hosts) {
+    const std::string& binary = host.binary.empty() ? default_binary : host.binary;
+    if (!std::filesystem::exists(binary)) {
+      return Status::FailedPrecondition("host '" + host.name + "': model host binary not found: " + binary);
+    }
   }
   // Hosts re-read the config; give them a path that works from any cwd.
   const std::string config_path = std::filesystem::absolute(options.config_path).string();
   std::map<std::string, HostSupervisor*> by_name;
   for (const HostConfig& host : config_.hosts) {
-    hosts_.push_back(std::make_unique<HostSupervisor>(host, config_.limits, config_path, binary));
+    hosts_.push_back(std::make_unique<HostSupervisor>(host, config_.limits, config_path,
+                                                      host.binary.empty() ? default_binary : host.binary));
     by_name[host.name] = hosts_.back().get();
   }
   for (auto& h : hosts_) h->Start();  // all hosts load their models in parallel
@@ -88,6 +94,50 @@ Status Router::StartGrpc(const RouterOptions& options) {
   const int64_t max_message = std::min<int64_t>(INT_MAX, config_.limits.max_request_bytes * 2 + (1 << 20));
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   builder.SetMaxSendMessageSize(INT_MAX);
+  // What clients can make gRPC itself hold (the defaults and why they are
+  // what they are: config/server_config.h, docs/configuration.md). The
+  // router's own holdings are bounded by limits.max_inflight_calls (see
+  // KServeService).
+  const Limits& limits = config_.limits;
+  const auto clamp_int = [](int64_t v) { return static_cast<int>(std::min<int64_t>(v, INT_MAX)); };
+  // gRPC's buffers (reads, writes, per-connection and per-call state) across
+  // all connections: under pressure gRPC shrinks its read buffers and stops
+  // taking new work instead of growing without bound. Default 2 GiB: room
+  // for a few dozen max_request_bytes (64 MiB) requests being read at once,
+  // well under the memory of a machine that serves models.
+  grpc::ResourceQuota quota("ensemble-serve");
+  quota.Resize(static_cast<size_t>(limits.grpc_memory_quota_bytes));
+  builder.SetResourceQuota(quota);
+  // Calls one connection may have open at once; more wait in the client.
+  // Default 256: more than one client's useful concurrency (gRPC's own
+  // default is unbounded), and a 16th of max_inflight_calls (4096), so one
+  // connection cannot take every place for itself.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, clamp_int(limits.grpc_max_concurrent_streams));
+  // Keepalive: the server pings a connection idle this long and closes it if
+  // the ping is not answered in the timeout, so a vanished peer (host gone,
+  // cable pulled, half-open TCP) does not keep its calls and buffers forever.
+  // Defaults 60 s and 20 s: a dead peer is found within 80 s for one small
+  // ping a minute per idle connection (gRPC's default is 2 hours).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, clamp_int(limits.grpc_keepalive_time_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, clamp_int(limits.grpc_keepalive_timeout_ms));
+  // The server's keepalive pings also go to connections without calls (the
+  // ones most likely to be dead), and without a cap on pings between data.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Clients' own keepalive pings are welcome every 10 s or slower, with or
+  // without calls (10 s is the smallest keepalive gRPC's clients allow;
+  // gRPC's default of 5 minutes makes a client pinging every 30 s get a
+  // GOAWAY "too_many_pings"); faster pings are strikes, and the default two
+  // strikes close the connection, so pings cannot be used to keep it busy.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  // Off by default (0): clients keep their connections. When set, each
+  // connection gets a GOAWAY at that age (gRPC adds +-10% jitter) and its
+  // calls get the grace to finish; useful behind load balancers.
+  if (limits.grpc_max_connection_age_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, clamp_int(limits.grpc_max_connection_age_ms));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               clamp_int(limits.grpc_max_connection_age_grace_ms));
+  }
   builder.RegisterService(kserve_.get());
   builder.RegisterService(health_.get());
   server_ = builder.BuildAndStart();
@@ -103,15 +153,24 @@ void Router::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (kserve_) kserve_->SetAcceptingRequests(false);
+  bool drained = true;
   if (server_) {
     // New calls are refused from here on; wait for the ones in flight, then
     // close. gRPC's own Shutdown(deadline) would also wait for idle client
     // connections to go away, which can take the whole drain timeout.
     const auto drain = std::chrono::milliseconds(config_.limits.drain_timeout_ms);
     spdlog::info("draining: finishing in-flight calls (at most {} ms)", drain.count());
-    if (!kserve_->WaitForInFlight(std::chrono::steady_clock::now() + drain)) {
-      spdlog::warn("drain timeout: cancelling the calls still in flight");
-    }
+    drained = kserve_->WaitForInFlight(std::chrono::steady_clock::now() + drain);
+  }
+  if (!drained) {
+    // gRPC's Shutdown waits for every call's handler to finish, and a call
+    // whose forward hangs finishes only when its host is gone: stop the
+    // hosts first (each gets its grace, then SIGKILL), which answers every
+    // call still in flight with UNAVAILABLE.
+    spdlog::warn("drain timeout: stopping the hosts and failing the calls still in flight");
+    StopHosts();
+  }
+  if (server_) {
     // A short grace, not the drain timeout: calls gRPC accepted just now
     // still reach the handler and get its UNAVAILABLE ("shutting down")
     // instead of a bare CANCELLED; the grace bounds the wait for idle
@@ -119,9 +178,16 @@ void Router::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
     server_->Wait();
   }
+  StopHosts();
+  metrics_.reset();  // scrapes were answered through the drain; now the endpoint goes
+}
+
+void Router::StopHosts() {
+  if (hosts_stopped_) return;
+  hosts_stopped_ = true;
+  for (auto& h : hosts_) h->RequestStop();  // all at once: each grace runs in parallel
   for (auto& h : hosts_) h->Stop();
   if (!hosts_.empty()) spdlog::info("all hosts stopped");
-  metrics_.reset();  // scrapes were answered through the drain; now the endpoint goes
 }
 
 }  // namespace es

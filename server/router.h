@@ -5,7 +5,10 @@
 // Start() refuses to return a router unless every host became ready, so a
 // server that prints its port is a server that can answer. Shutdown() drains:
 // readiness goes false, new calls are refused, in-flight calls finish (bounded
-// by the drain timeout), then the hosts are stopped and reaped. Memfd
+// by the drain timeout), then the hosts are stopped and reaped. If the drain
+// timed out (a forward that never returns), the hosts are stopped first, so
+// the calls they held are answered and gRPC's shutdown can complete: the
+// whole takes at most the drain timeout plus each host's stop grace. Memfd
 // channels leave nothing behind in /dev/shm.
 //
 // Metrics: unless turned off, a MetricsEndpoint serves /metrics (request
@@ -60,6 +63,8 @@ class Router {
   Status StartHosts(const RouterOptions& options);
   Status StartMetrics(const RouterOptions& options);
   Status StartGrpc(const RouterOptions& options);
+  // Stops every host (idempotent): their in-flight calls fail.
+  void StopHosts();
 
   ServerConfig config_;
   std::vector<std::unique_ptr<HostSupervisor>> hosts_;
@@ -74,6 +79,7 @@ class Router {
   std::string listen_address_;
   int grpc_port_ = 0;
   bool shut_down_ = false;
+  bool hosts_stopped_ = false;
 };
 
 }  // namespace es

@@ -10,7 +10,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "proto/grpc_process.h"
+#include "common/command_line.h"
+#include "common/grpc_process.h"
 #include "server/router.h"
 
 namespace {
@@ -52,12 +53,11 @@ int main(int argc, char** argv) {
   app.add_option("--http-port", http_port, "HTTP port (default 8000; accepted, not served yet)")->check(CLI::Range(0, 65535));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: config, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return e.get_exit_code() == 0 ? 0 : 2;
-  }
+  app.add_option("--host-binary", options.host_binary,
+                 "the model-host program for hosts without their own `binary:` (default: ensemble-model-host "
+                 "beside this binary)")
+      ->check(CLI::ExistingFile);
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-server")) return *exit_code;
   if (grpc_port >= 0) options.grpc_port = grpc_port;
   if (metrics_port >= 0) options.metrics_port = metrics_port;
   options.metrics = !no_metrics;

@@ -31,7 +31,7 @@
 #include "model_host/cuda/cuda_check.h"
 #include "model_host/cuda/host_registration.h"
 #include "model_host/cuda/pinned_buffer.h"
-#include "config/command_line.h"
+#include "common/command_line.h"
 
 namespace {
 

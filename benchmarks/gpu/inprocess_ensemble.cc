@@ -30,7 +30,7 @@
 #include "model_host/blas_kernels.h"
 #include "config/server_config.h"
 #include "model_host/device_setup.h"
-#include "config/command_line.h"
+#include "common/command_line.h"
 
 namespace {
 

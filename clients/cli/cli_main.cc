@@ -15,7 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "clients/cli/commands.h"
-#include "config/command_line.h"
+#include "common/command_line.h"
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);

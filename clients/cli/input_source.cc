@@ -1,5 +1,6 @@
 #include "clients/cli/input_source.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clients/tensor.h"
+#include "common/checked_math.h"
 
 namespace es::cli {
 namespace {
@@ -168,8 +170,12 @@ double ElementAsDouble(const std::string& datatype, const std::string& bytes, si
 std::optional<NpyArray> ReadNpy(const std::string& path, std::string* error) {
   std::string data;
   if (!ReadFile(path, &data, error)) return std::nullopt;
+  return ParseNpy(data, path, error);
+}
+
+std::optional<NpyArray> ParseNpy(const std::string& data, const std::string& name, std::string* error) {
   auto bad = [&](const std::string& why) {
-    *error = path + ": not a usable .npy file: " + why;
+    *error = name + ": not a usable .npy file: " + why;
     return std::nullopt;
   };
   if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0) return bad("no NUMPY magic");
@@ -213,8 +219,16 @@ std::optional<NpyArray> ReadNpy(const std::string& path, std::string* error) {
   std::stringstream dims(shape.substr(1, shape.size() - 2));
   std::string dim;
   while (std::getline(dims, dim, ',')) {
-    if (dim.find_first_not_of(' ') == std::string::npos) continue;
-    a.shape.push_back(std::stoll(dim));
+    const size_t first = dim.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    const size_t last = dim.find_last_not_of(' ');
+    // from_chars, not stoll: no exception, no sign or junk accepted.
+    int64_t value = -1;
+    const char* begin = dim.data() + first;
+    const char* end = dim.data() + last + 1;
+    const auto [ptr, ec] = std::from_chars(begin, end, value);
+    if (ec != std::errc() || ptr != end || value < 0) return bad("shape " + shape + " has a bad dimension");
+    a.shape.push_back(value);
   }
   if (a.descr.size() < 3 || (a.descr[0] == '>' && a.descr.substr(2) != "1")) {
     return bad("dtype '" + a.descr + "' (little-endian numbers only)");
@@ -227,15 +241,16 @@ std::optional<NpyArray> ReadNpy(const std::string& path, std::string* error) {
     if (a.descr.substr(1) == code) datatype = name;
   }
   if (datatype.empty()) return bad("dtype '" + a.descr + "' is not supported");
-  int64_t count = 1;
-  for (int64_t d : a.shape) count *= d;
   const size_t element = es::client::DatatypeSize(datatype);
+  const std::optional<uint64_t> count = es::ElementCount(a.shape);
+  const std::optional<uint64_t> bytes = es::TensorBytes(a.shape, element);
+  if (!count || !bytes) return bad("shape " + ShapeText(a.shape) + " is too large");
   const std::string payload = data.substr(offset + header_len);
-  if (payload.size() != static_cast<size_t>(count) * element) {
+  if (payload.size() != *bytes) {
     return bad(std::to_string(payload.size()) + " data bytes, shape " + ShapeText(a.shape) + " needs " +
-               std::to_string(static_cast<size_t>(count) * element));
+               std::to_string(*bytes));
   }
-  a.values.resize(static_cast<size_t>(count));
+  a.values.resize(static_cast<size_t>(*count));
   for (size_t i = 0; i < a.values.size(); ++i) a.values[i] = ElementAsDouble(datatype, payload, i);
   return a;
 }

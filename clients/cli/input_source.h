@@ -42,6 +42,9 @@ struct NpyArray {
   std::vector<double> values;
 };
 std::optional<NpyArray> ReadNpy(const std::string& path, std::string* error);
+// The same on the file's bytes (`name` only labels errors): no I/O, so the
+// fuzzer (tests/fuzz) and tests can feed it any buffer.
+std::optional<NpyArray> ParseNpy(const std::string& data, const std::string& name, std::string* error);
 // Writes float32 data as an .npy v1 file (tests, examples).
 bool WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values,
                      std::string* error);

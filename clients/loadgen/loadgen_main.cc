@@ -2,7 +2,8 @@
 // rates against any KServe v2 gRPC server; see docs/loadgen.md.
 //
 // Exit codes: 0 ok; 1 runtime failure (server unreachable, the model rejects
-// the request, a step where nothing succeeded, a file not written);
+// the request, a step where nothing succeeded, the server lost during the run
+// (what succeeded before is still reported), a file not written);
 // 2 usage error; 130 interrupted (SIGINT/SIGTERM; the files hold the steps
 // finished before it).
 #include <signal.h>
@@ -14,7 +15,7 @@
 #include <iostream>
 #include <string>
 
-#include "proto/grpc_process.h"
+#include "common/grpc_process.h"
 #include "clients/client.h"
 #include "clients/loadgen/engine.h"
 #include "clients/loadgen/measure.h"
@@ -149,6 +150,8 @@ int Run(const Options& o, const std::string& command) {
   report.max_windows = o.max_windows;
   report.stable_windows = o.stable_windows;
   report.stability = o.stability;
+  report.hung_ms = o.hung_ms;
+  report.soak_s = o.soak_s;
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < o.channels; ++i) {
@@ -158,7 +161,11 @@ int Run(const Options& o, const std::string& command) {
                   o.server);
     }
   }
-  es::loadgen::LoadEngine engine(channels, o.threads, kInferMethod, std::chrono::milliseconds(o.timeout_ms));
+  es::loadgen::EngineSettings engine_settings;
+  engine_settings.timeout = std::chrono::milliseconds(o.timeout_ms);
+  engine_settings.hung = std::chrono::milliseconds(o.hung_ms);
+  engine_settings.max_connection_failures = o.max_connection_failures;
+  es::loadgen::LoadEngine engine(channels, o.threads, kInferMethod, engine_settings);
 
   const bool interactive = !o.quiet && ::isatty(STDERR_FILENO);
   Progress progress(interactive);
@@ -209,10 +216,12 @@ int Run(const Options& o, const std::string& command) {
   settings.max_windows = o.max_windows;
   settings.stable_windows = o.stable_windows;
   settings.stability = o.stability;
+  settings.run_s = o.soak_s;
   const auto on_progress = [&](const std::string& line) { progress.Show(line); };
 
   const auto counters_before = es::loadgen::ReadServerCounters(*client, o.model, o.model_version);
-  const uint64_t ok_before = engine.total_ok(), failed_before = engine.total_failed();
+  const uint64_t sent_before = engine.total_sent(), ok_before = engine.total_ok();
+  const uint64_t failed_before = engine.total_failed();
   std::string nothing_succeeded;
   const size_t steps = report.open_loop ? o.rates.size() : o.concurrency.size();
   for (size_t i = 0; i < steps && !g_interrupted.load(); ++i) {
@@ -226,23 +235,36 @@ int Run(const Options& o, const std::string& command) {
     plan.max_inflight = o.max_inflight;
     plan.seed = o.seed + static_cast<uint32_t>(i);
     auto step = es::loadgen::RunStep(engine, *client, plan, main_request.bytes, settings, on_progress, &g_interrupted);
-    if (step.windows == 0 || g_interrupted.load()) break;  // an interrupted step is not reported
+    // An interrupted step is not reported, except a soak's: its windows are
+    // what the run is for.
+    if (step.windows == 0 || (g_interrupted.load() && !step.soak)) break;
     say(es::loadgen::TableRow(step));
+    const std::string lost = step.lost_server;
     if (step.ok == 0 && nothing_succeeded.empty()) {
       nothing_succeeded = "no request succeeded at " + (step.open_loop ? "rate " + std::to_string(static_cast<long long>(step.rate)) + "/s"
                                                                         : "concurrency " + std::to_string(step.concurrency));
     }
     report.steps.push_back(std::move(step));
+    if (!lost.empty()) {  // the server is gone: no further step, report what succeeded
+      const std::string at = report.open_loop ? "rate " + std::to_string(static_cast<long long>(o.rates[i])) + "/s"
+                                              : "concurrency " + std::to_string(o.concurrency[i]);
+      report.lost_server = lost + " (at " + at + ")";
+      break;
+    }
   }
+  report.client_sent = engine.total_sent() - sent_before;
   report.client_ok = engine.total_ok() - ok_before;
   report.client_failed = engine.total_failed() - failed_before;
+  report.client_hung = engine.total_hung();
+  report.client_unanswered = engine.total_unanswered();
+  for (const auto& [code, count] : engine.total_errors()) report.client_errors[es::client::CodeName(code)] += count;
   const auto counters_after = es::loadgen::ReadServerCounters(*client, o.model, o.model_version);
   if (counters_before && counters_after) {
     report.server_success_delta = counters_after->success_count - counters_before->success_count;
     report.server_fail_delta = counters_after->fail_count - counters_before->fail_count;
   }
 
-  if (!ceiling_model.empty() && !ceiling_is_this_run && !g_interrupted.load()) {
+  if (!ceiling_model.empty() && !ceiling_is_this_run && !g_interrupted.load() && report.lost_server.empty()) {
     es::loadgen::LoadPlan plan;
     plan.concurrency = o.ceiling_concurrency;
     plan.seed = o.seed;
@@ -271,6 +293,10 @@ int Run(const Options& o, const std::string& command) {
     }
   }
   if (report.interrupted) return 130;
+  if (!report.lost_server.empty()) {
+    return Fail("lost the server " + o.server + ": " + report.lost_server + "; " + std::to_string(report.client_ok) +
+                " requests had succeeded before");
+  }
   if (!nothing_succeeded.empty()) return Fail(nothing_succeeded);
   return exit_code;
 }

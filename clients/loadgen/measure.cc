@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 namespace es::loadgen {
@@ -13,10 +14,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Sleeps `seconds`, in short slices so that an interrupt is seen quickly.
-void SleepFor(double seconds, const std::atomic<bool>* interrupted) {
+// Sleeps `seconds`, in short slices so that an interrupt (or the engine
+// losing the server) is seen quickly.
+void SleepFor(double seconds, const std::function<bool()>& stop) {
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  while (!(interrupted && interrupted->load())) {
+  while (!stop()) {
     const auto now = Clock::now();
     if (now >= until) return;
     std::this_thread::sleep_for(std::min<Clock::duration>(until - now, std::chrono::milliseconds(50)));
@@ -115,6 +117,31 @@ LatencySummary Summarize(std::vector<int64_t>& ns) {
   return s;
 }
 
+int LatencyBucket(int64_t ns) {
+  const double us = std::max(1.0, static_cast<double>(ns) / 1000.0);
+  return static_cast<int>(std::floor(std::log2(us) * 16.0));
+}
+
+double BucketUpperUs(int bucket) { return std::exp2(static_cast<double>(bucket + 1) / 16.0); }
+
+WindowStats MakeWindow(const Sample& sample, std::vector<int64_t> latencies_ns) {
+  WindowStats w;
+  w.seconds = Seconds(sample.elapsed);
+  w.start_unix_s = std::chrono::duration<double>(sample.end_wall.time_since_epoch()).count() - w.seconds;
+  w.sent = sample.sent;
+  w.ok = latencies_ns.size();
+  w.failed = sample.failed();
+  w.hung = sample.hung;
+  w.unanswered = sample.unanswered;
+  for (const auto& [code, count] : sample.errors) w.errors[es::client::CodeName(code)] += count;
+  for (int64_t ns : latencies_ns) ++w.histogram[LatencyBucket(ns)];
+  const LatencySummary l = Summarize(latencies_ns);
+  w.p50_us = l.p50_us;
+  w.p99_us = l.p99_us;
+  w.max_us = l.max_us;
+  return w;
+}
+
 bool LastAgree(const std::vector<double>& values, int n, double tolerance) {
   if (n <= 0 || values.size() < static_cast<size_t>(n)) return false;
   const auto first = values.end() - n;
@@ -133,35 +160,75 @@ StepResult RunStep(LoadEngine& engine, const es::client::Client& stats_client, c
   result.rate = plan.rate;
   const std::string label = result.open_loop ? Format("rate %.6g/s", plan.rate, 0) : Format("concurrency %.0f", plan.concurrency, 0);
 
+  result.soak = settings.run_s > 0;
+  const auto stop = [&] { return (interrupted && interrupted->load()) || engine.lost_server(); };
   engine.Start(plan, request_bytes);
   if (progress) progress(label + ": warm-up");
-  SleepFor(settings.warmup_s, interrupted);
+  SleepFor(settings.warmup_s, stop);
   engine.TakeSample();  // the warm-up, and whatever the previous step left
 
   std::vector<std::optional<ServerCounters>> counters{ReadServerCounters(stats_client, settings.model, settings.version)};
   std::vector<double> cpu{ProcessCpuSeconds()};
   std::vector<Sample> samples;
-  while (result.windows < settings.max_windows && !(interrupted && interrupted->load())) {
-    SleepFor(settings.duration_s, interrupted);
+  const auto soak_end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings.run_s));
+  const int max_windows =
+      result.soak ? static_cast<int>(std::ceil(settings.run_s / settings.duration_s - 1e-9)) : settings.max_windows;
+  // A server lost during the warm-up still gets its (short) window: what
+  // succeeded is reported.
+  bool lost_in_warmup = engine.lost_server();
+  while (result.windows < max_windows && (lost_in_warmup || !stop())) {
+    lost_in_warmup = false;
+    double window_s = settings.duration_s;
+    if (result.soak) window_s = std::min(window_s, std::chrono::duration<double>(soak_end - Clock::now()).count());
+    SleepFor(window_s, stop);
     Sample s = engine.TakeSample();
+    result.timeline.push_back(MakeWindow(s, s.latencies_ns));
     cpu.push_back(ProcessCpuSeconds());
-    counters.push_back(ReadServerCounters(stats_client, settings.model, settings.version));
+    // A soak reads the server's counters at its two ends only: a stalled
+    // server must not stretch every window by the statistics call's deadline.
+    counters.push_back(result.soak ? std::nullopt : ReadServerCounters(stats_client, settings.model, settings.version));
     const double rps = static_cast<double>(s.ok()) / std::max(1e-9, Seconds(s.elapsed));
     result.window_rps.push_back(rps);
     samples.push_back(std::move(s));
     ++result.windows;
     result.stable = LastAgree(result.window_rps, settings.stable_windows, settings.stability);
     if (progress) {
-      progress(label + ": window " + std::to_string(result.windows) + "/" + std::to_string(settings.max_windows) +
+      progress(label + ": window " + std::to_string(result.windows) + "/" + std::to_string(max_windows) +
                Format(", %.1f req/s, in flight %.0f", rps, static_cast<double>(engine.in_flight())) +
                (result.stable ? ", stable" : ""));
     }
-    if (result.stable) break;
+    if (result.stable && !result.soak) break;
   }
   engine.Stop();
+  if (engine.lost_server()) result.lost_server = engine.lost_server_reason();
+  if (result.soak && !samples.empty()) {
+    counters.back() = ReadServerCounters(stats_client, settings.model, settings.version);
+  }
+  if ((result.soak || !result.lost_server.empty()) && !samples.empty()) {
+    // What completed while stopping (unanswered calls among it) belongs to
+    // the last window: a soak, or a step that lost the server, must not lose
+    // the calls that ended it. (A sweep's steps leave them to the totals.)
+    Sample rest = engine.TakeSample();
+    {
+      const WindowStats tail = MakeWindow(rest, rest.latencies_ns);
+      auto& last = result.timeline.back();
+      last.sent += tail.sent;
+      last.ok += tail.ok;
+      last.failed += tail.failed;
+      last.hung += tail.hung;
+      last.unanswered += tail.unanswered;
+      for (const auto& [code, count] : tail.errors) last.errors[code] += count;
+      for (const auto& [bucket, count] : tail.histogram) last.histogram[bucket] += count;
+      rest.elapsed = {};  // the window's length stays the measured one
+      samples.back().Merge(std::move(rest));
+    }
+  }
   if (samples.empty()) return result;
 
-  const int n = std::min<int>(settings.stable_windows, static_cast<int>(samples.size()));
+  const int n = result.soak || !result.lost_server.empty()
+                    ? static_cast<int>(samples.size())
+                    : std::min<int>(settings.stable_windows, static_cast<int>(samples.size()));
   result.merged_windows = n;
   Sample merged;
   for (size_t i = samples.size() - static_cast<size_t>(n); i < samples.size(); ++i) merged.Merge(std::move(samples[i]));
@@ -171,6 +238,8 @@ StepResult RunStep(LoadEngine& engine, const es::client::Client& stats_client, c
   result.sent = merged.sent;
   result.ok = merged.ok();
   result.failed = merged.failed();
+  result.hung = merged.hung;
+  result.unanswered = merged.unanswered;
   result.skipped = merged.skipped;
   for (const auto& [code, count] : merged.errors) result.errors[es::client::CodeName(code)] += count;
   const double secs = std::max(1e-9, result.seconds);

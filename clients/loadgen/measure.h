@@ -2,6 +2,13 @@
 // `stable_windows` agree on throughput (max <= min * (1 + stability)), or
 // `max_windows` were measured. The step's figures are those of its last
 // `stable_windows` windows (fewer if fewer were measured), merged.
+// A soak step (StepSettings::run_s > 0) instead measures windows for run_s
+// seconds whatever they show, and its figures are every window merged.
+// Either way every window is kept in the step's timeline (wall-clock start,
+// counts, percentiles and a latency histogram), so that a run can be cut by
+// time afterwards (benchmarks/run_chaos.sh: p99 outside fault windows).
+// A step whose engine lost the server ends early with what it has, the
+// window in progress included.
 //
 // The server's own figures come from ModelStatistics, read at every window
 // boundary: the step's stage times are the counters' deltas over the same
@@ -59,6 +66,23 @@ struct LatencySummary {
 // Nearest-rank percentiles; sorts `ns` in place.
 LatencySummary Summarize(std::vector<int64_t>& ns);
 
+// Latency histogram buckets: bucket b holds latencies in
+// [2^(b/16), 2^((b+1)/16)) microseconds (about 4.4% wide), so histograms of
+// windows can be merged and a percentile read back within one bucket.
+int LatencyBucket(int64_t ns);
+double BucketUpperUs(int bucket);
+
+// One measurement window.
+struct WindowStats {
+  double start_unix_s = 0;  // wall clock (system_clock), seconds since the epoch
+  double seconds = 0;
+  uint64_t sent = 0, ok = 0, failed = 0, hung = 0, unanswered = 0;
+  std::map<std::string, uint64_t> errors;  // gRPC code name -> count
+  double p50_us = 0, p99_us = 0, max_us = 0;  // of the successful calls (0 if none)
+  std::map<int, uint64_t> histogram;          // LatencyBucket -> successful calls
+};
+WindowStats MakeWindow(const Sample& sample, std::vector<int64_t> latencies_ns);
+
 struct StepResult {
   std::string model;
   bool open_loop = false;
@@ -70,7 +94,11 @@ struct StepResult {
   std::vector<double> window_rps;  // every measured window's throughput
   double seconds = 0;              // of the merged windows
   uint64_t sent = 0, ok = 0, failed = 0, skipped = 0;
+  uint64_t hung = 0, unanswered = 0;
   std::map<std::string, uint64_t> errors;  // gRPC code name -> count
+  bool soak = false;              // run_s step: every window merged
+  std::string lost_server;        // why the engine stopped sending, if it did
+  std::vector<WindowStats> timeline;  // every measured window
   double throughput_rps = 0;  // successful requests/s
   double rows_per_s = 0;
   double send_rate = 0;       // requests sent/s (open loop: should equal the rate)
@@ -86,6 +114,7 @@ struct StepSettings {
   double warmup_s = 1, duration_s = 2;
   int max_windows = 6, stable_windows = 3;
   double stability = 0.10;
+  double run_s = 0;  // > 0: a soak step of this many seconds (max_windows and stability unused)
 };
 
 // Progress: called after the warm-up and after every window.

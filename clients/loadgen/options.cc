@@ -5,7 +5,8 @@
 #include <iostream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
+#include "clients/loadgen/report.h"
+#include "common/command_line.h"
 
 namespace es::loadgen {
 namespace {
@@ -134,16 +135,22 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
   app.add_option("--ceiling-concurrency", o->ceiling_concurrency,
                  "concurrency of the ceiling run (default: the sweep's largest, open loop 32)")
       ->check(CLI::Range(1, 100000));
+  app.add_option("--hung-ms", o->hung_ms,
+                 "a call that takes longer than this is counted as hung; one still outstanding this long after the "
+                 "step ended is cancelled and counted as unanswered (default 30000)")
+      ->check(CLI::Range(1, 3600000));
+  app.add_option("--max-connection-failures", o->max_connection_failures,
+                 "connection failures in a row (UNAVAILABLE with the connection down) after which the server is "
+                 "taken as gone: the step ends and the run reports what succeeded (default 100)")
+      ->check(CLI::Range(1, 100000000));
+  app.add_option("--soak-s", o->soak_s,
+                 "soak: each step runs this many seconds in windows of --duration-s, every window kept and merged "
+                 "(no stability check; the JSON's timeline has each window)")
+      ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
   app.add_option("--seed", o->seed, "seed of the random input data and Poisson arrivals (default 1)");
   app.add_flag("--quiet", o->quiet, "print nothing but errors (write the files only)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return ParseOutcome::kHelp;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ensemble-loadgen: %s (see --help)\n", e.what());
-    return ParseOutcome::kUsageError;
+  if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-loadgen")) {
+    return *exit_code == 0 ? ParseOutcome::kHelp : ParseOutcome::kUsageError;
   }
   auto usage = [](const std::string& what) {
     std::fprintf(stderr, "ensemble-loadgen: %s (see --help)\n", what.c_str());
@@ -167,7 +174,13 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
     if (!shape) return usage("--shape " + error);
     o->shapes[shape->first] = shape->second;
   }
+  if (o->poisson && o->rates.empty()) return usage("--poisson needs --rate (it sets open-loop arrivals)");
   if (o->server.find(':') == std::string::npos) return usage("--server: expected HOST:PORT, got '" + o->server + "'");
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--csv", &o->csv},
+                                   {"--json", &o->json},
+                                   {"--svg", &o->svg}}) {
+    if (!path->empty() && !CheckWritable(*path, &error)) return usage(std::string(flag) + " " + error);
+  }
   if (o->channels == 0) {
     int largest = o->concurrency.empty() ? 4 : 1;
     for (int v : o->concurrency) largest = std::max(largest, v);

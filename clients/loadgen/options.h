@@ -3,7 +3,9 @@
 //
 // Contract: ParseArgs never exits the process. It returns kHelp after
 // printing --help to stdout, kUsageError after printing one line
-// "ensemble-loadgen: ..." to stderr, kOk otherwise (every value checked).
+// "ensemble-loadgen: ..." to stderr, kOk otherwise (every value checked,
+// and every output file's folder found writable: a bad --csv fails before
+// the run, not after it).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,9 @@ struct Options {
   int channels = 0;          // 0 = min(4, largest concurrency), at least 1
   int threads = 2;
   int timeout_ms = 10000;    // deadline of every request
+  int hung_ms = 30000;       // a call slower than this is "hung"; one outstanding this long at the end "unanswered"
+  int max_connection_failures = 100;  // in a row: the server is gone, the run ends
+  double soak_s = 0;         // > 0: each step runs this long, every window kept (no stability check)
   int max_inflight = 4096;   // open loop: calls past this are skipped, not sent
   // Non-batch dims of inputs whose metadata shape is variable: name -> dims.
   std::map<std::string, std::vector<int64_t>> shapes;

@@ -61,7 +61,11 @@ nlohmann::json StepJson(const StepResult& s) {
   j["ok"] = s.ok;
   j["failed"] = s.failed;
   j["skipped"] = s.skipped;
+  j["hung"] = s.hung;
+  j["unanswered"] = s.unanswered;
   j["errors"] = s.errors;
+  j["soak"] = s.soak;
+  j["lost_server"] = s.lost_server.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.lost_server);
   j["throughput_rps"] = s.throughput_rps;
   j["rows_per_s"] = s.rows_per_s;
   j["send_rate_rps"] = s.send_rate;
@@ -86,6 +90,25 @@ nlohmann::json StepJson(const StepResult& s) {
   } else {
     j["server"] = nullptr;
   }
+  // Every window, for cutting the run by time (wall clock: Unix seconds).
+  nlohmann::json timeline = nlohmann::json::array();
+  for (const auto& w : s.timeline) {
+    nlohmann::json histogram = nlohmann::json::object();
+    for (const auto& [bucket, count] : w.histogram) histogram[std::to_string(bucket)] = count;
+    timeline.push_back({{"start_unix_s", w.start_unix_s},
+                        {"seconds", w.seconds},
+                        {"sent", w.sent},
+                        {"ok", w.ok},
+                        {"failed", w.failed},
+                        {"hung", w.hung},
+                        {"unanswered", w.unanswered},
+                        {"errors", w.errors},
+                        {"p50_us", w.p50_us},
+                        {"p99_us", w.p99_us},
+                        {"max_us", w.max_us},
+                        {"histogram", histogram}});
+  }
+  j["timeline"] = timeline;
   return j;
 }
 
@@ -198,13 +221,20 @@ std::string Summary(const Report& r) {
     out << "tool ceiling: not measured ("
         << (r.ceiling_not_measured.empty() ? std::string("interrupted") : r.ceiling_not_measured) << ")\n";
   }
-  out << "requests: " << r.client_ok << " ok, " << r.client_failed << " failed (whole run, warm-ups included)";
+  out << "requests: " << r.client_ok << " ok, " << r.client_failed << " failed";
+  if (!r.client_errors.empty()) out << " (" << ErrorsText(r.client_errors) << ")";
+  out << ", " << r.client_hung << " hung (over " << r.hung_ms << " ms), " << r.client_unanswered
+      << " unanswered (whole run, warm-ups included)";
   if (r.server_success_delta) {
     out << "; server counted " << *r.server_success_delta << " ok, " << r.server_fail_delta.value_or(0)
         << " failed for '" << r.model << "'";
   }
   out << "\n";
   if (r.interrupted) out << "interrupted: the report holds the steps finished before it\n";
+  if (!r.lost_server.empty()) {
+    out << "lost the server: " << r.lost_server << "; the run stopped there (" << r.client_ok
+        << " requests had succeeded)\n";
+  }
   return out.str();
 }
 
@@ -213,7 +243,7 @@ std::string CsvText(const Report& r) {
   out << "model,mode,concurrency,rate,batch,windows,stable,seconds,sent,ok,failed,skipped,throughput_rps,rows_per_s,"
          "lat_mean_us,lat_min_us,lat_p50_us,lat_p90_us,lat_p95_us,lat_p99_us,lat_p99_9_us,lat_max_us,errors,client_cpu_cores,"
          "srv_success_us,srv_queue_us,srv_compute_input_us,srv_compute_infer_us,srv_compute_output_us,srv_avg_batch,"
-         "srv_success,srv_fail\n";
+         "srv_success,srv_fail,hung,unanswered\n";
   auto num = [](double v) { return v < 0 ? std::string() : Fmt("%.3f", v); };
   auto row = [&](const StepResult& s) {
     const auto& l = s.latency;
@@ -228,7 +258,8 @@ std::string CsvText(const Report& r) {
         << Fmt("%.3f", s.client_cpu) << ","
         << num(v.success_us) << "," << num(v.queue_us) << "," << num(v.compute_input_us) << ","
         << num(v.compute_infer_us) << "," << num(v.compute_output_us) << "," << num(v.avg_batch) << ","
-        << (v.available ? std::to_string(v.success) : "") << "," << (v.available ? std::to_string(v.fail) : "") << "\n";
+        << (v.available ? std::to_string(v.success) : "") << "," << (v.available ? std::to_string(v.fail) : "") << ","
+        << s.hung << "," << s.unanswered << "\n";
   };
   for (const auto& s : r.steps) row(s);
   return out.str();
@@ -256,7 +287,9 @@ std::string JsonText(const Report& r) {
                  {"duration_s", r.duration_s},
                  {"max_windows", r.max_windows},
                  {"stable_windows", r.stable_windows},
-                 {"stability", r.stability}};
+                 {"stability", r.stability},
+                 {"hung_ms", r.hung_ms},
+                 {"soak_s", r.soak_s}};
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : r.steps) steps.push_back(StepJson(s));
   j["steps"] = steps;
@@ -268,11 +301,16 @@ std::string JsonText(const Report& r) {
   } else {
     j["ceiling"] = nullptr;
   }
-  j["totals"] = {{"client_ok", r.client_ok},
+  j["totals"] = {{"client_sent", r.client_sent},
+                 {"client_ok", r.client_ok},
                  {"client_failed", r.client_failed},
+                 {"client_errors", r.client_errors},
+                 {"client_hung", r.client_hung},
+                 {"client_unanswered", r.client_unanswered},
                  {"server_success", r.server_success_delta ? nlohmann::json(*r.server_success_delta) : nlohmann::json()},
                  {"server_fail", r.server_fail_delta ? nlohmann::json(*r.server_fail_delta) : nlohmann::json()}};
   j["interrupted"] = r.interrupted;
+  j["lost_server"] = r.lost_server.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.lost_server);
   return j.dump(2) + "\n";
 }
 
@@ -380,6 +418,19 @@ std::string SvgText(const Report& r) {
   }
   o << "</svg>\n";
   return o.str();
+}
+
+bool CheckWritable(const std::string& path, std::string* error) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      *error = path + ": " + std::strerror(errno);
+      return false;
+    }
+  }
+  std::remove(tmp.c_str());
+  return true;
 }
 
 bool WriteFile(const std::string& path, const std::string& text, std::string* error) {

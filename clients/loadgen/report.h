@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ struct Report {
   std::string ceiling_not_measured;  // why there is no ceiling, when there is none
   bool interrupted = false;
   uint64_t client_ok = 0, client_failed = 0;  // every call of the run (warm-ups too)
+  uint64_t client_sent = 0, client_hung = 0, client_unanswered = 0;
+  std::map<std::string, uint64_t> client_errors;  // gRPC code name -> failed calls, whole run
+  std::string lost_server;  // why the run ended early (the server went away), if it did
+  int hung_ms = 0;
+  double soak_s = 0;
   std::optional<uint64_t> server_success_delta, server_fail_delta;  // the model's, over the run
 };
 
@@ -61,5 +67,8 @@ std::string JsonText(const Report& report);
 std::string SvgText(const Report& report);
 
 bool WriteFile(const std::string& path, const std::string& text, std::string* error);
+// Whether WriteFile(path) can succeed: creates and removes the temp file it
+// would use. False with *error ("FILE: reason") otherwise.
+bool CheckWritable(const std::string& path, std::string* error);
 
 }  // namespace es::loadgen

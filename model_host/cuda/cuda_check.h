@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es::cuda {
 

@@ -20,7 +20,7 @@
 
 #include <cstddef>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es::cuda {
 

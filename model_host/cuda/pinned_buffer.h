@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es::cuda {
 

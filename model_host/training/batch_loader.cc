@@ -70,11 +70,11 @@ BatchLoader::~BatchLoader() { StopAndJoin(); }
 
 void BatchLoader::StopAndJoin() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
-  ready_cv_.notify_all();
+  work_cv_.NotifyAll();
+  ready_cv_.NotifyAll();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }
@@ -85,7 +85,7 @@ void BatchLoader::StartEpoch(int64_t epoch, int64_t first_batch) {
   const int64_t first = std::clamp<int64_t>(first_batch, 0, batches_per_epoch_);
   std::map<int64_t, Batch> discarded;  // freed after the lock is released
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++generation_;
     permutation_ = std::move(permutation);
     next_to_claim_ = first;
@@ -94,21 +94,21 @@ void BatchLoader::StartEpoch(int64_t epoch, int64_t first_batch) {
     failed_.clear();
     started_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
 }
 
 std::optional<Batch> BatchLoader::Next() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!started_ || next_to_return_ >= batches_per_epoch_) return std::nullopt;
   const int64_t index = next_to_return_;
-  ready_cv_.wait(lock, [&] { return stop_ || ready_.count(index) != 0 || failed_.count(index) != 0; });
+  while (!stop_ && ready_.count(index) == 0 && failed_.count(index) == 0) ready_cv_.Wait(&mu_);
   if (stop_) return std::nullopt;
   ++next_to_return_;  // moves the prefetch window: a worker may claim one more
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   if (auto failed = failed_.find(index); failed != failed_.end()) {
     const std::exception_ptr error = failed->second;
     failed_.erase(failed);
-    lock.unlock();
+    lock.Unlock();
     std::rethrow_exception(error);
   }
   auto node = ready_.extract(index);
@@ -120,14 +120,14 @@ bool BatchLoader::HasWorkLocked() const {
 }
 
 void BatchLoader::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    work_cv_.wait(lock, [this] { return stop_ || HasWorkLocked(); });
+    while (!stop_ && !HasWorkLocked()) work_cv_.Wait(&mu_);
     if (stop_) return;
     const int64_t index = next_to_claim_++;
     const uint64_t generation = generation_;
     const at::Tensor permutation = permutation_;
-    lock.unlock();
+    lock.Unlock();
     // The gather runs unlocked, several batches at once with several threads.
     std::optional<Batch> batch;
     std::exception_ptr error;
@@ -136,7 +136,7 @@ void BatchLoader::WorkerLoop() {
     } catch (...) {
       error = std::current_exception();
     }
-    lock.lock();
+    lock.Lock();
     if (stop_) return;
     if (generation != generation_) continue;  // StartEpoch came in between: nobody wants it
     if (error) {
@@ -144,7 +144,7 @@ void BatchLoader::WorkerLoop() {
     } else {
       ready_.emplace(index, std::move(*batch));
     }
-    ready_cv_.notify_all();
+    ready_cv_.NotifyAll();
   }
 }
 

@@ -23,16 +23,15 @@
 // place while a loader lives.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
-#include "config/status.h"
+#include "common/mutex.h"
+#include "common/status.h"
 #include "model_host/training/dataset.h"
 
 namespace es {
@@ -89,7 +88,7 @@ class BatchLoader {
  private:
   void StopAndJoin();
   void WorkerLoop();
-  bool HasWorkLocked() const;
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Batch Gather(const at::Tensor& permutation, int64_t index) const;
 
   const Dataset data_;
@@ -98,18 +97,17 @@ class BatchLoader {
   const int64_t rows_per_batch_;
   const int64_t batches_per_epoch_;
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;   // workers: a batch to claim, or stop
-  std::condition_variable ready_cv_;  // consumer: a batch landed, or stop
-  // GUARDED_BY(mu_): all below.
-  bool started_ = false;
-  bool stop_ = false;
-  uint64_t generation_ = 0;  // bumped by StartEpoch; late batches of older ones are dropped
-  at::Tensor permutation_;   // of the current epoch
-  int64_t next_to_claim_ = 0;
-  int64_t next_to_return_ = 0;
-  std::map<int64_t, Batch> ready_;                // gathered, by batch index
-  std::map<int64_t, std::exception_ptr> failed_;  // gathering threw, by batch index
+  Mutex mu_;
+  CondVar work_cv_;   // workers: a batch to claim, or stop
+  CondVar ready_cv_;  // consumer: a batch landed, or stop
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by StartEpoch; late batches of older ones are dropped
+  at::Tensor permutation_ ABSL_GUARDED_BY(mu_);   // of the current epoch
+  int64_t next_to_claim_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_to_return_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, Batch> ready_ ABSL_GUARDED_BY(mu_);                // gathered, by batch index
+  std::map<int64_t, std::exception_ptr> failed_ ABSL_GUARDED_BY(mu_);  // gathering threw, by batch index
 
   std::vector<std::thread> threads_;  // last member: started after everything above exists
 };

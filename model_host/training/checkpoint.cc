@@ -76,55 +76,55 @@ CheckpointWriter::CheckpointWriter(std::string path)
 
 CheckpointWriter::~CheckpointWriter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 bool CheckpointWriter::Submit(CheckpointData data, bool wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (busy_ && !wait) {
     ++skipped_;
     return false;
   }
-  cv_.wait(lock, [this] { return !busy_; });
+  while (busy_) cv_.Wait(&mu_);
   pending_ = std::move(data);
   busy_ = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
   return true;
 }
 
 Status CheckpointWriter::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return !busy_; });
+  MutexLock lock(&mu_);
+  while (busy_) cv_.Wait(&mu_);
   return error_;
 }
 
 int64_t CheckpointWriter::written() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return written_;
 }
 
 int64_t CheckpointWriter::failed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return failed_;
 }
 
 int64_t CheckpointWriter::skipped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return skipped_;
 }
 
 void CheckpointWriter::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return pending_.has_value() || stop_; });
+    while (!pending_.has_value() && !stop_) cv_.Wait(&mu_);
     if (!pending_) return;  // stopping with nothing left to write
     CheckpointData data = std::move(*pending_);
     pending_.reset();
-    lock.unlock();
+    lock.Unlock();
     Status result;
     try {
       WriteCheckpointFile(path_, data);
@@ -133,7 +133,7 @@ void CheckpointWriter::Run() {
     }
     // Said at once: a full disk must not go unnoticed until the run ends.
     if (!result.ok()) spdlog::error("{} (training goes on; the previous checkpoint is kept)", result.message());
-    lock.lock();
+    lock.Lock();
     if (result.ok()) {
       ++written_;
     } else {
@@ -141,7 +141,7 @@ void CheckpointWriter::Run() {
       if (error_.ok()) error_ = result;
     }
     busy_ = false;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

@@ -14,9 +14,7 @@
 // thread is private.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,7 +23,8 @@
 
 #include <ATen/ATen.h>
 
-#include "config/status.h"
+#include "common/mutex.h"
+#include "common/status.h"
 
 namespace es {
 
@@ -66,15 +65,15 @@ class CheckpointWriter {
   void Run();
 
   const std::string path_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<CheckpointData> pending_;
-  bool busy_ = false;
-  bool stop_ = false;
-  int64_t written_ = 0;
-  int64_t skipped_ = 0;
-  int64_t failed_ = 0;
-  Status error_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::optional<CheckpointData> pending_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+  Status error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts after the rest is built
 };
 

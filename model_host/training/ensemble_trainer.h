@@ -32,7 +32,7 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/script.h>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "model_host/training/collective_group.h"
 #include "model_host/training/train_config.h"
 

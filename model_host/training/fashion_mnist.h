@@ -24,7 +24,7 @@
 
 #include <string>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "model_host/training/dataset.h"
 
 namespace es {

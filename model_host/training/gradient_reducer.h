@@ -26,7 +26,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "model_host/training/collective_group.h"
 
 namespace c10d {

@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace prometheus {
 class Registry;

@@ -29,7 +29,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "model_host/training/collective_group.h"
 
 namespace c10d {

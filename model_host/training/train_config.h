@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "model_host/blas_kernels.h"
-#include "config/command_line.h"
+#include "common/command_line.h"
 #include "model_host/training/local_launcher.h"
 #include "model_host/training/process_group.h"
 #include "model_host/training/rank_runner.h"

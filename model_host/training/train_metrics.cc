@@ -49,7 +49,10 @@ StatusOr<std::unique_ptr<TrainMetrics>> TrainMetrics::Start(
   m->first_step_ = first_step;
   m->steps_done_.store(first_step);
   m->total_steps_ = total_steps;
-  m->progress_ = progress;
+  {
+    MutexLock lock(&m->mu_);  // before the reporter starts; the lock satisfies the analysis
+    m->progress_ = progress;
+  }
   m->registry_ = std::make_shared<prometheus::Registry>();
   const std::map<std::string, std::string> rank_label{{"rank", std::to_string(rank)}};
   auto& loss = prometheus::BuildGauge()
@@ -103,16 +106,16 @@ StatusOr<std::unique_ptr<TrainMetrics>> TrainMetrics::Start(
 
 TrainMetrics::~TrainMetrics() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (reporter_.joinable()) reporter_.join();
   EndProgressLine();
 }
 
 void TrainMetrics::EndProgressLine() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!progress_) return;
   progress_ = false;
   std::fputs("\n", stderr);
@@ -162,8 +165,8 @@ void TrainMetrics::Report() {
   const Clock::time_point start = Clock::now();
   Clock::time_point last = start;
   int64_t last_samples = samples_done_.load();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+  MutexLock lock(&mu_);
+  while (!cv_.WaitFor(&mu_, std::chrono::seconds(1), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; })) {
     const Clock::time_point now = Clock::now();
     const int64_t samples = samples_done_.load();
     const double rate = (samples - last_samples) / std::chrono::duration<double>(now - last).count();

@@ -24,15 +24,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "config/status.h"
+#include "common/mutex.h"
+#include "common/status.h"
 
 namespace prometheus {
 class Registry;
@@ -88,7 +87,6 @@ class TrainMetrics {
 
   int64_t first_step_ = 0;  // steps done before this process (resume)
   int64_t total_steps_ = 0;
-  bool progress_ = false;  // GUARDED_BY(mu_) once the reporter runs
   std::atomic<int64_t> steps_done_{0};
   std::atomic<int64_t> samples_done_{0};
   std::atomic<double> last_loss_{0};
@@ -96,9 +94,10 @@ class TrainMetrics {
   std::atomic<double> allreduce_seconds_sum_{0};
   std::atomic<int64_t> steps_recorded_{0};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool progress_ ABSL_GUARDED_BY(mu_) = false;  // a progress line is being redrawn
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<MetricsHttpServer> endpoint_;
   std::thread reporter_;
 };

@@ -19,7 +19,7 @@
 #include <ATen/ATen.h>
 #include <torch/script.h>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "model_host/training/calibration.h"
 #include "model_host/training/ensemble_trainer.h"
 #include "model_host/training/train_config.h"

@@ -4,11 +4,18 @@
 // whose CSV and SVG are written; the tool's ceiling on the echo model
 // (clients/make_echo_model.py); an open-loop Poisson run near its rate; and
 // the exit codes: 2 for usage errors, 1 for an unreachable server or a model
-// the server does not know, 0 for --help.
+// the server does not know, 0 for --help. Faults (issue 19 bug 3, issue 13's
+// chaos soak): a server that goes away mid-run ends the run after a bounded
+// run of connection failures, backing off in between, and the report keeps
+// what succeeded; a stalled server's calls are counted as hung (answered
+// late) or unanswered (cancelled at the end).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -210,6 +217,10 @@ TEST(LoadgenExitCodes, UsageErrorsExitTwo) {
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--concurrency", "4", "--rate", "10"},
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--batch", "0"},
       {kLoadgen, "--server", "no-port", "--model", "m"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--concurrency", "4", "--poisson"},
+      // Output paths are checked before the run (the port is closed: a run would exit 1).
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--csv", "/nonexistent/dir/x.csv"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--json", "/nonexistent/dir/x.json"},
   };
   for (const auto& argv : cases) {
     std::string output;
@@ -257,6 +268,126 @@ TEST_F(LoadgenTest, UnknownModelOrBadShapeExitsWithTheServersError) {
                   &output);
   EXPECT_EQ(rc, 1) << output;
   EXPECT_NE(output.find("rejects the request"), std::string::npos) << output;
+}
+
+// A run whose server is SIGTERMed 3 s in (issue 19 bug 3: it used to fire
+// half a million failed calls and end with "no request succeeded"). With
+// --max-connection-failures 400 and 8 slots backing off from 1 to 100 ms,
+// the run needs seconds of failures to end: without the backoff it would end
+// within milliseconds of the server's exit.
+TEST(LoadgenFaults, ServerGoneEndsTheRunAfterBackingOffAndReportsWhatSucceeded) {
+  WatchdogScope watchdog(seconds(120), "ServerGone");
+  auto server = ServerProcess::Start(ServerProcess::Options{});
+  ASSERT_NE(server, nullptr) << ServerProcess::last_start_error();
+  es::it::TempDir out("es_loadgen_gone_");
+  const std::string json = out.Path("gone.json");
+  std::string output;
+  int rc = -100;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point loadgen_end;
+  std::thread run([&] {
+    rc = RunCommand({kLoadgen, "--server", server->address(), "--model", "mlp", "--concurrency", "8", "--duration-s",
+                     "5", "--warmup-s", "0.5", "--max-connection-failures", "400", "--ceiling-model", "none", "--json",
+                     json},
+                    seconds(90), &output);
+    loadgen_end = Clock::now();
+  });
+  std::this_thread::sleep_for(seconds(3));
+  server->Signal(SIGTERM);
+  int status = 0;
+  const bool exited = server->WaitExit(std::chrono::milliseconds(20000), &status);
+  const auto server_end = Clock::now();
+  run.join();
+  ASSERT_TRUE(exited) << "the server did not exit after SIGTERM";
+
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_NE(output.find("ensemble-loadgen: lost the server"), std::string::npos) << output;
+  EXPECT_NE(output.find("400 connection failures in a row"), std::string::npos) << output;
+  EXPECT_EQ(output.find("no request succeeded"), std::string::npos) << output;
+  const double after_exit_s = std::chrono::duration<double>(loadgen_end - server_end).count();
+  EXPECT_GT(after_exit_s, 1.5) << "400 failures in a row came too fast: no backoff?\n" << output;
+  EXPECT_LT(after_exit_s, 20) << output;
+
+  const auto j = nlohmann::json::parse(Slurp(json));
+  ASSERT_EQ(j["steps"].size(), 1u) << j.dump(2);
+  const auto& step = j["steps"][0];
+  EXPECT_GT(step["ok"].get<uint64_t>(), 0u) << "what succeeded before the server left is reported";
+  EXPECT_TRUE(step["lost_server"].is_string());
+  EXPECT_TRUE(j["lost_server"].is_string());
+  const auto& totals = j["totals"];
+  EXPECT_GT(totals["client_ok"].get<uint64_t>(), 100u);
+  EXPECT_GE(totals["client_failed"].get<uint64_t>(), 400u);
+  EXPECT_LT(totals["client_failed"].get<uint64_t>(), 2000u) << "a bounded run of failures, not a flood";
+  EXPECT_GE(totals["client_errors"]["UNAVAILABLE"].get<uint64_t>(), 400u) << totals.dump();
+  EXPECT_EQ(totals["client_unanswered"], 0u);
+}
+
+// The router stopped (SIGSTOP) with calls in flight: calls answered after
+// it resumes took longer than --hung-ms (hung); calls still out when the
+// soak ends are cancelled after --hung-ms and counted as unanswered.
+TEST(LoadgenFaults, StalledServerCallsAreCountedHungOrUnanswered) {
+  WatchdogScope watchdog(seconds(150), "StalledServer");
+  auto server = ServerProcess::Start(ServerProcess::Options{});
+  ASSERT_NE(server, nullptr) << ServerProcess::last_start_error();
+  es::it::TempDir out("es_loadgen_stall_");
+  auto soak = [&](const std::string& json, double stall_s, double stall_for_s, std::string* output) {
+    int rc = -100;
+    std::thread run([&] {
+      rc = RunCommand({kLoadgen, "--server", server->address(), "--model", "mlp", "--concurrency", "2", "--soak-s",
+                       "4", "--duration-s", "1", "--warmup-s", "0", "--timeout-ms", "60000", "--hung-ms", "1500",
+                       "--ceiling-model", "none", "--json", json},
+                      seconds(60), output);
+    });
+    std::this_thread::sleep_for(std::chrono::duration<double>(stall_s));
+    server->Signal(SIGSTOP);
+    if (stall_for_s > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(stall_for_s));
+      server->Signal(SIGCONT);
+      run.join();
+    } else {
+      run.join();  // stopped to the end: the tool gives up on the calls
+      server->Signal(SIGCONT);
+    }
+    return rc;
+  };
+
+  std::string output;
+  ASSERT_EQ(soak(out.Path("hung.json"), 1.5, 2.5, &output), 0) << output;
+  auto j = nlohmann::json::parse(Slurp(out.Path("hung.json")));
+  EXPECT_GE(j["totals"]["client_hung"].get<uint64_t>(), 1u) << output;
+  EXPECT_LE(j["totals"]["client_hung"].get<uint64_t>(), 2u) << output;
+  EXPECT_EQ(j["totals"]["client_unanswered"], 0u) << output;
+  ASSERT_EQ(j["steps"].size(), 1u);
+  EXPECT_TRUE(j["steps"][0]["soak"].get<bool>());
+  // The timeline: one window a second, wall-clock stamped, some with no
+  // success while the server was stopped.
+  const auto& timeline = j["steps"][0]["timeline"];
+  ASSERT_GE(timeline.size(), 4u) << j.dump(2);
+  uint64_t hung = 0, ok = 0;
+  bool empty_window = false;
+  for (const auto& w : timeline) {
+    hung += w["hung"].get<uint64_t>();
+    ok += w["ok"].get<uint64_t>();
+    empty_window = empty_window || w["ok"].get<uint64_t>() == 0;
+    EXPECT_GT(w["start_unix_s"].get<double>(), 1.7e9);
+  }
+  EXPECT_EQ(hung, j["totals"]["client_hung"].get<uint64_t>());
+  EXPECT_EQ(ok, j["steps"][0]["ok"].get<uint64_t>());
+  EXPECT_TRUE(empty_window) << "a window while the server was stopped";
+  EXPECT_NE(output.find("hung (over 1500 ms)"), std::string::npos) << output;
+
+  output.clear();
+  ASSERT_EQ(soak(out.Path("unanswered.json"), 1.5, 0, &output), 0) << output;
+  j = nlohmann::json::parse(Slurp(out.Path("unanswered.json")));
+  EXPECT_EQ(j["totals"]["client_unanswered"], 2u) << "both slots' calls were out when the soak ended\n" << output;
+  EXPECT_EQ(j["totals"]["client_hung"], 0u) << output;
+  EXPECT_EQ(j["steps"][0]["unanswered"], 2u);
+  EXPECT_GT(j["steps"][0]["ok"].get<uint64_t>(), 0u);
+
+  // The server serves again once resumed.
+  auto client = es::client::Client::Create(server->address());
+  auto live = client->ServerLive();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
 }
 
 }  // namespace

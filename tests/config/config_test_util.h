@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "config/status.h"
+#include "common/status.h"
 #include "tests/common/temp_dir.h"
 
 namespace es::testing {

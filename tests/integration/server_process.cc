@@ -355,11 +355,12 @@ std::string ServerConfigYaml(const std::string& repository, const ServerProcess:
     << "listen_address: 127.0.0.1\n"
     << "hosts:\n";
   for (const auto& h : options.hosts) {
-    y << "  - {name: " << h.name << ", device: cpu, cpu_affinity: [" << h.cpu << "], threads: 1, executors: 1}\n";
+    y << "  - {name: " << h.name << ", device: cpu, cpu_affinity: [" << h.cpu << "], threads: 1, executors: "
+      << h.executors << (h.binary.empty() ? "" : ", binary: " + h.binary) << "}\n";
   }
   y << "limits: {max_request_bytes: " << options.max_request_bytes
     << ", heartbeat_timeout_ms: " << options.heartbeat_timeout_ms << ", drain_timeout_ms: " << options.drain_timeout_ms
-    << "}\n";
+    << (options.extra_limits.empty() ? "" : ", " + options.extra_limits) << "}\n";
   return y.str();
 }
 
@@ -414,6 +415,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out[1], 1);
     if (log_fd >= 0) dup2(log_fd, 2);
+    for (const std::string& kv : options.env) putenv(const_cast<char*>(kv.c_str()));
     execv(argv[0], argv.data());
     _exit(127);
   }

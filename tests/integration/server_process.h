@@ -108,7 +108,9 @@ class ServerProcess {
  public:
   struct HostSpec {
     std::string name;
-    int cpu;  // the CPU it is pinned to
+    int cpu;             // the CPU it is pinned to
+    std::string binary;  // the host program; empty = ensemble-model-host
+    int executors = 1;
   };
   struct Options {
     // Model repository; empty = DemoRepository().
@@ -117,6 +119,11 @@ class ServerProcess {
     int64_t max_request_bytes = 1 << 20;
     int64_t heartbeat_timeout_ms = 5000;
     int64_t drain_timeout_ms = 5000;
+    // More `limits:` entries, YAML flow-map style without braces, e.g.
+    // "max_compute_ms: 1000, host_startup_timeout_ms: 5000".
+    std::string extra_limits;
+    // Environment of the server (and so of its hosts), "NAME=value".
+    std::vector<std::string> env;
     std::chrono::seconds startup_timeout{120};
     // /metrics on a free port (--metrics-port 0), or off (--no-metrics).
     bool metrics = true;

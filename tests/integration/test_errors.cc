@@ -1,19 +1,24 @@
 // Acceptance: every error class of the KServe v2 front end, produced against
 // the real server and checked by gRPC code and message (the message names the
 // model, and the tensor where there is one). No bad input crashes a process:
-// the host pids are the same after all of them, and the server still answers.
+// NoBadInputCrashedAnyProcess sends its own hostile requests and checks that
+// the router and host pids are the same afterwards and that they still answer.
 //
 // The repository is the demo plus two models written at runtime by
 // make_test_models.py: `thrower` (forward raises "boom" on a large input) and
 // `echo` (variable-size input, to exceed max_request_bytes).
 //
-// The tests share one server and run in the order they are defined: the
-// host-down case (which kills a host) comes last but one, the final test
-// checks the server still answers.
+// The tests share one server. The host-down case (which kills a host) comes
+// last but one, the final test checks the server still answers after it; the
+// other tests do not depend on their order.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdint>
+#include <limits>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
@@ -289,11 +294,128 @@ TEST_F(ErrorsTest, ForwardThatThrowsIsInternalAndTheHostLivesOn) {
   EXPECT_EQ(server_->HostPids()["cpu0"], cpu0) << "the cpu0 host was restarted";
 }
 
+// The `timeout` parameter (µs) on models outside the batch queue: 1 µs has
+// passed before the request can be dispatched, so the server itself answers
+// DEADLINE_EXCEEDED (the client's own deadline is 30 s); a server that
+// ignored the parameter would answer OK. INT64_MAX µs does not fit the
+// steady clock's nanoseconds: it must clamp to "no deadline" and be served,
+// not wrap into the past.
+TEST_F(ErrorsTest, TimeoutParameterIsHonouredAndHugeValuesClamp) {
+  WatchdogScope watchdog(seconds(60), "TimeoutParameter");
+  auto with_timeout = [](inference::ModelInferRequest request, int64_t micros) {
+    (*request.mutable_parameters())["timeout"].set_int64_param(micros);
+    return request;
+  };
+  const std::vector<std::pair<std::string, inference::ModelInferRequest>> requests = {
+      {"thrower", RawRequest("thrower", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})},
+      {"mlp", ImageRequest("mlp", RandomImages(1, 5))},
+      {"demo_ensemble", ImageRequest("demo_ensemble", RandomImages(1, 5))},
+  };
+  for (const auto& [model, request] : requests) {
+    SCOPED_TRACE(model);
+    ASSERT_TRUE(Infer(*stub_, request).status.ok()) << "the request itself must be good";
+    const InferResult expired = Infer(*stub_, with_timeout(request, 1));
+    EXPECT_TRUE(HasError(expired.status, grpc::DEADLINE_EXCEEDED, {model, "deadline"}));
+    EXPECT_LT(expired.latency, seconds(10)) << "the server, not the client's 30 s deadline, ended the call";
+    for (int64_t huge : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() / 1000 + 1}) {
+      const InferResult clamped = Infer(*stub_, with_timeout(request, huge));
+      EXPECT_TRUE(clamped.status.ok()) << huge << ": " << Describe(clamped.status);
+    }
+    EXPECT_TRUE(HasError(InferStatus(with_timeout(request, -1)), grpc::INVALID_ARGUMENT, {model, "timeout"}));
+  }
+}
+
+// A client deadline far past what the steady clock's nanoseconds hold (5000
+// years; gRPC sends at most 99999999 hours) is served like no deadline.
+TEST_F(ErrorsTest, HugeClientDeadlineIsServed) {
+  WatchdogScope watchdog(seconds(60), "HugeClientDeadline");
+  for (int64_t years : {100, 5000}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                  gpr_time_from_seconds(years * 365 * 24 * 3600, GPR_TIMESPAN)));
+    inference::ModelInferResponse response;
+    const grpc::Status status = stub_->ModelInfer(&ctx, ImageRequest("mlp", RandomImages(1, 4)), &response);
+    EXPECT_TRUE(status.ok()) << years << " years: " << Describe(status);
+  }
+}
+
+// Self-contained: it sends its own hostile requests (shapes whose sizes
+// overflow or wrap to the payload sent, out-of-range dims and batch sizes,
+// wrong types and counts, bad parameters, a forward that throws), then checks
+// that the router and every host are the same processes and still answer.
 TEST_F(ErrorsTest, NoBadInputCrashedAnyProcess) {
-  WatchdogScope watchdog(seconds(60), "NoCrash");
-  EXPECT_TRUE(ProcessAlive(server_->pid()));
-  EXPECT_EQ(server_->HostPids(), initial_hosts_) << "a host process was replaced";
+  WatchdogScope watchdog(seconds(90), "NoCrash");
+  // Wait until both hosts serve (another test may have restarted one).
+  auto serving = [&] {
+    return Infer(*stub_, ImageRequest("mlp", RandomImages(1, 2)), milliseconds(2000)).status.ok() &&
+           Infer(*stub_, ImageRequest("cnn", RandomImages(1, 2)), milliseconds(2000)).status.ok();
+  };
+  const auto ready_by = std::chrono::steady_clock::now() + seconds(20);
+  while (!serving() && std::chrono::steady_clock::now() < ready_by) std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_TRUE(serving()) << "the hosts do not serve before the test";
+  const std::map<std::string, pid_t> hosts = server_->HostPids();
+  ASSERT_EQ(hosts.size(), 2u);
+  const pid_t router = server_->pid();
+
+  constexpr int64_t k2To32 = int64_t{1} << 32;
+  constexpr int64_t k2To62 = int64_t{1} << 62;
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  // Shapes whose byte size overflows 64 bits: refused by the router itself
+  // (the message says so), never sent to a host.
+  const std::vector<std::pair<std::vector<int64_t>, size_t>> overflowing = {
+      {{1, k2To62}, 0},      // 2^62 FP32 = 2^64 bytes, wraps to the empty payload
+      {{1, k2To62 + 4}, 4},  // 2^64 + 16 bytes, wraps to the 16 bytes sent
+      {{8, k2To62 / 2}, 0},  // 2^64 elements
+      {{1, kInt64Max}, 0},
+  };
+  for (const auto& [shape, floats] : overflowing) {
+    EXPECT_TRUE(HasError(InferStatus(RawRequest("echo", shape, std::vector<float>(floats, 1.0f))),
+                         grpc::INVALID_ARGUMENT, {"echo", "input", "overflows"}))
+        << shape[1];
+  }
+  std::vector<inference::ModelInferRequest> hostile;
+  for (const std::string model : {"mlp", "cnn", "demo_ensemble"}) {
+    hostile.push_back(RawRequest(model, {1, 1, k2To32, k2To32}, {}));  // fixed dims differ
+    hostile.push_back(RawRequest(model, {kInt64Max, 1, 28, 28}, {}));  // batch out of range
+    hostile.push_back(RawRequest(model, {1, 1, 28, -28}, {}));         // negative dim
+    hostile.push_back(RawRequest(model, {}, {}));                      // rank 0
+    auto typed = ImageRequest(model, RandomImages(1, 3));
+    typed.clear_raw_input_contents();
+    typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.0f);  // 1 element for 784
+    hostile.push_back(typed);
+    auto outputs = ImageRequest(model, RandomImages(1, 3));
+    outputs.add_outputs()->set_name("probabilities");
+    outputs.add_outputs()->set_name("probabilities");  // the same output twice
+    hostile.push_back(outputs);
+    auto priority = ImageRequest(model, RandomImages(1, 3));
+    (*priority.mutable_parameters())["priority"].set_int64_param(kInt64Max);
+    hostile.push_back(priority);
+    auto timeout = ImageRequest(model, RandomImages(1, 3));
+    (*timeout.mutable_parameters())["timeout"].set_string_param("soon");
+    hostile.push_back(timeout);
+    auto uint8 = ImageRequest(model, RandomImages(1, 3));
+    uint8.mutable_inputs(0)->set_datatype("UINT8");
+    hostile.push_back(uint8);
+  }
+  hostile.push_back(RawRequest("echo", {1, 5}, std::vector<float>(16, 1.0f)));  // bytes disagree with the shape
+  for (const auto& request : hostile) {
+    const grpc::Status status = InferStatus(request);
+    EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT) << request.model_name() << ": " << Describe(status);
+  }
+  // A forward that raises, several times: INTERNAL, the host lives on.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(HasError(InferStatus(RawRequest("thrower", {1, 4}, {1e7f, 1e7f, 1e7f, 1e7f})), grpc::INTERNAL,
+                         {"thrower", "boom"}));
+  }
+
+  EXPECT_TRUE(ProcessAlive(router));
+  EXPECT_EQ(server_->pid(), router);
+  EXPECT_EQ(server_->HostPids(), hosts) << "a host process was replaced";
   EXPECT_EQ(ServerReady(*stub_), std::optional<bool>(true));
+  // Both hosts still compute: cpu0 (mlp, thrower, echo) and cpu1 (cnn).
+  EXPECT_TRUE(serving());
+  EXPECT_TRUE(Infer(*stub_, RawRequest("echo", {1, 3}, {1, 2, 3})).status.ok());
+  EXPECT_TRUE(Infer(*stub_, ImageRequest("demo_ensemble", RandomImages(2, 7))).status.ok());
 }
 
 // Last but one: kills host cpu1. Requests for its models right after the kill

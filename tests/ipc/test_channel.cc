@@ -1,5 +1,6 @@
 #include "ipc/channel.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +35,48 @@ TEST(ChannelTest, AttachSeesTheSameSegment) {
   EXPECT_EQ(host->arena_bytes(), router.arena_bytes());
   std::memcpy(router.arena(), "hello", 6);
   EXPECT_STREQ(reinterpret_cast<const char*>(host->arena()), "hello");
+}
+
+// The segment's size is sealed: a host cannot truncate it under the router's
+// mapping (every router access past the new end would be a SIGBUS), nor grow it.
+TEST(ChannelTest, SegmentSizeIsSealedAgainstTheHost) {
+  Channel router = MakeChannel();
+  auto host = AttachDup(router);
+  ASSERT_TRUE(host.ok());
+  const off_t size = static_cast<off_t>(router.geometry().segment_bytes);
+  EXPECT_NE(ftruncate(host->fd(), 4096), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(host->fd(), size * 2), 0);
+  EXPECT_EQ(errno, EPERM);
+  const int seals = fcntl(host->fd(), F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_NE(fcntl(host->fd(), F_ADD_SEALS, F_SEAL_WRITE), 0) << "the seals themselves are sealed";
+  // The router's whole mapping is still readable (no SIGBUS).
+  volatile uint8_t last = router.arena()[router.arena_bytes() - 1];
+  (void)last;
+}
+
+// Geometry is read once: a peer that rewrites the header afterwards cannot
+// move the arena or resize the rings under this side.
+TEST(ChannelTest, GeometryIsSnapshotAtAttach) {
+  Channel router = MakeChannel(1 << 20);
+  auto host = AttachDup(router);
+  ASSERT_TRUE(host.ok());
+  uint8_t* const arena = router.arena();
+  const uint64_t capacity = router.requests().capacity();
+  host->header().arena_offset = 1;
+  host->header().arena_bytes = uint64_t{1} << 62;
+  host->header().requests.capacity = uint64_t{1} << 40;
+  host->header().requests.slots_offset = 12345;
+  EXPECT_EQ(router.arena(), arena);
+  EXPECT_EQ(router.arena_bytes(), uint64_t{1} << 20);
+  EXPECT_EQ(router.requests().capacity(), capacity);
+  EXPECT_FALSE(router.ArenaRangeValid(0, (uint64_t{1} << 20) + 1));
+  // The ring still works within its real slots.
+  RequestDesc request{};
+  request.request_id = 42;
+  for (uint64_t i = 0; i < capacity; ++i) ASSERT_TRUE(router.requests().TryPush(request));
+  EXPECT_FALSE(router.requests().TryPush(request)) << "full at the snapshot capacity";
 }
 
 TEST(ChannelTest, BadMagicIsRejected) {

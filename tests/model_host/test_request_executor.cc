@@ -112,6 +112,17 @@ TEST_F(RequestExecutorTest, SizeThatDisagreesWithTheShapeIsRejected) {
   r = Valid();
   r.inputs[0].dims[0] = INT64_MAX;
   ExpectRejected(r, StatusCode::kInvalidArgument, "negative or huge");
+  // Dims whose byte size wraps to exactly the bytes the descriptor gives:
+  // 2^62 * 4 elements * 4 bytes = 2^66, which wraps to 0.
+  r = Valid();
+  r.inputs[0].dims[0] = int64_t{1} << 62;
+  r.inputs[0].dims[1] = 4;
+  r.inputs[0].bytes = 0;
+  ExpectRejected(r, StatusCode::kInvalidArgument, "negative or huge");
+  // ... and to 32, the size of the valid [2, 4] FP32 input.
+  r.inputs[0].dims[0] = (int64_t{1} << 62) + 2;
+  r.inputs[0].bytes = 32;
+  ExpectRejected(r, StatusCode::kInvalidArgument, "negative or huge");
 }
 
 TEST_F(RequestExecutorTest, BadRankCountTypeOrModelIsRejected) {

@@ -76,5 +76,20 @@ TEST(EnsembleCombinerTest, RejectsMembersThatDisagreeInShape) {
   EXPECT_FALSE(CombineOutputs({&a, &b}, {1, 1}, CombineRule::kMean).ok());
 }
 
+// Members that agree with each other but whose data is not what their shape
+// says (a lying host's answer, had it passed) are refused before any row is read.
+TEST(EnsembleCombinerTest, RejectsDataThatDisagreesWithTheShape) {
+  InferOutput a = Probs({0.5f, 0.5f}, 1), b = Probs({0.2f, 0.8f}, 1);
+  a.shape = {4, 2};
+  b.shape = {4, 2};  // 8 elements promised, 2 present
+  auto combined = CombineOutputs({&a, &b}, {1, 1}, CombineRule::kMajorityVote);
+  ASSERT_FALSE(combined.ok());
+  EXPECT_NE(combined.status().message().find("not what its shape says"), std::string::npos);
+  EXPECT_FALSE(ComputeUncertainty(a, {&a, &b}).ok());
+  a.shape = {int64_t{1} << 62, 4};  // the byte count wraps
+  b.shape = a.shape;
+  EXPECT_FALSE(CombineOutputs({&a, &b}, {1, 1}, CombineRule::kMean).ok());
+}
+
 }  // namespace
 }  // namespace es

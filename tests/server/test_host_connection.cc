@@ -15,6 +15,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -73,7 +76,7 @@ Status SubmitOne(HostConnection& conn, uint32_t value, size_t floats, CallLog* l
   input.datatype = DataType::kFp32;
   input.shape = {static_cast<int64_t>(floats)};
   input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float)}};
-  return conn.Submit("echo", 1, {input}, input.bytes(),
+  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, {}},
                      [=](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
                        if (s.ok()) {
                          const auto* out = reinterpret_cast<const float*>(arena + c->outputs[0].offset);
@@ -168,6 +171,165 @@ TEST(HostConnectionTest, FullArenaRefusesOnlyTheRequestThatDoesNotFit) {
   waitpid(child, nullptr, 0);
   conn->Close(Status::Unavailable("test over"));
   EXPECT_EQ(conn->arena_used_bytes(), 0u);
+}
+
+// How a scripted host answers one request: it may lie, repeat or never answer.
+using Answer = std::function<void(ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc*, ipc::HostEnd&,
+                                  std::atomic<bool>&)>;
+
+// A host that answers each request through `answer`, given an honest echo
+// completion to start from.
+[[noreturn]] void ScriptedHost(int fd, const Answer& answer) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  auto attached = ipc::Channel::Attach(fd);
+  if (!attached.ok()) _exit(10);
+  ipc::Channel channel = std::move(attached).value();
+  ipc::HostEnd end(&channel);
+  std::atomic<bool> stop{false};
+  ipc::RequestDesc req;
+  while (true) {
+    if (!end.NextRequest(&req)) continue;
+    ipc::CompletionDesc comp{};
+    comp.request_id = req.request_id;
+    comp.num_outputs = 1;
+    comp.outputs[0] = req.inputs[0];
+    comp.outputs[0].offset = req.output_offset;
+    std::memcpy(channel.arena() + req.output_offset, channel.arena() + req.inputs[0].offset, req.inputs[0].bytes);
+    answer(channel, req, &comp, end, stop);
+  }
+}
+
+struct Answered {
+  std::atomic<int> calls{0};
+  Status status;  // the last one
+  std::mutex mu;
+};
+
+Status SubmitFloats(HostConnection& conn, size_t floats, Answered* answered) {
+  std::vector<float> payload(floats, 1.5f);
+  TensorParts input;
+  input.datatype = DataType::kFp32;
+  input.shape = {static_cast<int64_t>(floats)};
+  input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float)}};
+  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, milliseconds(200)},
+                     [answered](const Status& s, const ipc::CompletionDesc*, const uint8_t*) {
+                       std::lock_guard<std::mutex> lock(answered->mu);
+                       answered->status = s;
+                       answered->calls++;
+                     });
+}
+
+// A HostConnection whose host is a forked child answering through `answer`.
+class ScriptedConnection {
+ public:
+  ScriptedConnection(const std::string& host, const Answer& answer) {
+    auto created = HostConnection::Create(host, 1 << 20);
+    if (!created.ok()) std::abort();
+    conn_ = std::move(created).value();
+    child_ = fork();
+    if (child_ < 0) std::abort();
+    if (child_ == 0) ScriptedHost(dup(conn_->channel().fd()), answer);
+    conn_->StartCompletionThread();
+  }
+  ~ScriptedConnection() {
+    KillHost();
+    conn_->Close(Status::Unavailable("test over"));
+  }
+  // What the supervisor does first when it gives up on a host.
+  void KillHost() {
+    if (child_ <= 0) return;
+    kill(child_, SIGKILL);
+    waitpid(child_, nullptr, 0);
+    child_ = -1;
+  }
+  HostConnection& operator*() { return *conn_; }
+  HostConnection* operator->() { return conn_.get(); }
+
+ private:
+  std::unique_ptr<HostConnection> conn_;
+  pid_t child_ = -1;
+};
+
+bool WaitFor(const std::function<bool()>& done, milliseconds timeout = milliseconds(10000)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// A completion whose output points at another request's bytes is answered
+// INTERNAL (never with those bytes) and recorded as the connection's fault.
+TEST(HostConnectionTest, InvalidCompletionIsAnsweredInternalAndFaultsTheHost) {
+  ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c,
+                                     ipc::HostEnd& end, std::atomic<bool>& stop) {
+    c->outputs[0].offset = 0;  // the arena's first region: the request's input, not its output
+    end.Complete(*c, stop);
+  });
+  Answered answered;
+  // The first request occupies offset 0; the second's completion points there.
+  ASSERT_TRUE(SubmitFloats(*conn, 16, &answered).ok());
+  ASSERT_TRUE(WaitFor([&] { return answered.calls.load() == 1; }));
+  EXPECT_EQ(conn->violations(), 1u);
+  EXPECT_NE(conn->fault().find("outside the request's output region"), std::string::npos) << conn->fault();
+  {
+    std::lock_guard<std::mutex> lock(answered.mu);
+    EXPECT_EQ(answered.status.code(), StatusCode::kInternal) << answered.status.ToString();
+    EXPECT_NE(answered.status.message().find("host 'liar'"), std::string::npos);
+    EXPECT_NE(answered.status.message().find("model 'echo'"), std::string::npos);
+  }
+  EXPECT_EQ(conn->arena_used_bytes(), 0u);
+}
+
+// A completion for a request that is not in flight (made up, or a replay)
+// answers nothing and is a fault; the real answer still gets through.
+TEST(HostConnectionTest, CompletionForNoRequestInFlightIsAFault) {
+  ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c,
+                                     ipc::HostEnd& end, std::atomic<bool>& stop) {
+    end.Complete(*c, stop);
+    end.Complete(*c, stop);  // the same answer again: a replay
+  });
+  Answered answered;
+  ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
+  ASSERT_TRUE(WaitFor([&] { return conn->violations() == 1; }));
+  EXPECT_EQ(answered.calls.load(), 1);
+  {
+    std::lock_guard<std::mutex> lock(answered.mu);
+    EXPECT_TRUE(answered.status.ok()) << answered.status.ToString();
+  }
+  EXPECT_NE(conn->fault().find("not in flight"), std::string::npos) << conn->fault();
+}
+
+// A host that marks a request as computing and never answers: FindOverrun
+// names it once its limit (200 ms) has passed, and Close() gives it its own
+// status while the others get the common one.
+TEST(HostConnectionTest, FindOverrunNamesARequestPastItsLimit) {
+  ScriptedConnection conn("stuck", [](ipc::Channel& channel, const ipc::RequestDesc& req, ipc::CompletionDesc*,
+                                      ipc::HostEnd&, std::atomic<bool>&) {
+    ipc::ExecutorSlot& slot = channel.header().executors[0];
+    slot.started_ns.store(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count()));
+    slot.request_id.store(req.request_id);
+    pause();  // the forward that never returns
+  });
+  Answered stuck, queued;
+  ASSERT_TRUE(SubmitFloats(*conn, 4, &stuck).ok());
+  ASSERT_TRUE(SubmitFloats(*conn, 4, &queued).ok());
+  const auto submitted = std::chrono::steady_clock::now();
+  std::optional<Overrun> overrun;
+  ASSERT_TRUE(WaitFor([&] { return (overrun = conn->FindOverrun()).has_value(); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - submitted, milliseconds(200));
+  EXPECT_EQ(overrun->model, "echo");
+  EXPECT_EQ(overrun->limit, milliseconds(200));
+  EXPECT_GT(overrun->elapsed, milliseconds(200));
+  conn.KillHost();
+  conn->Close(Status::Unavailable("host went down"),
+              {{overrun->request_id, Status::DeadlineExceeded("ran past its limit")}});
+  std::lock_guard<std::mutex> a(stuck.mu), b(queued.mu);
+  EXPECT_EQ(stuck.status.code(), StatusCode::kDeadlineExceeded) << stuck.status.ToString();
+  EXPECT_EQ(queued.status.code(), StatusCode::kUnavailable) << queued.status.ToString();
 }
 
 }  // namespace

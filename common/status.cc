@@ -1,4 +1,4 @@
-#include "config/status.h"
+#include "common/status.h"
 
 namespace es {
 

@@ -1,4 +1,4 @@
-#include "config/datatype.h"
+#include "common/datatype.h"
 
 #include <array>
 #include <utility>

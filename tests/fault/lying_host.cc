@@ -1,0 +1,164 @@
+// ensemble-lying-host: a model host that lies. Fault injection for the
+// router's isolation (tests/integration/test_isolation.cc and
+// benchmarks/run_chaos.sh); never part of a deployment.
+//
+// It takes ensemble-model-host's command line (--channel-fd, --config,
+// --host), attaches to the channel and serves every request as an honest
+// echo: its first output is a copy of its first input (same datatype, same
+// shape), which fits any model whose one output has the input's type and
+// dims. It loads no model and reads no config. Some completions are lies:
+//
+//   ES_LIE_MODE=random     (default) each completion is a lie with
+//                          probability ES_LIE_PERCENT (default 10)
+//   ES_LIE_MODE=on-signal  honest until SIGUSR1, then the next ES_LIE_COUNT
+//                          (default 50) completions are lies
+//   ES_LIE_MODE=never      always honest
+//
+// A lie is one of the adversarial completions of issue 13: an output past
+// the arena's end, one pointing into another request's input or output
+// region (whose bytes are another client's), one straddling the end of its
+// own region, huge or wrapping byte counts and shapes, wrong datatypes,
+// ranks past the limit, counts past the limit, status codes outside the
+// closed set, made-up and replayed request ids, and torn descriptors
+// (fields of two requests mixed). The router must reject each one before
+// reading a byte for it.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "ipc/channel.h"
+#include "ipc/channel_ends.h"
+
+namespace {
+
+std::atomic<int> g_lies_owed{0};
+std::atomic<bool> g_stop{false};
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+void OnSigusr1(int) { g_lies_owed.store(EnvInt("ES_LIE_COUNT", 50)); }
+
+void Heartbeat(es::ipc::Channel* channel, pid_t router) {
+  auto& h = channel->header();
+  while (!g_stop.load()) {
+    h.heartbeat.fetch_add(1, std::memory_order_relaxed);
+    if (h.stop_requested.load() != 0 || getppid() != router) g_stop.store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  channel->requests().NotifyConsumer();
+}
+
+// The honest answer: the first input copied into the output region.
+void Echo(es::ipc::Channel& channel, const es::ipc::RequestDesc& req, es::ipc::CompletionDesc* c) {
+  const es::ipc::TensorDesc& in = req.inputs[0];
+  c->request_id = req.request_id;
+  c->message[0] = '\0';
+  if (req.num_inputs == 0 || !channel.ArenaRangeValid(in.offset, in.bytes) || in.bytes > req.output_capacity ||
+      !channel.ArenaRangeValid(req.output_offset, req.output_capacity)) {
+    c->status_code = 3;  // INVALID_ARGUMENT
+    c->num_outputs = 0;
+    std::snprintf(c->message, sizeof(c->message), "lying host: cannot echo this request");
+    return;
+  }
+  std::memmove(channel.arena() + req.output_offset, channel.arena() + in.offset, in.bytes);
+  c->status_code = 0;
+  c->num_outputs = 1;
+  c->outputs[0] = in;
+  c->outputs[0].offset = req.output_offset;
+}
+
+// Turns an honest completion into lie number `kind`. `previous` is the
+// request served before this one (its regions belong to another client).
+void Lie(int kind, const es::ipc::Channel& channel, const es::ipc::RequestDesc& req,
+         const es::ipc::RequestDesc& previous, es::ipc::CompletionDesc* c, std::mt19937_64& rng) {
+  es::ipc::TensorDesc& out = c->outputs[0];
+  c->status_code = 0;
+  c->num_outputs = 1;
+  switch (kind) {
+    case 0: out.offset = channel.arena_bytes() + (rng() % 4096); break;          // past the arena
+    case 1: out = previous.inputs[0]; break;                                       // another client's input
+    case 2: out.offset = previous.output_offset; break;                            // another request's output
+    case 3: out.offset = req.output_offset + req.output_capacity - 4; break;       // straddles its end
+    case 4: out.bytes = uint64_t{1} << 62; break;                                  // huge byte count
+    case 5: out.ndim = 2; out.dims[0] = int64_t{1} << 62; out.dims[1] = 4; out.bytes = 0; break;  // wraps to 0
+    case 6: out.datatype = out.datatype == 8 ? 9 : 8; break;                       // wrong datatype
+    case 7: out.datatype = 0xdeadbeef; break;                                      // no datatype at all
+    case 8: out.ndim = 9 + static_cast<uint32_t>(rng() % 1000); break;            // rank past the limit
+    case 9: c->num_outputs = 3 + static_cast<uint32_t>(rng() % 1000); break;      // count past the limit
+    case 10: c->num_outputs = 0; break;                                            // no outputs
+    case 11: c->status_code = 17 + static_cast<uint32_t>(rng() % 100000); break;  // unknown status code
+    case 12: c->request_id = req.request_id + 1000003; break;                      // made-up id
+    case 13: c->request_id = previous.request_id; break;                           // replayed id
+    case 14: out.dims[0] = -1; break;                                              // negative dim
+    case 15: out.bytes = out.bytes + 4; break;                                     // bytes disagree with dims
+    default:                                                                        // torn: two requests mixed
+      out.offset = previous.output_offset;
+      out.bytes = previous.output_capacity;
+      break;
+  }
+}
+
+constexpr int kLieKinds = 17;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGUSR1, OnSigusr1);
+  int fd = -1;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--channel-fd") fd = std::atoi(argv[i + 1]);
+  }
+  auto attached = es::ipc::Channel::Attach(fd);
+  if (!attached.ok()) {
+    std::fprintf(stderr, "ensemble-lying-host: %s\n", attached.status().message().c_str());
+    return 1;
+  }
+  es::ipc::Channel channel = std::move(attached).value();
+  const std::string mode = std::getenv("ES_LIE_MODE") != nullptr ? std::getenv("ES_LIE_MODE") : "random";
+  const int percent = EnvInt("ES_LIE_PERCENT", 10);
+  auto& header = channel.header();
+  header.host_pid.store(getpid());
+  std::thread heartbeat(Heartbeat, &channel, header.router_pid);
+  header.host_state.store(static_cast<uint32_t>(es::ipc::HostState::kReady), std::memory_order_release);
+  std::fprintf(stderr, "ensemble-lying-host: pid %d, mode %s\n", getpid(), mode.c_str());
+
+  std::mt19937_64 rng(static_cast<uint64_t>(getpid()));
+  es::ipc::HostEnd end(&channel);
+  es::ipc::RequestDesc req{};
+  es::ipc::RequestDesc previous{};
+  es::ipc::CompletionDesc c{};
+  while (!g_stop.load()) {
+    if (!end.NextRequest(&req)) continue;
+    Echo(channel, req, &c);
+    bool lie = false;
+    if (mode == "random") lie = static_cast<int>(rng() % 100) < percent;
+    if (mode == "on-signal" && g_lies_owed.load() > 0) lie = g_lies_owed.fetch_sub(1) > 0;
+    if (lie && previous.request_id != 0) {
+      const int kind = static_cast<int>(rng() % kLieKinds);
+      Lie(kind, channel, req, previous, &c, rng);
+      if (kind == 12 || kind == 13) {
+        // A completion for no request in flight, then the real answer.
+        end.Complete(c, g_stop);
+        c.request_id = req.request_id;
+      }
+    }
+    if (!end.Complete(c, g_stop)) break;
+    previous = req;
+  }
+  heartbeat.join();
+  return 0;
+}

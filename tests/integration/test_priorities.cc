@@ -1,0 +1,201 @@
+// Acceptance of the batcher's ordering and trimming through real gRPC calls
+// to a real server: request priorities decide which queued requests run
+// first, and preferred batch sizes trim the batches the host computes.
+//
+// The models (make_queue_models.py) take about as long as their largest input
+// value says (N element-wise sines), on one host with one executor: one
+// long request (the blocker) holds the host while the test fills the queue,
+// so what leaves the queue next is decided by the batcher alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "tests/integration/kserve_helpers.h"
+#include "tests/integration/server_process.h"
+
+#ifndef ES_INTEGRATION_SOURCE_DIR
+#error "ES_INTEGRATION_SOURCE_DIR must be defined"
+#endif
+
+namespace es::it {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Loop iterations (~20-50 us each in the host here) for the blocker: 2-4 s,
+// far longer than filling the queue takes; for each queued request: ~70 ms
+// a batch, so batches finish well apart.
+constexpr float kBlockerWork = 70000;
+constexpr float kBatchWork = 3000;
+
+// Asynchronous calls whose completion times are recorded.
+class AsyncCalls {
+ public:
+  explicit AsyncCalls(std::shared_ptr<grpc::Channel> channel)
+      : stub_(inference::GRPCInferenceService::NewStub(std::move(channel))) {}
+
+  // Sends a one-row request of `value` to `model` with `priority` (0: none);
+  // returns its index.
+  size_t Send(const std::string& model, float value, int priority) {
+    auto call = std::make_unique<Call>();
+    call->request = RawRequest(model, {1, 1}, {value});
+    if (priority > 0) (*call->request.mutable_parameters())["priority"].set_int64_param(priority);
+    SetDeadline(&call->ctx, seconds(60));
+    Call* raw = call.get();
+    size_t index;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      index = calls_.size();
+      calls_.push_back(std::move(call));
+    }
+    stub_->async()->ModelInfer(&raw->ctx, &raw->request, &raw->response, [this, raw](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      raw->status = std::move(s);
+      raw->finished = Clock::now();
+      raw->done = true;
+      cv_.notify_all();
+    });
+    return index;
+  }
+  bool WaitAll(std::chrono::seconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      return std::all_of(calls_.begin(), calls_.end(), [](const auto& c) { return c->done; });
+    });
+  }
+  bool Done(size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_[i]->done;
+  }
+  // After WaitAll.
+  Clock::time_point finished(size_t i) const { return calls_[i]->finished; }
+  const grpc::Status& status(size_t i) const { return calls_[i]->status; }
+
+ private:
+  struct Call {
+    grpc::ClientContext ctx;
+    inference::ModelInferRequest request;
+    inference::ModelInferResponse response;
+    grpc::Status status;
+    Clock::time_point finished;
+    bool done = false;
+  };
+  std::unique_ptr<Stub> stub_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Call>> calls_;  // GUARDED_BY(mu_) (the vector; each call is written once)
+};
+
+class QueueOrderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    WatchdogScope watchdog(seconds(240), "QueueOrderTest: starting the server");
+    repo_dir_ = new TempDir("es_priorities_repo_");
+    std::string output;
+    const int rc =
+        RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_queue_models.py", repo_dir_->path().string()},
+                   seconds(180), &output);
+    if (rc != 0) {
+      setup_error_ = "make_queue_models.py failed (rc " + std::to_string(rc) + "): " + output;
+      return;
+    }
+    ServerProcess::Options options;
+    options.repository = repo_dir_->path().string();
+    options.hosts = {{"cpu0", 0, "", 1}};
+    server_ = ServerProcess::Start(options).release();
+    if (server_ == nullptr) setup_error_ = ServerProcess::last_start_error();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete repo_dir_;
+    repo_dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr) << setup_error_; }
+
+  // batch size -> executions, from ModelStatistics.
+  static std::map<uint64_t, uint64_t> BatchCounts(const std::string& model) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    inference::ModelStatisticsRequest req;
+    req.set_name(model);
+    inference::ModelStatisticsResponse resp;
+    std::map<uint64_t, uint64_t> counts;
+    const grpc::Status s = server_->Stub()->ModelStatistics(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << Describe(s);
+    if (!s.ok() || resp.model_stats_size() == 0) return counts;
+    for (const auto& b : resp.model_stats(0).batch_stats()) counts[b.batch_size()] = b.compute_infer().count();
+    return counts;
+  }
+
+  static ServerProcess* server_;
+  static TempDir* repo_dir_;
+  static std::string setup_error_;
+};
+
+ServerProcess* QueueOrderTest::server_ = nullptr;
+TempDir* QueueOrderTest::repo_dir_ = nullptr;
+std::string QueueOrderTest::setup_error_;
+
+// Eight priority-2 requests queue behind the blocker, then four priority-1
+// ones. slow_prio batches 4 rows: the four priority-1 requests make the first
+// batch after the blocker and are answered before every priority-2 request,
+// although they were sent last. Were priorities ignored (FIFO), the first
+// four priority-2 requests would run first and this would fail.
+TEST_F(QueueOrderTest, HigherPriorityRequestsQueuedLaterCompleteFirst) {
+  WatchdogScope watchdog(seconds(90), "HigherPriorityRequestsQueuedLaterCompleteFirst");
+  AsyncCalls calls(server_->Channel());
+  const size_t blocker = calls.Send("slow_prio", kBlockerWork, 2);
+  std::this_thread::sleep_for(milliseconds(150));  // it leaves the queue (1 ms delay) and holds the host
+  std::vector<size_t> low, high;
+  for (int i = 0; i < 8; ++i) low.push_back(calls.Send("slow_prio", kBatchWork, 2));
+  std::this_thread::sleep_for(milliseconds(100));
+  for (int i = 0; i < 4; ++i) high.push_back(calls.Send("slow_prio", kBatchWork, 1));
+  std::this_thread::sleep_for(milliseconds(100));
+  const bool blocker_done_early = calls.Done(blocker);
+  ASSERT_TRUE(calls.WaitAll(seconds(60)));
+  for (size_t i = 0; i <= high.back(); ++i) ASSERT_TRUE(calls.status(i).ok()) << i << ": " << Describe(calls.status(i));
+  ASSERT_FALSE(blocker_done_early) << "the blocker finished before the queue was filled: the test proves nothing";
+
+  auto last_high = Clock::time_point::min();
+  for (size_t h : high) last_high = std::max(last_high, calls.finished(h));
+  auto first_low = Clock::time_point::max();
+  for (size_t l : low) first_low = std::min(first_low, calls.finished(l));
+  const auto ms = [&](Clock::time_point t) {
+    return std::chrono::duration_cast<milliseconds>(t - calls.finished(blocker)).count();
+  };
+  std::printf("after the blocker: last priority-1 answer +%lld ms, first priority-2 answer +%lld ms\n",
+              static_cast<long long>(ms(last_high)), static_cast<long long>(ms(first_low)));
+  EXPECT_LT(last_high, first_low) << "a priority-2 request sent earlier completed (+" << ms(first_low)
+                                  << " ms after the blocker) before the last priority-1 one (+" << ms(last_high)
+                                  << " ms)";
+  // The batches: the blocker, then three of 4 rows.
+  EXPECT_EQ(BatchCounts("slow_prio"), (std::map<uint64_t, uint64_t>{{1, 1}, {4, 3}}));
+}
+
+// Six one-row requests wait behind the blocker; slow_pref batches up to 8
+// rows and prefers 4: the six leave as a batch of 4 and then one of 2.
+// Without trimming they would leave as one batch of 6.
+TEST_F(QueueOrderTest, PreferredBatchSizeTrimsTheBatch) {
+  WatchdogScope watchdog(seconds(90), "PreferredBatchSizeTrimsTheBatch");
+  AsyncCalls calls(server_->Channel());
+  const size_t blocker = calls.Send("slow_pref", kBlockerWork, 0);
+  std::this_thread::sleep_for(milliseconds(150));
+  for (int i = 0; i < 6; ++i) calls.Send("slow_pref", kBatchWork, 0);
+  std::this_thread::sleep_for(milliseconds(100));
+  const bool blocker_done_early = calls.Done(blocker);
+  ASSERT_TRUE(calls.WaitAll(seconds(60)));
+  for (size_t i = 0; i < 7; ++i) ASSERT_TRUE(calls.status(i).ok()) << i << ": " << Describe(calls.status(i));
+  ASSERT_FALSE(blocker_done_early) << "the blocker finished before the queue was filled: the test proves nothing";
+  EXPECT_EQ(BatchCounts("slow_pref"), (std::map<uint64_t, uint64_t>{{1, 1}, {2, 1}, {4, 1}}))
+      << "expected the blocker (1), then the six as 4 + 2";
+}
+
+}  // namespace
+}  // namespace es::it
