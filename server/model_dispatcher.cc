@@ -73,8 +73,8 @@ ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* c
                                  std::vector<HostSupervisor*> hosts, ModelStatistics* stats)
     : ModelDispatcher(model, config, FromSupervisors(hosts), stats) {}
 
-ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* config,
-                                 std::vector<DispatchHost> hosts, ModelStatistics* stats)
+ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* config, std::vector<DispatchHost> hosts,
+                                 ModelStatistics* stats)
     : model_(model),
       config_(config),
       hosts_(std::move(hosts)),

@@ -8,13 +8,18 @@
 // They leave the queue in batches: a batch is formed when a host slot is free
 // (per host serving the model: its instances_per_host, at most the host's
 // executors) and either max_batch_size rows are waiting or the oldest request
-// has waited max_queue_delay_us. A batch holds only requests whose non-batch dimensions
-// agree, takes higher priorities first, FIFO within a level, and is trimmed
-// to the largest preferred size it fills. Requests whose deadline passed or
-// whose client cancelled leave the queue with DEADLINE_EXCEEDED / CANCELLED
-// and are never computed; they are looked for whenever a batch is formed and,
-// while every slot is busy, every 5 ms. The batch's rows are copied straight into the
-// host's arena; the outputs are split back per request.
+// has waited max_queue_delay_us. A batch holds only requests whose non-batch
+// dimensions agree, takes higher priorities first (priority 1 is the
+// highest), FIFO within a level, and is trimmed to the largest preferred size
+// it fills. Requests whose deadline passed or whose client cancelled leave
+// the queue with DEADLINE_EXCEEDED / CANCELLED and are never computed; they
+// are looked for whenever a batch is formed and, while every slot is busy,
+// every 5 ms. The batch's rows are copied straight into the host's arena; the
+// outputs are split back per request.
+//
+// Hosts come as DispatchHost (a name and a way to get the live connection):
+// HostSupervisors in the server, a HostConnection played by a test thread in
+// tests/server/test_model_dispatcher.cc.
 //
 // Replicas: each batch goes to the ready host with the least outstanding
 // work; if that host dies with the batch in flight, the batch is retried once

@@ -187,6 +187,7 @@ class NonReadingConnection {
 class LimitsTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    WatchdogScope watchdog(seconds(180), "LimitsTest: writing the models and starting the server");
     repo_ = std::make_unique<TempDir>("es_limits_repo_");
     std::string output;
     const int rc =
