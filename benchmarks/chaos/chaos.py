@@ -152,6 +152,11 @@ def fd_kinds(pid):
     return kinds
 
 
+def num_threads(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[17])
+
+
 def memfd_mappings(pid):
     with open(f"/proc/{pid}/maps") as f:
         return sum(1 for line in f if "/memfd:" in line)
@@ -172,7 +177,7 @@ def snapshot(pid):
     st = sorted(reads, key=lambda r: r.get("VmRSS", 0))[len(reads) // 2]
     return {"rss": st.get("VmRSS", 0), "rss_anon": st.get("RssAnon", 0), "rss_file": st.get("RssFile", 0),
             "rss_shmem": st.get("RssShmem", 0), "fds": sum(best.values()), "fd_kinds": best,
-            "memfd_maps": memfd_mappings(pid), "threads": int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[17])}
+            "memfd_maps": memfd_mappings(pid), "threads": num_threads(pid)}
 
 
 def metrics(url):
@@ -401,7 +406,7 @@ class Chaos:
         a = self.args
         self.check_binaries()
         os.makedirs(self.work, exist_ok=True)
-        log(f"work folder {self.work}; killer seed {self.seed}; lying host: {'yes' if self.liar else 'not built'}")
+        log(f"work folder {self.work}; killer seed {self.seed}; lying host: {'yes' if self.liar else 'left out'}")
         config = self.make_repository()
         self.shm_before = shm_entries()
         self.start_server(config)
@@ -419,7 +424,10 @@ class Chaos:
             if lg["proc"].poll() is not None:
                 raise RuntimeError(f"ensemble-loadgen for {lg['model']} exited {lg['proc'].returncode} at start: " +
                                    open(lg["json"].replace(".json", ".log")).read()[-2000:])
-        liar_at = t0 + self.rng.uniform(0.25, 0.6) * total_s if self.liar else None
+        # The lying host's burst: once, a quarter to 60% into the time in
+        # which faults start (so that a one-minute run has it too).
+        fault_span = max(1.0, total_s - tail_s - 18)
+        liar_at = t0 + self.rng.uniform(0.25, 0.6) * fault_span if self.liar else None
         # The kinds in turn (hosts at random), so that a short run has each.
         kinds = ["SIGKILL", "SIGSTOP", "SIGKILL", "SIGSTOP-long"]
         turn = 0
@@ -552,6 +560,10 @@ class Chaos:
             if restarts[h] < expected:
                 self.problems.append(f"host {h}: {restarts[h]} restarts in /metrics, but {expected} faults ended "
                                      "its process")
+        if self.liar and not a.no_faults and not any(f["kind"] == "SIGUSR1" for f in self.faults):
+            self.problems.append("the lying host was never told to lie (SIGUSR1): the run is too short")
+        if not self.faults and not a.no_faults:
+            self.problems.append("no fault was injected: the run is too short (a minute at least)")
         if self.server_rc != 0:
             self.problems.append(f"the server's exit after SIGTERM: {self.server_rc} (want 0)")
 
@@ -560,7 +572,8 @@ class Chaos:
         L = []
         L.append(f"# Chaos soak, {datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M')} UTC\n")
         L.append(f"`benchmarks/run_chaos.sh {a.minutes:g}`: {a.minutes:g} min of load on {os.cpu_count()} CPUs; "
-                 f"killer seed {self.seed}; lying host {'included' if self.liar else 'NOT BUILT (left out)'}. "
+                 f"killer seed {self.seed}; lying host "
+                 f"{'included' if self.liar else 'LEFT OUT (--no-liar, or ensemble-lying-host not built)'}. "
                  f"Faults every {a.gap_s} s (after the previous host served again): SIGKILL, or SIGSTOP for "
                  f"{a.stop_s} s or, every other stop, {a.long_stop_s:g} s (past the heartbeat timeout of "
                  f"{a.heartbeat_ms} ms: the router must restart the host), each on a random host"
@@ -572,7 +585,8 @@ class Chaos:
         if self.problems:
             L.append("")
         L.append("## Calls\n")
-        L.append("| model | conc | sent | OK | failed by code | hung | unanswered | p99 outside faults | p99 in faults |")
+        L.append("| model | conc | sent | OK | failed by code | hung | unanswered | p99 outside faults "
+                 "| p99 in faults |")
         L.append("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
         for m, c, sent, ok, errs, hung, un, p_out, p_in, _ in rows:
             e = ", ".join(f"{k} {v}" for k, v in sorted(errs.items())) or "-"
@@ -617,10 +631,12 @@ class Chaos:
         for k in kinds:
             L.append(f"| fds: {k} | {s0['fd_kinds'].get(k, 0)} | {s1['fd_kinds'].get(k, 0)} | "
                      f"{s1['fd_kinds'].get(k, 0) - s0['fd_kinds'].get(k, 0):+d} |")
-        L.append(f"| memfd mappings | {s0['memfd_maps']} | {s1['memfd_maps']} | {s1['memfd_maps'] - s0['memfd_maps']:+d} |")
+        maps0, maps1 = s0["memfd_maps"], s1["memfd_maps"]
+        L.append(f"| memfd mappings | {maps0} | {maps1} | {maps1 - maps0:+d} |")
         L.append(f"| threads | {s0['threads']} | {s1['threads']} | {s1['threads'] - s0['threads']:+d} |\n")
         if self.rss_series:
-            picks = sorted({min(len(self.rss_series) - 1, round(i * (len(self.rss_series) - 1) / 10)) for i in range(11)})
+            last = len(self.rss_series) - 1
+            picks = sorted({min(last, round(i * last / 10)) for i in range(11)})
             L.append("Router RSS over the run (sampled every 5 s, faults or not): " + ", ".join(
                 f"{self.rss_series[i][0]:.0f} s {mib(self.rss_series[i][1])} (anon {mib(self.rss_series[i][2])})"
                 for i in picks) + ".\n")

@@ -107,6 +107,8 @@ int ClosedLoopbackPort();
 class ServerProcess {
  public:
   struct HostSpec {
+    HostSpec(std::string name, int cpu, std::string binary = "", int executors = 1)
+        : name(std::move(name)), cpu(cpu), binary(std::move(binary)), executors(executors) {}
     std::string name;
     int cpu;             // the CPU it is pinned to
     std::string binary;  // the host program; empty = ensemble-model-host
