@@ -1,0 +1,50 @@
+// ParseCommandLine: one line naming the mistake, exit 2; --help exits 0.
+#include "common/command_line.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace es {
+namespace {
+
+// Runs ParseCommandLine on `args` (after the program name) for an app with
+// a required --config and an optional --port; returns the exit code (or -1
+// for "go on") and what went to stderr.
+int Parse(std::vector<std::string> args, std::string* err) {
+  CLI::App app{"test"};
+  std::string config;
+  int port = 0;
+  app.add_option("--config", config, "config")->required();
+  app.add_option("--port", port, "port");
+  args.insert(args.begin(), "tool");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  const std::optional<int> code = ParseCommandLine(app, static_cast<int>(argv.size()), argv.data(), "tool");
+  *err = testing::internal::GetCapturedStderr();
+  testing::internal::GetCapturedStdout();
+  return code ? *code : -1;
+}
+
+TEST(CommandLineTest, UnknownOptionIsNamedEvenWhenARequiredOneIsMissing) {
+  std::string err;
+  EXPECT_EQ(Parse({"--bogus"}, &err), 2);
+  EXPECT_EQ(err, "tool: unknown option '--bogus' (see --help)\n");
+  EXPECT_EQ(Parse({"--config", "x", "--bogus=3"}, &err), 2);
+  EXPECT_EQ(err, "tool: unknown option '--bogus' (see --help)\n");
+}
+
+TEST(CommandLineTest, OtherMistakesAreOneLineAndKnownOptionsPass) {
+  std::string err;
+  EXPECT_EQ(Parse({}, &err), 2);
+  EXPECT_EQ(err, "tool: --config is required (see --help)\n");
+  EXPECT_EQ(Parse({"--config", "x", "--port", "-1"}, &err), -1) << err;  // a negative value is not an option
+  EXPECT_EQ(Parse({"--config=x"}, &err), -1) << err;
+  EXPECT_EQ(Parse({"--help"}, &err), 0);
+}
+
+}  // namespace
+}  // namespace es
