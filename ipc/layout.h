@@ -81,13 +81,22 @@ static_assert(sizeof(CompletionDesc) == 960);
 // these, because every byte crosses between cores: a 1-input request is 184
 // bytes (3 cache lines) instead of 832. Counts are clamped, so a corrupt
 // count can never make a copy leave its slot.
+//
+// The consumer calls this on the slot itself, which the peer may be writing
+// at that moment: each count is loaded exactly once (LoadOnce), so the
+// compiler cannot re-read it after the clamp. The copy that follows may
+// still hold counts that disagree with the bytes copied (a torn write); the
+// side that reads it validates every field anyway.
+inline uint32_t LoadOnce(const uint32_t& value) { return __atomic_load_n(&value, __ATOMIC_RELAXED); }
 inline size_t UsedBytes(const RequestDesc& d) {
-  const size_t n = d.num_inputs < kMaxTensors ? d.num_inputs : kMaxTensors;
+  const uint32_t count = LoadOnce(d.num_inputs);
+  const size_t n = count < kMaxTensors ? count : kMaxTensors;
   return offsetof(RequestDesc, inputs) + n * sizeof(TensorDesc);
 }
 inline size_t UsedBytes(const CompletionDesc& d) {
-  if (d.status_code != 0) return sizeof(CompletionDesc);
-  const size_t n = d.num_outputs < kMaxTensors ? d.num_outputs : kMaxTensors;
+  if (LoadOnce(d.status_code) != 0) return sizeof(CompletionDesc);
+  const uint32_t count = LoadOnce(d.num_outputs);
+  const size_t n = count < kMaxTensors ? count : kMaxTensors;
   return offsetof(CompletionDesc, outputs) + n * sizeof(TensorDesc);
 }
 

@@ -9,6 +9,21 @@ namespace {
 
 Status Invalid(const std::string& what) { return Status::Internal("invalid completion: " + what); }
 
+// Rank and fixed dims against the declared shape (-1: any size).
+Status CheckDeclaredShape(const ipc::TensorDesc& t, const std::vector<int64_t>& declared, const std::string& where) {
+  if (t.ndim != declared.size()) {
+    return Invalid(where + "rank " + std::to_string(t.ndim) + ", the model declares " +
+                   std::to_string(declared.size()));
+  }
+  for (size_t d = 0; d < declared.size(); ++d) {
+    if (declared[d] >= 0 && t.dims[d] != declared[d]) {
+      return Invalid(where + "dim " + std::to_string(d) + " is " + std::to_string(t.dims[d]) +
+                     ", the model declares " + std::to_string(declared[d]));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckOutput(const ipc::TensorDesc& t, size_t index, DataType declared, const Reservation& r) {
   const std::string where = "output " + std::to_string(index) + ": ";
   if (t.datatype != static_cast<uint32_t>(declared)) {
@@ -16,6 +31,7 @@ Status CheckOutput(const ipc::TensorDesc& t, size_t index, DataType declared, co
                    DataTypeName(declared));
   }
   if (t.ndim > ipc::kMaxDims) return Invalid(where + "rank " + std::to_string(t.ndim) + " exceeds the limit");
+  if (index < r.output_dims.size()) ES_RETURN_IF_ERROR(CheckDeclaredShape(t, r.output_dims[index], where));
   const auto bytes = TensorBytes(std::span<const int64_t>(t.dims, t.ndim), DataTypeSize(declared));
   if (!bytes) return Invalid(where + "a negative dimension, or a shape whose size overflows");
   if (*bytes != t.bytes) {

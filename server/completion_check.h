@@ -7,7 +7,9 @@
 // it while it is checked) and holds it against the Reservation it made when
 // it submitted the request: the status code must be one of the closed set,
 // the output count the model's declared count, every output's datatype the
-// declared one, its rank at most ipc::kMaxDims with no negative dimension,
+// declared one, its rank and fixed dims the declared ones (when given; the
+// host checks its model's outputs against the config, so an honest host never
+// sends other shapes), its rank at most ipc::kMaxDims with no negative dimension,
 // its byte count exactly the product of its dims times the item size
 // (overflow-checked), and its bytes inside the request's own output region.
 // Only then are bytes read from the arena, so a lying host can at worst
@@ -31,6 +33,9 @@ struct Reservation {
   uint64_t output_offset = 0;    // from the arena base
   uint64_t output_capacity = 0;  // bytes
   std::vector<DataType> output_types;  // the model's declared outputs, in order
+  // Their full declared shapes (batch dim included), -1 for any size; empty:
+  // the shapes are not checked beyond the limits.
+  std::vector<std::vector<int64_t>> output_dims;
 };
 
 // OK, or INTERNAL naming what is wrong ("output 1 ('probabilities'): ...").

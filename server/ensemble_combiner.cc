@@ -65,6 +65,7 @@ InferOutput Combine(const std::vector<const InferOutput*>& members, const std::v
   if (rule == CombineRule::kMajorityVote) {
     int64_t rows = 0, classes = 0;
     RowsAndClasses(first, &rows, &classes);
+    if (n == 0 || classes == 0) return out;  // nothing to vote on (an empty output)
     const T share = T(1) / static_cast<T>(members.size());
     for (const InferOutput* m : members) {
       for (int64_t r = 0; r < rows; ++r) dst[r * classes + ArgMax(As<T>(*m) + r * classes, classes)] += share;

@@ -11,6 +11,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Added to the sum of execution limits before a request counts as lost:
+// scheduling, the ring and the completion thread take some time too.
+constexpr std::chrono::seconds kLostSlack(1);
+
 // Rounds up to a cache line; nullopt on overflow.
 std::optional<uint64_t> AlignUp(uint64_t v) {
   const auto padded = CheckedAdd(v, ipc::kCacheLine - 1);
@@ -103,8 +107,12 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
     Pending pending;
     pending.arena_offset = *region;
     pending.model = model;
-    pending.reservation = Reservation{desc.output_offset, desc.output_capacity, outputs.types};
+    pending.reservation = Reservation{desc.output_offset, desc.output_capacity, outputs.types, outputs.dims};
     pending.max_compute = outputs.max_compute;
+    if (outputs.max_compute.count() > 0) {
+      pending_compute_ += outputs.max_compute;
+      pending.answer_by = Clock::now() + pending_compute_ + kLostSlack;
+    }
     pending.done = std::move(done);
     pending_.emplace(desc.request_id, std::move(pending));
     outstanding_.fetch_add(1, std::memory_order_relaxed);
@@ -112,7 +120,9 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
   Status pushed = end_.Submit(desc);
   if (!pushed.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (pending_.erase(desc.request_id) > 0) {
+    if (auto it = pending_.find(desc.request_id); it != pending_.end()) {
+      pending_compute_ -= it->second.max_compute;
+      pending_.erase(it);
       outstanding_.fetch_sub(1, std::memory_order_relaxed);
       arena_.Free(*region);
       return Status(pushed.code(), "host '" + host_name_ + "': " + pushed.message());
@@ -124,14 +134,22 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
 }
 
 void HostConnection::CompletionLoop() {
-  ipc::CompletionDesc completion;
+  ipc::CompletionDesc completion{};
   while (!stop_.load(std::memory_order_acquire)) {
+    // After a violation nothing more the host says is believed: the rest of
+    // its requests fail when the supervisor closes the connection (within
+    // one watch tick), and a flood of lies cannot flood the log.
+    if (poisoned_.load(std::memory_order_acquire)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
     if (end_.NextCompletion(&completion)) Finish(completion);
   }
 }
 
 void HostConnection::RecordViolation(const std::string& what) {
   violations_.fetch_add(1, std::memory_order_relaxed);
+  poisoned_.store(true, std::memory_order_release);
   spdlog::error("host '{}': protocol violation: {}", host_name_, what);
   std::lock_guard<std::mutex> lock(mu_);
   if (fault_.empty()) fault_ = what;
@@ -151,6 +169,7 @@ void HostConnection::Finish(const ipc::CompletionDesc& completion) {
     auto it = pending_.find(completion.request_id);
     if (it != pending_.end()) {
       pending = std::move(it->second);
+      pending_compute_ -= pending.max_compute;
       pending_.erase(it);
     }
   }
@@ -193,6 +212,18 @@ std::optional<Overrun> HostConnection::FindOverrun() const {
   return std::nullopt;
 }
 
+std::string HostConnection::FindLost() const {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, pending] : pending_) {
+    if (now <= pending.answer_by) continue;
+    return "request " + std::to_string(id) + " (model '" + pending.model +
+           "') is unanswered after every request before it and itself could have used up their execution "
+           "limits; the host lost it";
+  }
+  return "";
+}
+
 void HostConnection::Close(const Status& why, const std::map<uint64_t, Status>& exceptions) {
   stop_.store(true, std::memory_order_release);
   if (completion_thread_.joinable()) {
@@ -204,6 +235,7 @@ void HostConnection::Close(const Status& why, const std::map<uint64_t, Status>& 
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
     failed.swap(pending_);
+    pending_compute_ = std::chrono::milliseconds(0);
   }
   for (auto& [id, pending] : failed) {
     auto own = exceptions.find(id);

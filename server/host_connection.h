@@ -65,6 +65,7 @@ struct TensorParts {
 struct OutputPlan {
   uint64_t capacity = 0;               // bytes reserved for all outputs
   std::vector<DataType> types;         // the model's declared outputs, in order
+  std::vector<std::vector<int64_t>> dims;  // their full declared shapes, -1 = any (empty: unchecked)
   std::chrono::milliseconds max_compute{0};  // 0 = no limit
 };
 
@@ -101,6 +102,13 @@ class HostConnection {
   // A request the host has been computing for longer than its limit, by the
   // host's executor slots and the steady clock; nullopt if none.
   std::optional<Overrun> FindOverrun() const;
+  // Why a request must have been lost by the host, or "": a request still
+  // unanswered when every request submitted before it and itself could have
+  // used up their execution limits one after another (plus a second). An
+  // honest host never gets there: each of those forwards is watched by
+  // FindOverrun. It catches a host that drops requests without ever showing
+  // them in an executor slot, which the watchdog alone cannot see.
+  std::string FindLost() const;
   // The first protocol violation seen, or "" while the host behaved.
   std::string fault() const;
   uint64_t violations() const { return violations_.load(std::memory_order_relaxed); }
@@ -122,6 +130,8 @@ class HostConnection {
     std::string model;
     Reservation reservation;
     std::chrono::milliseconds max_compute{0};
+    // When the host must have answered (see FindLost); max() = no limit.
+    std::chrono::steady_clock::time_point answer_by = std::chrono::steady_clock::time_point::max();
     Done done;
   };
 
@@ -133,9 +143,13 @@ class HostConnection {
   std::atomic<int> outstanding_{0};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> violations_{0};
+  std::atomic<bool> poisoned_{false};  // a violation was seen: stop reading completions
   std::thread completion_thread_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_;  // GUARDED_BY(mu_)
+  // Sum of the execution limits of the requests in pending_ (0 for those
+  // without one): how long the host may take to answer them all.
+  std::chrono::milliseconds pending_compute_{0};   // GUARDED_BY(mu_)
   bool closed_ = false;                            // GUARDED_BY(mu_)
   std::string fault_;                              // GUARDED_BY(mu_)
 };

@@ -139,8 +139,13 @@ void HostSupervisor::SampleHost(HostConnection* conn) {
   device_allocated_bytes_.store(m.device_allocated_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
   device_reserved_bytes_.store(m.device_reserved_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
   // A host only ever reports its own CPU time growing; max() keeps a corrupt
-  // figure from making the counter go down.
-  cpu_sampled_ns_ = std::max(cpu_sampled_ns_, m.cpu_ns.load(std::memory_order_relaxed));
+  // figure from making the counter go down, and a figure no process could
+  // have used since the spawn (all CPUs busy all along) is ignored, so a
+  // lying host cannot poison the counter for good.
+  const uint64_t reported = m.cpu_ns.load(std::memory_order_relaxed);
+  const uint64_t possible = static_cast<uint64_t>(std::max<int64_t>(0, SteadyNs() - spawned_ns_)) *
+                            std::max(1u, std::thread::hardware_concurrency());
+  if (reported <= possible) cpu_sampled_ns_ = std::max(cpu_sampled_ns_, reported);
   cpu_total_ns_.store(std::max(cpu_total_ns_.load(std::memory_order_relaxed), cpu_dead_ns_ + cpu_sampled_ns_),
                       std::memory_order_relaxed);
 }
@@ -222,7 +227,8 @@ bool HostSupervisor::RunIncarnation() {
   }
   const pid_t pid = spawned.value();
   pid_.store(pid);
-  last_beat_ns_.store(SteadyNs(), std::memory_order_relaxed);  // the age counts from the spawn
+  spawned_ns_ = SteadyNs();
+  last_beat_ns_.store(spawned_ns_, std::memory_order_relaxed);  // the age counts from the spawn
   last_beat_ = 0;
   const int pidfd = OpenPidfd(pid);
 
@@ -316,7 +322,10 @@ std::string HostSupervisor::KillReason(HostConnection* conn, pid_t pid, std::map
     return "broke the channel protocol (" + fault + "); killing and restarting it";
   }
   const std::optional<Overrun> overrun = conn->FindOverrun();
-  if (!overrun) return "";
+  if (!overrun) {
+    const std::string lost = conn->FindLost();
+    return lost.empty() ? "" : "broke the channel protocol (" + lost + "); killing and restarting it";
+  }
   hung_forwards_.fetch_add(1, std::memory_order_relaxed);
   const std::string limit = std::to_string(overrun->limit.count());
   (*owed)[overrun->request_id] =

@@ -137,6 +137,7 @@ class HostSupervisor {
   uint64_t cpu_sampled_ns_ = 0;  // the current incarnation's last published CPU time
   uint64_t cpu_reaped_ns_ = 0;   // the current incarnation's CPU time from wait4
   uint64_t violations_dead_ = 0; // protocol violations of the incarnations that ended
+  int64_t spawned_ns_ = 0;       // steady clock, when the current incarnation was spawned
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -255,7 +255,13 @@ std::shared_ptr<HostConnection> ModelDispatcher::PickHost(std::string* why_none)
 OutputPlan ModelDispatcher::OutputPlanFor(int64_t rows) const {
   OutputPlan plan;
   plan.capacity = OutputCapacity(rows);
-  for (const auto& out : model_->outputs) plan.types.push_back(out.datatype);
+  for (const auto& out : model_->outputs) {
+    plan.types.push_back(out.datatype);
+    // The batch dim's size is checked per batch in Finish (an honest model
+    // may get it wrong: that is an error of the request, not of the host).
+    std::vector<int64_t>& dims = plan.dims.emplace_back(model_->batched() ? 1 : 0, -1);
+    dims.insert(dims.end(), out.dims.begin(), out.dims.end());
+  }
   plan.max_compute = std::chrono::milliseconds(model_->max_compute_ms > 0 ? model_->max_compute_ms
                                                                           : config_->limits.max_compute_ms);
   return plan;

@@ -12,16 +12,21 @@
 //                          probability ES_LIE_PERCENT (default 10)
 //   ES_LIE_MODE=on-signal  honest until SIGUSR1, then the next ES_LIE_COUNT
 //                          (default 50) completions are lies
+//   ES_LIE_MODE=scribble   honest answers, while a second thread keeps
+//                          writing garbage into the segment's header
+//                          (geometry, executor slots, host message, metrics)
 //   ES_LIE_MODE=never      always honest
 //
 // A lie is one of the adversarial completions of issue 13: an output past
 // the arena's end, one pointing into another request's input or output
-// region (whose bytes are another client's), one straddling the end of its
-// own region, huge or wrapping byte counts and shapes, wrong datatypes,
-// ranks past the limit, counts past the limit, status codes outside the
-// closed set, made-up and replayed request ids, and torn descriptors
-// (fields of two requests mixed). The router must reject each one before
-// reading a byte for it.
+// region (whose bytes are another client's: the host sometimes holds a
+// request back unanswered so that a lie can aim at a request still in
+// flight), one straddling the end of its own region, huge or wrapping byte
+// counts and shapes, wrong datatypes, ranks past the limit, counts past the
+// limit, status codes outside the closed set, made-up and replayed request
+// ids, torn descriptors (fields of two requests mixed), and requests dropped
+// without a word. The router must reject each one before reading a byte for
+// it, and find the dropped ones.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -103,14 +108,42 @@ void Lie(int kind, const es::ipc::Channel& channel, const es::ipc::RequestDesc& 
     case 13: c->request_id = previous.request_id; break;                           // replayed id
     case 14: out.dims[0] = -1; break;                                              // negative dim
     case 15: out.bytes = out.bytes + 4; break;                                     // bytes disagree with dims
-    default:                                                                        // torn: two requests mixed
+    case 16:                                                                       // torn: two requests mixed
       out.offset = previous.output_offset;
       out.bytes = previous.output_capacity;
+      break;
+    default:  // 17: dropped (the caller sends nothing)
       break;
   }
 }
 
-constexpr int kLieKinds = 17;
+constexpr int kLieKinds = 18;
+constexpr int kDropped = 17;
+
+// ES_LIE_MODE=scribble: garbage into the fields of the header the router
+// must never trust after attach, over and over, while requests flow.
+void Scribble(es::ipc::Channel* channel) {
+  std::mt19937_64 rng(static_cast<uint64_t>(getpid()) * 31);
+  auto& h = channel->header();
+  while (!g_stop.load()) {
+    h.arena_offset = rng();
+    h.arena_bytes = rng();
+    h.segment_bytes = rng();
+    h.requests.capacity = rng();
+    h.requests.slots_offset = rng();
+    h.completions.capacity = rng();
+    h.completions.slots_offset = rng();
+    std::memset(h.host_message, 'A' + static_cast<int>(rng() % 26), sizeof(h.host_message));  // no NUL
+    h.host_metrics.resident_bytes.store(rng());
+    h.host_metrics.cpu_ns.store(rng());
+    h.host_metrics.publishes.fetch_add(1);
+    // An idle executor slot claiming a request that is not running.
+    es::ipc::ExecutorSlot& slot = h.executors[1 + rng() % (es::ipc::kMaxExecutors - 1)];
+    slot.started_ns.store(rng());
+    slot.request_id.store(rng() % 4 == 0 ? 0 : rng());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
 
 }  // namespace
 
@@ -137,19 +170,42 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "ensemble-lying-host: pid %d, mode %s\n", getpid(), mode.c_str());
 
   std::mt19937_64 rng(static_cast<uint64_t>(getpid()));
+  std::thread scribbler;
+  if (mode == "scribble") scribbler = std::thread(Scribble, &channel);
   es::ipc::HostEnd end(&channel);
   es::ipc::RequestDesc req{};
-  es::ipc::RequestDesc previous{};
+  es::ipc::RequestDesc previous{};  // answered: its regions may already be another request's
+  es::ipc::RequestDesc held{};      // taken but not yet answered: still in flight
   es::ipc::CompletionDesc c{};
+  auto answer_held = [&] {
+    if (held.request_id == 0) return;
+    es::ipc::CompletionDesc hc{};
+    Echo(channel, held, &hc);
+    end.Complete(hc, g_stop);
+    previous = held;
+    held = {};
+  };
   while (!g_stop.load()) {
-    if (!end.NextRequest(&req)) continue;
-    Echo(channel, req, &c);
+    if (!end.NextRequest(&req)) {
+      answer_held();
+      continue;
+    }
     bool lie = false;
     if (mode == "random") lie = static_cast<int>(rng() % 100) < percent;
     if (mode == "on-signal" && g_lies_owed.load() > 0) lie = g_lies_owed.fetch_sub(1) > 0;
-    if (lie && previous.request_id != 0) {
+    if (lie && held.request_id == 0 && rng() % 2 == 0) {
+      held = req;  // the next lie can aim at this request while it is in flight
+      continue;
+    }
+    Echo(channel, req, &c);
+    const es::ipc::RequestDesc& other = held.request_id != 0 ? held : previous;
+    if (lie && other.request_id != 0) {
       const int kind = static_cast<int>(rng() % kLieKinds);
-      Lie(kind, channel, req, previous, &c, rng);
+      if (kind == kDropped) {
+        answer_held();
+        continue;
+      }
+      Lie(kind, channel, req, other, &c, rng);
       if (kind == 12 || kind == 13) {
         // A completion for no request in flight, then the real answer.
         end.Complete(c, g_stop);
@@ -157,8 +213,10 @@ int main(int argc, char** argv) {
       }
     }
     if (!end.Complete(c, g_stop)) break;
+    answer_held();
     previous = req;
   }
+  if (scribbler.joinable()) scribbler.join();
   heartbeat.join();
   return 0;
 }

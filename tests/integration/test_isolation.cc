@@ -36,17 +36,25 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// A repository with one model `canary` (FP32 [-1] -> [-1]) on host `liar`.
-// The lying host loads nothing, so model.pt is a placeholder.
+// Two models on host `liar`, FP32 [-1] -> [-1]: `canary` sent request by
+// request, `canary_batched` batched by the router (so a lie about a batch
+// meets the code that splits it back per request). Both may compute 2 s,
+// so a request the host drops is found lost within seconds. The lying host
+// loads nothing, so model.pt is a placeholder.
 void WriteCanaryRepository(const fs::path& repo) {
-  fs::create_directories(repo / "canary" / "1");
-  ASSERT_TRUE(WriteTextFile(repo / "canary" / "1" / "model.pt", "not a model: served by ensemble-lying-host\n"));
-  ASSERT_TRUE(WriteTextFile(repo / "canary" / "config.yaml",
-                            "platform: torchscript\n"
-                            "max_batch_size: 8\n"
-                            "inputs:\n  - {name: input, datatype: FP32, dims: [-1]}\n"
-                            "outputs:\n  - {name: output, datatype: FP32, dims: [-1]}\n"
-                            "hosts: [liar]\n"));
+  for (const std::string model : {"canary", "canary_batched"}) {
+    fs::create_directories(repo / model / "1");
+    ASSERT_TRUE(WriteTextFile(repo / model / "1" / "model.pt", "not a model: served by ensemble-lying-host\n"));
+    ASSERT_TRUE(WriteTextFile(repo / model / "config.yaml",
+                              "platform: torchscript\n"
+                              "max_batch_size: 8\n"
+                              "inputs:\n  - {name: input, datatype: FP32, dims: [-1]}\n"
+                              "outputs:\n  - {name: output, datatype: FP32, dims: [-1]}\n"
+                              "hosts: [liar]\n"
+                              "max_compute_ms: 2000\n" +
+                                  std::string(model == "canary_batched" ? "dynamic_batching: {max_queue_delay_us: 500}\n"
+                                                                        : "")));
+  }
 }
 
 // The demo repository plus the test models named.
@@ -64,7 +72,8 @@ bool MakeTestRepository(const fs::path& repo, std::initializer_list<std::string>
 }
 
 struct CanaryTally {
-  std::atomic<int> ok{0}, internal{0}, unavailable{0}, other{0}, foreign_bytes{0}, hung{0};
+  std::atomic<int> ok{0}, internal{0}, unavailable{0}, overran{0}, other{0}, foreign_bytes{0}, hung{0};
+  int total() const { return ok + internal + unavailable + overran + other + foreign_bytes + hung; }
 };
 
 // One client: unique canary payloads, each answer checked byte for byte.
@@ -79,7 +88,8 @@ void CanaryClient(const ServerProcess& server, int client, Clock::time_point unt
       canary[static_cast<size_t>(i)] = static_cast<float>(client * 1000000 + static_cast<int>(n % 100000)) +
                                        static_cast<float>(i % 7) * 0.125f;
     }
-    InferResult r = Infer(*stub, RawRequest("canary", {1, elements}, canary), milliseconds(20000));
+    const std::string model = n % 2 == 0 ? "canary" : "canary_batched";
+    InferResult r = Infer(*stub, RawRequest(model, {1, elements}, canary), milliseconds(20000));
     const auto code = r.status.error_code();
     if (code == grpc::StatusCode::OK) {
       const bool same = r.response.raw_output_contents_size() == 1 &&
@@ -92,6 +102,9 @@ void CanaryClient(const ServerProcess& server, int client, Clock::time_point unt
     } else if (code == grpc::StatusCode::UNAVAILABLE) {
       tally->unavailable++;
       std::this_thread::sleep_for(milliseconds(2));  // the host restarts: do not spin
+    } else if (code == grpc::StatusCode::DEADLINE_EXCEEDED && r.status.error_message().find("max_compute_ms") !=
+                                                                   std::string::npos) {
+      tally->overran++;  // the watchdog, fooled by a scribbled executor slot: the router's own answer
     } else if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
       tally->hung++;  // the client's own 20 s deadline: the router never answered
     } else {
@@ -99,6 +112,21 @@ void CanaryClient(const ServerProcess& server, int client, Clock::time_point unt
       ADD_FAILURE() << "unexpected status " << Describe(r.status);
     }
   }
+}
+
+// Six clients for `how_long`, then the tally, printed.
+std::unique_ptr<CanaryTally> RunCanaryClients(const ServerProcess& server, std::chrono::seconds how_long) {
+  auto result = std::make_unique<CanaryTally>();
+  CanaryTally& tally = *result;
+  const auto until = Clock::now() + how_long;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 6; ++c) clients.emplace_back(CanaryClient, std::cref(server), c, until, &tally);
+  for (auto& t : clients) t.join();
+  std::printf("%d calls: %d OK (canary intact), %d INTERNAL, %d UNAVAILABLE, %d DEADLINE_EXCEEDED (watchdog), "
+              "%d foreign bytes, %d hung\n",
+              tally.total(), tally.ok.load(), tally.internal.load(), tally.unavailable.load(), tally.overran.load(),
+              tally.foreign_bytes.load(), tally.hung.load());
+  return result;
 }
 
 TEST(IsolationTest, LyingHostNeverCrashesTheRouterNorLeaksAnotherClientsBytes) {
@@ -115,16 +143,8 @@ TEST(IsolationTest, LyingHostNeverCrashesTheRouterNorLeaksAnotherClientsBytes) {
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   const pid_t router = server->pid();
 
-  CanaryTally tally;
-  const auto until = Clock::now() + seconds(25);
-  std::vector<std::thread> clients;
-  for (int c = 0; c < 6; ++c) clients.emplace_back(CanaryClient, std::cref(*server), c, until, &tally);
-  for (auto& t : clients) t.join();
-
-  const int total = tally.ok + tally.internal + tally.unavailable + tally.other + tally.foreign_bytes + tally.hung;
-  std::printf("lying host: %d calls: %d OK (canary intact), %d INTERNAL, %d UNAVAILABLE, %d foreign bytes, %d hung\n",
-              total, tally.ok.load(), tally.internal.load(), tally.unavailable.load(), tally.foreign_bytes.load(),
-              tally.hung.load());
+  const auto counted = RunCanaryClients(*server, seconds(25));
+  const CanaryTally& tally = *counted;
   EXPECT_EQ(tally.foreign_bytes.load(), 0) << "a client got bytes that are not its own answer";
   EXPECT_EQ(tally.hung.load(), 0) << "a call never got an answer";
   EXPECT_EQ(tally.other.load(), 0);
@@ -144,6 +164,30 @@ TEST(IsolationTest, LyingHostNeverCrashesTheRouterNorLeaksAnotherClientsBytes) {
   // Still the same router, and it answers once the host is honest again.
   auto stub = server->Stub();
   EXPECT_TRUE(ServerReady(*stub, milliseconds(2000)).has_value());
+}
+
+// A host that keeps scribbling over the header (geometry, executor slots,
+// its message, its metrics) while it answers honestly: the router never
+// reads through any of it, and every answer is still the client's own.
+TEST(IsolationTest, ScribbledHeaderIsNeverTrusted) {
+  WatchdogScope watchdog(seconds(120), "IsolationTest: scribbling host");
+  TempDir dir("es_isolation_");
+  WriteCanaryRepository(dir.path() / "repo");
+  ServerProcess::Options options;
+  options.repository = (dir.path() / "repo").string();
+  options.hosts = {{"liar", 0, ES_LYING_HOST_BIN}};
+  options.env = {"ES_LIE_MODE=scribble"};
+  auto server = ServerProcess::Start(options);
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  const auto counted = RunCanaryClients(*server, seconds(10));
+  const CanaryTally& tally = *counted;
+  EXPECT_EQ(tally.foreign_bytes.load(), 0);
+  EXPECT_EQ(tally.hung.load(), 0);
+  EXPECT_EQ(tally.other.load(), 0);
+  EXPECT_GT(tally.ok.load(), 50);
+  EXPECT_TRUE(ProcessAlive(server->pid())) << server->LogTail();
+  auto scrape = metrics_test::Scrape::From(server->metrics_address());
+  ASSERT_TRUE(scrape);  // the scribbled metrics block did not break /metrics
 }
 
 class HungForwardTest : public ::testing::Test {

@@ -108,6 +108,25 @@ TEST(CompletionCheckTest, DatatypeRankAndCountMustBeTheDeclaredOnes) {
   ExpectRejected(c, "output(s)");
 }
 
+// With the declared shapes given, rank and fixed dims must match them (the
+// host checks its model's outputs against the config, so only a lying host
+// sends anything else); -1 accepts any size.
+TEST(CompletionCheckTest, RankAndFixedDimsMustBeTheDeclaredOnes) {
+  Reservation declared = OneFp32Output();
+  declared.output_dims = {{-1, 8}};
+  EXPECT_TRUE(CheckCompletion(Honest(), declared).ok());
+  ipc::CompletionDesc c = Honest();
+  c.outputs[0].ndim = 3;  // [2, 8, 1]: same bytes, another rank
+  c.outputs[0].dims[2] = 1;
+  Status s = CheckCompletion(c, declared);
+  EXPECT_NE(s.message().find("rank 3, the model declares 2"), std::string::npos) << s.ToString();
+  c = Honest();
+  c.outputs[0].dims[0] = 4;  // [4, 4]: same bytes, another fixed dim
+  c.outputs[0].dims[1] = 4;
+  s = CheckCompletion(c, declared);
+  EXPECT_NE(s.message().find("dim 1 is 4, the model declares 8"), std::string::npos) << s.ToString();
+}
+
 TEST(CompletionCheckTest, EveryOutputIsChecked) {
   Reservation two{0, 4096, {DataType::kFp32, DataType::kInt64}};
   ipc::CompletionDesc c = Honest();

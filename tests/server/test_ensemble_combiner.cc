@@ -91,5 +91,17 @@ TEST(EnsembleCombinerTest, RejectsDataThatDisagreesWithTheShape) {
   EXPECT_FALSE(CombineOutputs({&a, &b}, {1, 1}, CombineRule::kMean).ok());
 }
 
+// An empty output (a variable dim of size 0) has nothing to vote on: the
+// vote shares are empty too, and nothing is written past them.
+TEST(EnsembleCombinerTest, MajorityVoteOnAnEmptyOutputIsEmpty) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0}, std::vector<int64_t>{3, 0}}) {
+    InferOutput a{"probabilities", DataType::kFp32, shape, {}}, b = a;
+    auto combined = CombineOutputs({&a, &b}, {1, 1}, CombineRule::kMajorityVote);
+    ASSERT_TRUE(combined.ok()) << combined.status().ToString();
+    EXPECT_TRUE(combined->data.empty());
+    EXPECT_EQ(combined->shape, shape);
+  }
+}
+
 }  // namespace
 }  // namespace es

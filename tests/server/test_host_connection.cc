@@ -211,7 +211,7 @@ Status SubmitFloats(HostConnection& conn, size_t floats, Answered* answered) {
   input.datatype = DataType::kFp32;
   input.shape = {static_cast<int64_t>(floats)};
   input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float)}};
-  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, milliseconds(200)},
+  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, {}, milliseconds(200)},
                      [answered](const Status& s, const ipc::CompletionDesc*, const uint8_t*) {
                        std::lock_guard<std::mutex> lock(answered->mu);
                        answered->status = s;
@@ -330,6 +330,53 @@ TEST(HostConnectionTest, FindOverrunNamesARequestPastItsLimit) {
   std::lock_guard<std::mutex> a(stuck.mu), b(queued.mu);
   EXPECT_EQ(stuck.status.code(), StatusCode::kDeadlineExceeded) << stuck.status.ToString();
   EXPECT_EQ(queued.status.code(), StatusCode::kUnavailable) << queued.status.ToString();
+}
+
+// Time a request spends queued in the host's ring is not compute time: a
+// host with one executor that takes 150 ms per request (limit 200 ms) is
+// never called hung, although its third request is answered ~450 ms after
+// it was submitted.
+TEST(HostConnectionTest, QueueTimeInTheHostIsNotCountedAgainstTheLimit) {
+  ScriptedConnection conn("sequential", [](ipc::Channel& channel, const ipc::RequestDesc& req,
+                                           ipc::CompletionDesc* c, ipc::HostEnd& end, std::atomic<bool>& stop) {
+    ipc::ExecutorSlot& slot = channel.header().executors[0];
+    slot.started_ns.store(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count()));
+    slot.request_id.store(req.request_id);
+    std::this_thread::sleep_for(milliseconds(150));
+    slot.request_id.store(0);
+    end.Complete(*c, stop);
+  });
+  Answered answered;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
+  bool flagged = false;
+  ASSERT_TRUE(WaitFor([&] {
+    flagged = flagged || conn->FindOverrun().has_value() || !conn->FindLost().empty();
+    return answered.calls.load() == 3;
+  }));
+  EXPECT_FALSE(flagged) << "an honest host computing within its limit was called hung";
+  EXPECT_EQ(conn->violations(), 0u);
+}
+
+// A host that takes requests and drops them without a word (no executor
+// slot, no completion, heartbeat fine) is caught by FindLost once every
+// request before and including the lost one could have run out its limit.
+TEST(HostConnectionTest, SilentlyDroppedRequestsAreFoundLost) {
+  ScriptedConnection conn("dropper", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc*, ipc::HostEnd&,
+                                        std::atomic<bool>&) {});
+  Answered answered;
+  const auto submitted = std::chrono::steady_clock::now();
+  ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
+  ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
+  EXPECT_FALSE(conn->FindOverrun().has_value());
+  std::string lost;
+  ASSERT_TRUE(WaitFor([&] { return !(lost = conn->FindLost()).empty(); }));
+  // The first is lost after its own limit (200 ms) plus the 1 s slack.
+  EXPECT_GE(std::chrono::steady_clock::now() - submitted, milliseconds(1200));
+  EXPECT_NE(lost.find("model 'echo'"), std::string::npos) << lost;
+  EXPECT_NE(lost.find("lost"), std::string::npos) << lost;
+  EXPECT_EQ(answered.calls.load(), 0);
 }
 
 }  // namespace
