@@ -59,6 +59,33 @@ TEST(CliInputs, NpyRoundTripAndBatchDim) {
   EXPECT_NE(error.find("NUMPY"), std::string::npos) << error;
 }
 
+// A v1 .npy header for `shape_text` ("(2, 3)") of little-endian float32,
+// padded as numpy pads it, followed by `data_bytes` zero bytes.
+std::string NpyBytes(const std::string& shape_text, size_t data_bytes) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + std::string(data_bytes, '\0');
+}
+
+// What the fuzzer found (tests/fuzz/npy_fuzzer.cc): a dimension that is not
+// a number aborted ensemble-cli; negative dims and shapes whose size
+// overflows were taken. Each is now a clear error.
+TEST(CliInputs, NpyShapesThatAreNotSizesAreRefused) {
+  std::string error;
+  ASSERT_TRUE(ParseNpy(NpyBytes("(2, 3)", 24), "ok.npy", &error).has_value()) << error;
+  for (const std::string shape : {"(2, x)", "(-1, -1)", "(2, 9223372036854775807)", "(4294967296, 4294967296)"}) {
+    error.clear();
+    EXPECT_FALSE(ParseNpy(NpyBytes(shape, 16), "bad.npy", &error).has_value()) << shape;
+    EXPECT_NE(error.find("bad.npy"), std::string::npos) << shape << ": " << error;
+  }
+}
+
 TEST(CliInputs, JsonNestedAndFlat) {
   std::string error;
   std::mt19937 rng(0);
