@@ -6,6 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
+  clang libclang-rt-14-dev                        # test.sh's sanitizer builds (-Wthread-safety, TSan) and fuzz.sh
   libtorch-dev libgloo-dev libopenblas0-pthread   # LibTorch (CPU) + Gloo; OpenBLAS: the reference BLAS is ~24x slower
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev

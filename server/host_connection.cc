@@ -99,7 +99,7 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
   desc.output_capacity = outputs.capacity;
 
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) {
       arena_.Free(*region);
       return Status::Unavailable("host '" + host_name_ + "' is down");
@@ -119,7 +119,7 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
   }
   Status pushed = end_.Submit(desc);
   if (!pushed.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (auto it = pending_.find(desc.request_id); it != pending_.end()) {
       pending_compute_ -= it->second.max_compute;
       pending_.erase(it);
@@ -148,15 +148,19 @@ void HostConnection::CompletionLoop() {
 }
 
 void HostConnection::RecordViolation(const std::string& what) {
-  violations_.fetch_add(1, std::memory_order_relaxed);
   poisoned_.store(true, std::memory_order_release);
   spdlog::error("host '{}': protocol violation: {}", host_name_, what);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fault_.empty()) fault_ = what;
+  {
+    MutexLock lock(&mu_);
+    if (fault_.empty()) fault_ = what;
+  }
+  // Counted only now (release; violations() acquires): a caller that sees
+  // the count, e.g. the supervisor, finds the fault set.
+  violations_.fetch_add(1, std::memory_order_release);
 }
 
 std::string HostConnection::fault() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return fault_;
 }
 
@@ -165,7 +169,7 @@ std::string HostConnection::fault() const {
 void HostConnection::Finish(const ipc::CompletionDesc& completion) {
   Pending pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = pending_.find(completion.request_id);
     if (it != pending_.end()) {
       pending = std::move(it->second);
@@ -204,7 +208,7 @@ std::optional<Overrun> HostConnection::FindOverrun() const {
     const uint64_t started = slot.started_ns.load(std::memory_order_relaxed);
     if (slot.request_id.load(std::memory_order_acquire) != id || started > now) continue;  // changed meanwhile
     const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(now - started));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = pending_.find(id);
     if (it == pending_.end() || it->second.max_compute.count() <= 0 || elapsed <= it->second.max_compute) continue;
     return Overrun{id, it->second.model, elapsed, it->second.max_compute};
@@ -214,7 +218,7 @@ std::optional<Overrun> HostConnection::FindOverrun() const {
 
 std::string HostConnection::FindLost() const {
   const auto now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, pending] : pending_) {
     if (now <= pending.answer_by) continue;
     return "request " + std::to_string(id) + " (model '" + pending.model +
@@ -232,7 +236,7 @@ void HostConnection::Close(const Status& why, const std::map<uint64_t, Status>& 
   }
   std::unordered_map<uint64_t, Pending> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
     failed.swap(pending_);
     pending_compute_ = std::chrono::milliseconds(0);

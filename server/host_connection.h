@@ -31,13 +31,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "ipc/arena_allocator.h"
 #include "ipc/channel.h"
@@ -111,7 +111,8 @@ class HostConnection {
   std::string FindLost() const;
   // The first protocol violation seen, or "" while the host behaved.
   std::string fault() const;
-  uint64_t violations() const { return violations_.load(std::memory_order_relaxed); }
+  // Counted after fault() is set: whoever sees a count also sees a fault.
+  uint64_t violations() const { return violations_.load(std::memory_order_acquire); }
 
   const std::string& host_name() const { return host_name_; }
   ipc::Channel& channel() { return channel_; }
@@ -145,13 +146,13 @@ class HostConnection {
   std::atomic<uint64_t> violations_{0};
   std::atomic<bool> poisoned_{false};  // a violation was seen: stop reading completions
   std::thread completion_thread_;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Pending> pending_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   // Sum of the execution limits of the requests in pending_ (0 for those
   // without one): how long the host may take to answer them all.
-  std::chrono::milliseconds pending_compute_{0};   // GUARDED_BY(mu_)
-  bool closed_ = false;                            // GUARDED_BY(mu_)
-  std::string fault_;                              // GUARDED_BY(mu_)
+  std::chrono::milliseconds pending_compute_ ABSL_GUARDED_BY(mu_) = std::chrono::milliseconds(0);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string fault_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace es

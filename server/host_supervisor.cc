@@ -66,19 +66,19 @@ HostSupervisor::~HostSupervisor() { Stop(); }
 void HostSupervisor::Start() { monitor_ = std::thread([this] { MonitorLoop(); }); }
 
 bool HostSupervisor::WaitFirstStart() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return first_start_done_; });
+  MutexLock lock(&mu_);
+  while (!first_start_done_) cv_.Wait(&mu_);
   return first_start_ok_;
 }
 
 void HostSupervisor::RequestStop(milliseconds grace) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_.load()) return;
     stop_grace_ = grace;
     stopping_.store(true);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void HostSupervisor::Stop(milliseconds grace) {
@@ -87,23 +87,23 @@ void HostSupervisor::Stop(milliseconds grace) {
 }
 
 std::shared_ptr<HostConnection> HostSupervisor::connection() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return connection_;
 }
 
 std::string HostSupervisor::last_error() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_error_;
 }
 
 void HostSupervisor::SetError(const std::string& error) {
   spdlog::error("{}", error);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   last_error_ = error;
 }
 
 void HostSupervisor::Publish(std::shared_ptr<HostConnection> conn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   connection_ = std::move(conn);
 }
 
@@ -185,19 +185,19 @@ void HostSupervisor::MonitorLoop() {
     restarts_.fetch_add(1);
     if (Clock::now() - started > kStableUptime) backoff = kInitialBackoff;
     spdlog::warn("host '{}': restarting in {} ms (restart #{})", host_.name, backoff.count(), restarts_.load());
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, backoff, [this] { return stopping_.load(); });
+    MutexLock lock(&mu_);
+    cv_.WaitFor(&mu_, backoff, [this] { return stopping_.load(); });
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
   NoteFirstStart(false);
 }
 
 void HostSupervisor::NoteFirstStart(bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (first_start_done_) return;
   first_start_done_ = true;
   first_start_ok_ = ok;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool HostSupervisor::RunIncarnation() {

@@ -35,13 +35,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "config/server_config.h"
 #include "server/host_connection.h"
 
@@ -139,12 +138,12 @@ class HostSupervisor {
   uint64_t violations_dead_ = 0; // protocol violations of the incarnations that ended
   int64_t spawned_ns_ = 0;       // steady clock, when the current incarnation was spawned
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::shared_ptr<HostConnection> connection_;  // GUARDED_BY(mu_)
-  std::string last_error_;                      // GUARDED_BY(mu_)
-  bool first_start_done_ = false;               // GUARDED_BY(mu_)
-  bool first_start_ok_ = false;                 // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::shared_ptr<HostConnection> connection_ ABSL_GUARDED_BY(mu_);
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  bool first_start_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool first_start_ok_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace es

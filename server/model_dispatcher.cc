@@ -88,10 +88,10 @@ ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* c
 
 ModelDispatcher::~ModelDispatcher() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  timer_cv_.notify_all();
+  timer_cv_.NotifyAll();
   if (timer_.joinable()) timer_.join();
 }
 
@@ -114,7 +114,7 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
   Dropped dropped;
   bool wake_timer = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Refusals are answered below, outside the lock. The byte bound matters
     // as much as the count: queued requests hold their payloads (up to
     // max_request_bytes each) until they are answered.
@@ -140,7 +140,7 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
       wake_timer = TimerMustWakeSoonerLocked();
     }
   }
-  if (wake_timer) timer_cv_.notify_one();
+  if (wake_timer) timer_cv_.NotifyOne();
   DispatchAll(std::move(batches), std::move(dropped));
 }
 
@@ -384,21 +384,21 @@ void ModelDispatcher::SlotFreed() {
   Dropped dropped;
   bool wake_timer = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     --in_flight_;
     batches = TakeReadyBatchesLocked(Clock::now(), &dropped);
     wake_timer = TimerMustWakeSoonerLocked();
   }
-  if (wake_timer) timer_cv_.notify_one();
+  if (wake_timer) timer_cv_.NotifyOne();
   DispatchAll(std::move(batches), std::move(dropped));
 }
 
 void ModelDispatcher::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     if (QueueEmptyLocked()) {
       timer_wake_ = Clock::time_point::max();
-      timer_cv_.wait(lock);
+      timer_cv_.Wait(&mu_);
       continue;
     }
     // Wake when the oldest request's delay is up (if a slot is free), and in
@@ -406,15 +406,15 @@ void ModelDispatcher::TimerLoop() {
     auto wake = Clock::now() + kPurgeInterval;
     if (in_flight_ < slots_) wake = std::min(wake, OldestLocked() + queue_delay_);
     timer_wake_ = wake;
-    timer_cv_.wait_until(lock, wake);
+    timer_cv_.WaitUntil(&mu_, wake);
     if (stopping_) break;
     Dropped dropped;
     const auto now = Clock::now();
     PurgeLocked(now, &dropped);
     std::vector<Batch> batches = TakeReadyBatchesLocked(now, &dropped);
-    lock.unlock();
+    lock.Unlock();
     DispatchAll(std::move(batches), std::move(dropped));
-    lock.lock();
+    lock.Lock();
   }
   // Shutdown: whatever is still queued is answered, never dropped silently.
   Dropped dropped;
@@ -425,7 +425,7 @@ void ModelDispatcher::TimerLoop() {
   queued_ = 0;
   queued_rows_ = 0;
   queued_bytes_ = 0;
-  lock.unlock();
+  lock.Unlock();
   DispatchAll({}, std::move(dropped));
 }
 

@@ -31,15 +31,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "config/server_config.h"
 #include "server/host_supervisor.h"
 #include "server/infer_types.h"
@@ -84,17 +83,18 @@ class ModelDispatcher {
   // Requests that leave the queue without running, with the reason.
   using Dropped = std::vector<std::pair<Queued, Status>>;
 
-  // Takes the batches that may leave the queue now. Requires mu_.
-  std::vector<Batch> TakeReadyBatchesLocked(Clock::time_point now, Dropped* dropped);
-  Batch FormBatchLocked(Clock::time_point now, Dropped* dropped);
-  // Moves expired and cancelled requests out of the queue. Requires mu_.
-  void PurgeLocked(Clock::time_point now, Dropped* dropped);
-  bool QueueEmptyLocked() const;
+  // Takes the batches that may leave the queue now.
+  std::vector<Batch> TakeReadyBatchesLocked(Clock::time_point now, Dropped* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Batch FormBatchLocked(Clock::time_point now, Dropped* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves expired and cancelled requests out of the queue.
+  void PurgeLocked(Clock::time_point now, Dropped* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool QueueEmptyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the timer sleeps past the moment the queue now needs it (the
   // oldest request's delay), so Infer and SlotFreed notify only then: a
   // notify per request would wake the timer thread once per request.
-  bool TimerMustWakeSoonerLocked() const;
-  Clock::time_point OldestLocked() const;
+  bool TimerMustWakeSoonerLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Clock::time_point OldestLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DispatchAll(std::vector<Batch> batches, Dropped dropped);
   void Dispatch(std::shared_ptr<Batch> batch, Clock::time_point dispatched, int attempt);
   void Finish(const Batch& batch, const Status& status, const ipc::CompletionDesc* completion,
@@ -114,16 +114,16 @@ class ModelDispatcher {
   const int slots_;  // batches in flight at once
   const std::chrono::microseconds queue_delay_;  // max_queue_delay_us
 
-  std::mutex mu_;
-  std::condition_variable timer_cv_;
-  std::vector<std::deque<Queued>> queues_;  // GUARDED_BY(mu_), index = priority - 1
-  size_t queued_ = 0;                       // GUARDED_BY(mu_), requests
-  int64_t queued_rows_ = 0;                 // GUARDED_BY(mu_)
-  int64_t queued_bytes_ = 0;                // GUARDED_BY(mu_), input bytes of the queued requests
-  int in_flight_ = 0;                       // GUARDED_BY(mu_), batches
-  bool stopping_ = false;                   // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar timer_cv_;
+  std::vector<std::deque<Queued>> queues_ ABSL_GUARDED_BY(mu_);  // index = priority - 1
+  size_t queued_ ABSL_GUARDED_BY(mu_) = 0;                       // requests
+  int64_t queued_rows_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // input bytes of the queued requests
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;         // batches
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // When the timer wakes by itself; max() while it waits for a notify.
-  Clock::time_point timer_wake_ = Clock::time_point::max();  // GUARDED_BY(mu_)
+  Clock::time_point timer_wake_ ABSL_GUARDED_BY(mu_) = Clock::time_point::max();
   std::thread timer_;
 };
 

@@ -81,15 +81,15 @@ struct LoadEngine::Worker {
   std::vector<int> slots;    // closed loop
   std::map<int, std::chrono::milliseconds> backoff;  // closed loop, per slot (drainer thread only)
   std::atomic<int64_t> retries{0};  // alarms set and not yet fired
-  std::set<Call*> outstanding;      // guarded by mu: calls sent and not yet completed
+  std::set<Call*> outstanding ABSL_GUARDED_BY(mu);  // calls sent and not yet completed
   bool cancelled_rest = false;      // drainer thread only
   double rate = 0;           // open loop, requests/s of this worker
   int64_t max_inflight = 1;
   std::atomic<int64_t> in_flight{0};
   size_t next_channel = 0;   // open loop (pacer thread only)
   std::mt19937_64 rng;
-  std::mutex mu;
-  Sample sample;  // guarded by mu
+  Mutex mu;
+  Sample sample ABSL_GUARDED_BY(mu);
   std::thread drainer;  // completions (and, closed loop, the next calls)
   std::thread pacer;    // open loop: sends on schedule
   std::atomic<bool> pacer_running{false};
@@ -111,7 +111,7 @@ std::map<grpc::StatusCode, uint64_t> LoadEngine::total_errors() const {
 }
 
 std::string LoadEngine::lost_server_reason() const {
-  std::lock_guard<std::mutex> lock(reason_mu_);
+  MutexLock lock(&reason_mu_);
   return std::to_string(settings_.max_connection_failures) + " connection failures in a row, the last: " +
          last_connection_error_;
 }
@@ -165,7 +165,10 @@ void LoadEngine::Stop() {
   }
   // What completed while draining stays for the next TakeSample().
   Sample rest;
-  for (auto& w : workers_) rest.Merge(std::move(w->sample));
+  for (auto& w : workers_) {
+    MutexLock lock(&w->mu);  // its threads are joined; the lock is for the analysis
+    rest.Merge(std::move(w->sample));
+  }
   workers_.clear();
   drained_.Merge(std::move(rest));
 }
@@ -176,7 +179,7 @@ Sample LoadEngine::TakeSample() {
   for (auto& w : workers_) {
     Sample s;
     {
-      std::lock_guard<std::mutex> lock(w->mu);
+      MutexLock lock(&w->mu);
       std::swap(s, w->sample);
     }
     total.Merge(std::move(s));
@@ -202,7 +205,7 @@ void LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
   {
     // Registered before it starts: its completion (on the drainer thread)
     // erases it, and Stop() may cancel whatever is still registered.
-    std::lock_guard<std::mutex> lock(w->mu);
+    MutexLock lock(&w->mu);
     ++w->sample.sent;
     w->outstanding.insert(call);
   }
@@ -223,7 +226,7 @@ void LoadEngine::CountOutcome(const Call& call) {
   }
   if (failures_in_a_row_.fetch_add(1) + 1 >= settings_.max_connection_failures && !lost_server_.load()) {
     {
-      std::lock_guard<std::mutex> lock(reason_mu_);
+      MutexLock lock(&reason_mu_);
       last_connection_error_ = "UNAVAILABLE: " + call.status.error_message();
     }
     lost_server_.store(true);
@@ -231,7 +234,7 @@ void LoadEngine::CountOutcome(const Call& call) {
 }
 
 void LoadEngine::CancelOutstanding(Worker* w) {
-  std::lock_guard<std::mutex> lock(w->mu);
+  MutexLock lock(&w->mu);
   for (Call* call : w->outstanding) {
     call->abandoned = true;
     call->ctx.TryCancel();
@@ -246,7 +249,7 @@ void LoadEngine::Completed(Worker* w, std::unique_ptr<Call> call) {
   const bool ok = call->status.ok();
   const bool hung = done - call->sent > settings_.hung;
   {
-    std::lock_guard<std::mutex> lock(w->mu);
+    MutexLock lock(&w->mu);
     w->outstanding.erase(call.get());
     if (!call->abandoned) {  // an abandoned call was counted (unanswered) when it was cancelled
       if (ok) {
@@ -315,7 +318,7 @@ void LoadEngine::Pace(Worker* w) {
       }
       next += interval();
     }
-    std::lock_guard<std::mutex> lock(w->mu);
+    MutexLock lock(&w->mu);
     w->sample.skipped += skipped;
     w->sample.late_ns_sum += late;
   }

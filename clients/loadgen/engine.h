@@ -45,10 +45,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace es::loadgen {
 
@@ -138,8 +139,8 @@ class LoadEngine {
   std::atomic<uint64_t> total_by_code_[17] = {};  // grpc::StatusCode 0..16
   std::atomic<int> failures_in_a_row_{0};
   std::atomic<bool> lost_server_{false};
-  mutable std::mutex reason_mu_;
-  std::string last_connection_error_;  // guarded by reason_mu_
+  mutable Mutex reason_mu_;
+  std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
   std::chrono::steady_clock::time_point last_sample_;
   Sample drained_;  // completed during Stop(), for the next TakeSample()
 };
