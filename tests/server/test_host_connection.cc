@@ -262,12 +262,12 @@ bool WaitFor(const std::function<bool()>& done, milliseconds timeout = milliseco
 // A completion whose output points at another request's bytes is answered
 // INTERNAL (never with those bytes) and recorded as the connection's fault.
 TEST(HostConnectionTest, InvalidCompletionIsAnsweredInternalAndFaultsTheHost) {
+  Answered answered;  // before conn: its destructor answers what is left
   ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c,
                                      ipc::HostEnd& end, std::atomic<bool>& stop) {
     c->outputs[0].offset = 0;  // the arena's first region: the request's input, not its output
     end.Complete(*c, stop);
   });
-  Answered answered;
   // The first request occupies offset 0; the second's completion points there.
   ASSERT_TRUE(SubmitFloats(*conn, 16, &answered).ok());
   ASSERT_TRUE(WaitFor([&] { return answered.calls.load() == 1; }));
@@ -285,12 +285,12 @@ TEST(HostConnectionTest, InvalidCompletionIsAnsweredInternalAndFaultsTheHost) {
 // A completion for a request that is not in flight (made up, or a replay)
 // answers nothing and is a fault; the real answer still gets through.
 TEST(HostConnectionTest, CompletionForNoRequestInFlightIsAFault) {
+  Answered answered;  // before conn: its destructor answers what is left
   ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c,
                                      ipc::HostEnd& end, std::atomic<bool>& stop) {
     end.Complete(*c, stop);
     end.Complete(*c, stop);  // the same answer again: a replay
   });
-  Answered answered;
   ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
   ASSERT_TRUE(WaitFor([&] { return conn->violations() == 1; }));
   EXPECT_EQ(answered.calls.load(), 1);
@@ -305,6 +305,7 @@ TEST(HostConnectionTest, CompletionForNoRequestInFlightIsAFault) {
 // names it once its limit (200 ms) has passed, and Close() gives it its own
 // status while the others get the common one.
 TEST(HostConnectionTest, FindOverrunNamesARequestPastItsLimit) {
+  Answered stuck, queued;  // before conn: its destructor answers what is left
   ScriptedConnection conn("stuck", [](ipc::Channel& channel, const ipc::RequestDesc& req, ipc::CompletionDesc*,
                                       ipc::HostEnd&, std::atomic<bool>&) {
     ipc::ExecutorSlot& slot = channel.header().executors[0];
@@ -314,7 +315,6 @@ TEST(HostConnectionTest, FindOverrunNamesARequestPastItsLimit) {
     slot.request_id.store(req.request_id);
     pause();  // the forward that never returns
   });
-  Answered stuck, queued;
   ASSERT_TRUE(SubmitFloats(*conn, 4, &stuck).ok());
   ASSERT_TRUE(SubmitFloats(*conn, 4, &queued).ok());
   const auto submitted = std::chrono::steady_clock::now();
@@ -337,6 +337,7 @@ TEST(HostConnectionTest, FindOverrunNamesARequestPastItsLimit) {
 // never called hung, although its third request is answered ~450 ms after
 // it was submitted.
 TEST(HostConnectionTest, QueueTimeInTheHostIsNotCountedAgainstTheLimit) {
+  Answered answered;  // before conn: its destructor answers what is left
   ScriptedConnection conn("sequential", [](ipc::Channel& channel, const ipc::RequestDesc& req,
                                            ipc::CompletionDesc* c, ipc::HostEnd& end, std::atomic<bool>& stop) {
     ipc::ExecutorSlot& slot = channel.header().executors[0];
@@ -348,7 +349,6 @@ TEST(HostConnectionTest, QueueTimeInTheHostIsNotCountedAgainstTheLimit) {
     slot.request_id.store(0);
     end.Complete(*c, stop);
   });
-  Answered answered;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
   bool flagged = false;
   ASSERT_TRUE(WaitFor([&] {
@@ -363,9 +363,9 @@ TEST(HostConnectionTest, QueueTimeInTheHostIsNotCountedAgainstTheLimit) {
 // slot, no completion, heartbeat fine) is caught by FindLost once every
 // request before and including the lost one could have run out its limit.
 TEST(HostConnectionTest, SilentlyDroppedRequestsAreFoundLost) {
+  Answered answered;  // before conn: its destructor answers what is left
   ScriptedConnection conn("dropper", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc*, ipc::HostEnd&,
                                         std::atomic<bool>&) {});
-  Answered answered;
   const auto submitted = std::chrono::steady_clock::now();
   ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
   ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok());
