@@ -139,7 +139,7 @@ void HostConnection::CompletionLoop() {
     // After a violation nothing more the host says is believed: the rest of
     // its requests fail when the supervisor closes the connection (within
     // one watch tick), and a flood of lies cannot flood the log.
-    if (poisoned_.load(std::memory_order_acquire)) {
+    if (violations_.load(std::memory_order_relaxed) != 0) {  // counted by this thread
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
@@ -148,7 +148,6 @@ void HostConnection::CompletionLoop() {
 }
 
 void HostConnection::RecordViolation(const std::string& what) {
-  poisoned_.store(true, std::memory_order_release);
   spdlog::error("host '{}': protocol violation: {}", host_name_, what);
   {
     MutexLock lock(&mu_);

@@ -143,8 +143,7 @@ class HostConnection {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<int> outstanding_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> violations_{0};
-  std::atomic<bool> poisoned_{false};  // a violation was seen: stop reading completions
+  std::atomic<uint64_t> violations_{0};  // non-zero: stop reading completions
   std::thread completion_thread_;
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);

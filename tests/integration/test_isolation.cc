@@ -40,7 +40,7 @@ using std::chrono::seconds;
 // request, `canary_batched` batched by the router (so a lie about a batch
 // meets the code that splits it back per request). Both may compute 2 s,
 // so a request the host drops is found lost within seconds. The lying host
-// loads nothing, so model.pt is a placeholder.
+// loads no model: model.pt only has to exist for the repository to load.
 void WriteCanaryRepository(const fs::path& repo) {
   for (const std::string model : {"canary", "canary_batched"}) {
     fs::create_directories(repo / model / "1");
@@ -129,17 +129,23 @@ std::unique_ptr<CanaryTally> RunCanaryClients(const ServerProcess& server, std::
   return result;
 }
 
-TEST(IsolationTest, LyingHostNeverCrashesTheRouterNorLeaksAnotherClientsBytes) {
-  WatchdogScope watchdog(seconds(180), "IsolationTest: lying host");
-  TempDir dir("es_isolation_");
+// A server whose one host `liar` is the lying host, in the mode `env` sets,
+// serving the canary repository written into `dir`.
+std::unique_ptr<ServerProcess> StartWithLyingHost(const TempDir& dir, std::vector<std::string> env) {
   WriteCanaryRepository(dir.path() / "repo");
   ServerProcess::Options options;
   options.repository = (dir.path() / "repo").string();
   options.hosts = {{"liar", 0, ES_LYING_HOST_BIN}};
+  options.env = std::move(env);
+  return ServerProcess::Start(options);
+}
+
+TEST(IsolationTest, LyingHostNeverCrashesTheRouterNorLeaksAnotherClientsBytes) {
+  WatchdogScope watchdog(seconds(180), "IsolationTest: lying host");
+  TempDir dir("es_isolation_");
   // Lie often enough to see every kind, seldom enough that honest answers
   // (whose bytes the clients check) make up most of the run.
-  options.env = {"ES_LIE_MODE=random", "ES_LIE_PERCENT=3"};
-  auto server = ServerProcess::Start(options);
+  auto server = StartWithLyingHost(dir, {"ES_LIE_MODE=random", "ES_LIE_PERCENT=3"});
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   const pid_t router = server->pid();
 
@@ -172,12 +178,7 @@ TEST(IsolationTest, LyingHostNeverCrashesTheRouterNorLeaksAnotherClientsBytes) {
 TEST(IsolationTest, ScribbledHeaderIsNeverTrusted) {
   WatchdogScope watchdog(seconds(120), "IsolationTest: scribbling host");
   TempDir dir("es_isolation_");
-  WriteCanaryRepository(dir.path() / "repo");
-  ServerProcess::Options options;
-  options.repository = (dir.path() / "repo").string();
-  options.hosts = {{"liar", 0, ES_LYING_HOST_BIN}};
-  options.env = {"ES_LIE_MODE=scribble"};
-  auto server = ServerProcess::Start(options);
+  auto server = StartWithLyingHost(dir, {"ES_LIE_MODE=scribble"});
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   const auto counted = RunCanaryClients(*server, seconds(10));
   const CanaryTally& tally = *counted;
