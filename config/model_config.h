@@ -59,6 +59,18 @@ struct DynamicBatching {
   int64_t max_queue_bytes = int64_t{256} << 20;
 };
 
+// Which version folders of a model are served (Triton's version_policy):
+// the newest `num_versions`, all of them, or the ones listed.
+struct VersionPolicy {
+  enum class Kind { kLatest, kAll, kSpecific };
+  Kind kind = Kind::kLatest;
+  int64_t num_versions = 1;       // kLatest
+  std::vector<int64_t> versions;  // kSpecific: ascending, no repeats
+
+  // The versions of `available` (ascending) that this policy serves, ascending.
+  std::vector<int64_t> Select(const std::vector<int64_t>& available) const;
+};
+
 struct ModelConfig {
   std::string name;        // the folder name; `name:` in the YAML must match if given
   std::string platform;    // "torchscript" or "ensemble"
@@ -67,6 +79,7 @@ struct ModelConfig {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   std::vector<int64_t> versions;     // numeric version folders holding model.pt, ascending
+  VersionPolicy version_policy;      // which of `versions` are served
   std::vector<std::string> hosts;    // host names that serve it (torchscript only)
   int instances_per_host = 1;        // executor instances per host
   // Execution limit of one request (batch) on a host; 0 = limits.max_compute_ms.
@@ -80,6 +93,8 @@ struct ModelConfig {
   std::string ModelPath(int64_t version) const;
   // Ensembles have no version folders; like Triton they are served as version 1.
   int64_t LatestVersion() const { return versions.empty() ? (is_ensemble() ? 1 : 0) : versions.back(); }
+  // The versions the policy serves, ascending ({1} for an ensemble).
+  std::vector<int64_t> ServedVersions() const;
 };
 
 }  // namespace es

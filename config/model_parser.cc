@@ -201,6 +201,41 @@ Status ParsePlatform(const yaml::Field& root, LoadedModel* model) {
   return Status::Ok();
 }
 
+// version_policy: {latest: {num_versions: N}} | {all: {}} | {specific: {versions: [..]}}
+Status ParseVersionPolicy(const yaml::Field& field, VersionPolicy* policy) {
+  if (!field.present()) return Status::Ok();
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"latest", "all", "specific"}));
+  if (field.node.size() != 1) return yaml::Error(field, "give exactly one of latest, all, specific");
+  const yaml::Field latest = yaml::Child(field, "latest");
+  const yaml::Field specific = yaml::Child(field, "specific");
+  if (yaml::Child(field, "all").node.IsDefined()) {
+    policy->kind = VersionPolicy::Kind::kAll;
+    return Status::Ok();
+  }
+  if (latest.node.IsDefined()) {
+    policy->kind = VersionPolicy::Kind::kLatest;
+    if (!latest.present()) return Status::Ok();
+    ES_RETURN_IF_ERROR(yaml::CheckMap(latest, {"num_versions"}));
+    return yaml::ReadOptionalInt(latest, "num_versions", int64_t{1}, int64_t{1} << 20, &policy->num_versions);
+  }
+  policy->kind = VersionPolicy::Kind::kSpecific;
+  ES_RETURN_IF_ERROR(yaml::CheckMap(specific, {"versions"}));
+  const yaml::Field versions = yaml::Child(specific, "versions");
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(versions));
+  for (const yaml::Field& item : yaml::Items(versions)) {
+    StatusOr<int64_t> v = yaml::ReadInt(item);
+    if (!v.ok()) return v.status();
+    if (*v < 1) return yaml::Error(item, "versions are numbered from 1");
+    policy->versions.push_back(*v);
+  }
+  if (policy->versions.empty()) return yaml::Error(versions, "list at least one version");
+  std::sort(policy->versions.begin(), policy->versions.end());
+  if (std::adjacent_find(policy->versions.begin(), policy->versions.end()) != policy->versions.end()) {
+    return yaml::Error(versions, "a version is listed twice");
+  }
+  return Status::Ok();
+}
+
 // The fields that only one of the two platforms may have.
 Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
   const yaml::Field ensemble = yaml::Child(root, "ensemble");
@@ -210,6 +245,7 @@ Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
     }
     ES_RETURN_IF_ERROR(ParseHosts(yaml::Child(root, "hosts"), model));
     ES_RETURN_IF_ERROR(ParseDynamicBatching(yaml::Child(root, "dynamic_batching"), &model->config));
+    ES_RETURN_IF_ERROR(ParseVersionPolicy(yaml::Child(root, "version_policy"), &model->config.version_policy));
     // 0 (the default) takes the server's limits.max_compute_ms.
     ES_RETURN_IF_ERROR(
         yaml::ReadOptionalInt(root, "max_compute_ms", int64_t{0}, kMaxComputeMs, &model->config.max_compute_ms));
@@ -218,7 +254,7 @@ Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
   }
   // An ensemble runs where its members run; placement and batching fields
   // would be ignored (its members batch their own requests).
-  for (const char* key : {"hosts", "instances_per_host", "dynamic_batching", "max_compute_ms"}) {
+  for (const char* key : {"hosts", "instances_per_host", "dynamic_batching", "max_compute_ms", "version_policy"}) {
     const yaml::Field field = yaml::Child(root, key);
     if (field.present()) {
       return yaml::Error(field, "an ensemble runs on its members' hosts; set this on the members");
@@ -252,7 +288,7 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                         LoadedModel* model) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"name", "platform", "max_batch_size", "inputs",
                                            "outputs", "hosts", "instances_per_host", "dynamic_batching",
-                                           "max_compute_ms", "ensemble"}));
+                                           "max_compute_ms", "version_policy", "ensemble"}));
   model->source.file = root.file;
   model->config.name = folder_name;
   std::string name = folder_name;

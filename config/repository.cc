@@ -116,6 +116,10 @@ Status ScanVersions(LoadedModel* model) {
                          "a torchscript model needs a version folder holding model.pt, e.g. " +
                              config.ModelPath(1));
   }
+  if (config.ServedVersions().empty()) {
+    return Status::InvalidArgument(model->source.file + ": version_policy serves none of the version folders " +
+                                   "found in " + config.directory);
+  }
   return Status::Ok();
 }
 

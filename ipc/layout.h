@@ -25,7 +25,7 @@
 namespace es::ipc {
 
 inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
-inline constexpr uint32_t kLayoutVersion = 3;  // 2: ChannelHeader::host_metrics; 3: executors
+inline constexpr uint32_t kLayoutVersion = 4;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind
 inline constexpr size_t kMaxExecutors = 64;  // executor threads per host (hosts[].executors)
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
@@ -46,15 +46,27 @@ struct TensorDesc {
 static_assert(std::is_trivially_copyable_v<TensorDesc>);
 static_assert(sizeof(TensorDesc) == 88);
 
+// What a RequestDesc asks of the host. The router alone decides which model
+// versions a host holds: it loads and unloads them with control requests
+// on the same ring as inference (so a load is ordered after the requests
+// submitted before it), and a host never reads the repository by itself.
+enum class RequestKind : uint32_t {
+  kInfer = 0,   // run `model` (version) on the inputs
+  kLoad = 1,    // load `model` (version): input 0 holds its spec (UINT8,
+                // config/host_model_spec.h); answered with no outputs
+  kUnload = 2,  // drop `model` (version) once its running requests end; no inputs, no outputs
+};
+
 // Router -> host: run `model` (version) on the inputs and write the outputs
-// into [output_offset, output_offset + output_capacity) of the arena.
+// into [output_offset, output_offset + output_capacity) of the arena, or
+// (kind != kInfer) a control request, answered with a status only.
 struct alignas(kCacheLine) RequestDesc {
   uint64_t request_id;
   int64_t version;
   uint64_t output_offset;
   uint64_t output_capacity;
   uint32_t num_inputs;
-  uint32_t reserved;
+  uint32_t kind;  // RequestKind
   char model[kMaxModelName];
   TensorDesc inputs[kMaxTensors];
 };

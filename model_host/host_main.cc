@@ -1,4 +1,7 @@
 // ensemble-model-host: started by ensemble-server (or ensemble-train), never by hand.
+//
+// Its command line is all it knows of its configuration (the router's view
+// of this host, see host_process.h); the models come later, over the channel.
 #include <CLI/CLI.hpp>
 
 #include "common/command_line.h"
@@ -10,8 +13,19 @@ int main(int argc, char** argv) {
   es::HostOptions options;
   CLI::App app{"ensemble-model-host: one model-host process, spawned and supervised by ensemble-server"};
   app.add_option("--channel-fd", options.channel_fd, "inherited shared-memory channel descriptor")->required();
-  app.add_option("--config", options.config_path, "the server config file")->required();
-  app.add_option("--host", options.host_name, "which host of the config this process is")->required();
+  app.add_option("--host", options.host.name, "this host's name (for logs)")->required();
+  app.add_option("--device", options.host.device, "cpu or cuda:N")->capture_default_str();
+  app.add_option("--cpus", options.host.cpu_affinity, "CPUs to pin the process to (comma-separated)")
+      ->delimiter(',');
+  app.add_option("--threads", options.host.threads, "LibTorch intra-op threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--executors", options.host.executors, "executor threads taking requests")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--spin-polls", options.spin_polls, "polls before a waiting side sleeps on its futex")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-model-host")) return *exit_code;
   return es::RunModelHost(options);
 }

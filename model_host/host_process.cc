@@ -22,10 +22,10 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-#include "config/server_config.h"
 #include "ipc/channel.h"
 #include "ipc/channel_ends.h"
 #include "model_host/device_setup.h"
+#include "model_host/model_loader.h"
 #include "model_host/request_executor.h"
 
 namespace es {
@@ -36,19 +36,14 @@ std::atomic<bool> g_stop{false};
 // before that and on CPU hosts: the heartbeat thread reads device memory only then.
 std::atomic<int> g_cuda_device{-1};
 
-// One line per event on stderr (the router's log), leveled; the level comes
-// from the config's log_level, overridden by SPDLOG_LEVEL, which the router
-// sets to its own effective level (so its --log-level reaches the hosts).
+// One line per event on stderr (the router's log), leveled by SPDLOG_LEVEL,
+// which the router sets to its own effective level (so its config's
+// log_level and its --log-level reach the hosts).
 void SetUpLogging(const std::string& host_name) {
   auto logger = spdlog::stderr_color_mt("ensemble-model-host");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [host " + host_name + "] %v");
   spdlog::cfg::load_env_levels();
-}
-
-void ApplyConfigLogLevel(const std::string& level) {
-  spdlog::set_level(spdlog::level::from_str(level));
-  spdlog::cfg::load_env_levels();  // the router's effective level wins
 }
 
 // host_message: while starting, what the host is doing (the router quotes
@@ -73,26 +68,6 @@ Status PinToCpus(const HostConfig& host) {
   for (int cpu : host.cpu_affinity) CPU_SET(cpu, &set);
   if (sched_setaffinity(0, sizeof(set), &set) != 0) {
     return Status::InvalidArgument("host '" + host.name + "': cannot pin to the configured CPUs");
-  }
-  return Status::Ok();
-}
-
-Status LoadModels(const ServerConfig& config, const HostConfig& host, RequestExecutor* executor,
-                  ipc::Channel& channel) {
-  for (const auto& [name, model] : config.models) {
-    if (model.is_ensemble()) continue;
-    bool mine = false;
-    for (const auto& h : model.hosts) mine = mine || h == host.name;
-    if (!mine) continue;
-    SetHostMessage(channel, "loading and warming up model '" + name + "' version " +
-                                std::to_string(model.LatestVersion()));
-    const auto started = std::chrono::steady_clock::now();
-    auto runner = ModelRunner::Load(model, model.LatestVersion(), host.device);
-    spdlog::debug("model '{}' version {} loaded and warmed up in {} ms", name, model.LatestVersion(),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
-                      .count());
-    if (!runner.ok()) return runner.status();
-    executor->AddModel(std::move(runner).value());
   }
   return Status::Ok();
 }
@@ -176,8 +151,8 @@ uint64_t MonotonicNs() {
 // `slot` tells the router's watchdog which request this executor computes
 // and since when (ipc::ExecutorSlot): a forward that never returns is seen
 // there, while the heartbeat thread goes on beating.
-void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, const std::string* device,
-                  ipc::ExecutorSlot* slot, int index) {
+void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, ModelLoader* loader,
+                  const std::string* device, ipc::ExecutorSlot* slot, int index) {
   std::string note;
   ExecutorDeviceScope device_scope(*device, &note);  // CUDA: this thread's own stream
   if (!note.empty()) spdlog::debug("executor {}: {}", index, note);
@@ -185,6 +160,10 @@ void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, const std:
   ipc::CompletionDesc completion;
   while (!g_stop.load(std::memory_order_relaxed)) {
     if (!end->NextRequest(&request)) continue;
+    if (request.kind != static_cast<uint32_t>(ipc::RequestKind::kInfer)) {
+      loader->Enqueue(request);  // answered by the loader's thread
+      continue;
+    }
     slot->started_ns.store(MonotonicNs(), std::memory_order_relaxed);
     slot->request_id.store(request.request_id, std::memory_order_release);
     executor->Execute(request, &completion);
@@ -204,7 +183,7 @@ int RunModelHost(const HostOptions& options) {
   // (PR_SET_PDEATHSIG above), and SIGKILL always works.
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
-  SetUpLogging(options.host_name);
+  SetUpLogging(options.host.name);
 
   auto attached = ipc::Channel::Attach(options.channel_fd);
   if (!attached.ok()) {
@@ -224,11 +203,7 @@ int RunModelHost(const HostOptions& options) {
     return 1;
   };
 
-  auto config = LoadServerConfig(options.config_path);
-  if (!config.ok()) return fail(config.status().message());
-  ApplyConfigLogLevel(config->log_level);
-  const HostConfig* host = config->FindHost(options.host_name);
-  if (host == nullptr) return fail("host '" + options.host_name + "' is not in " + options.config_path);
+  const HostConfig* host = &options.host;
   if (Status s = PinToCpus(*host); !s.ok()) return fail(s.message());
   if (Status s = SetUpDevice(*host); !s.ok()) return fail(s.message());
 
@@ -237,23 +212,24 @@ int RunModelHost(const HostOptions& options) {
   if (host->device != "cpu") spdlog::info("{}", arena_note);
 
   RequestExecutor executor(&channel);
-  if (Status s = LoadModels(*config, *host, &executor, channel); !s.ok()) return fail(s.message());
   SetHostMessage(channel, "");
   g_cuda_device.store(CudaIndex(host->device));
 
   ipc::WaitPolicy wait;
-  wait.spin = static_cast<int>(config->limits.channel_spin_polls);
+  wait.spin = static_cast<int>(options.spin_polls);
   ipc::HostEnd end(&channel, wait);
+  ModelLoader loader(&end, &executor, host->device, &g_stop);
   header.host_state.store(static_cast<uint32_t>(ipc::HostState::kReady), std::memory_order_release);
-  spdlog::info("ready with {} model(s) (pid {}, device {}, {} executor(s))", executor.model_count(), getpid(),
-               host->device, std::max(1, host->executors));
+  spdlog::info("ready (pid {}, device {}, {} executor(s)); models come from the router", getpid(), host->device,
+               std::max(1, host->executors));
 
   std::vector<std::thread> executors;
   const int count = std::clamp(host->executors, 1, static_cast<int>(ipc::kMaxExecutors));
   for (int i = 0; i < count; ++i) {
-    executors.emplace_back(ExecutorLoop, &end, &executor, &host->device, &header.executors[i], i);
+    executors.emplace_back(ExecutorLoop, &end, &executor, &loader, &host->device, &header.executors[i], i);
   }
   for (auto& t : executors) t.join();
+  loader.Stop();
   heartbeat.join();
   header.host_state.store(static_cast<uint32_t>(ipc::HostState::kStopping), std::memory_order_release);
   spdlog::info("stopped");

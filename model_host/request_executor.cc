@@ -12,10 +12,6 @@
 namespace es {
 namespace {
 
-std::string ModelName(const ipc::RequestDesc& request) {
-  return std::string(request.model, strnlen(request.model, sizeof(request.model)));
-}
-
 uint64_t AlignUp(uint64_t v) { return (v + ipc::kCacheLine - 1) / ipc::kCacheLine * ipc::kCacheLine; }
 
 // Checks one input descriptor against the arena and computes its view.
@@ -53,9 +49,35 @@ void SetCompletionMessage(ipc::CompletionDesc* completion, const std::string& me
   completion->message[n] = '\0';
 }
 
-void RequestExecutor::AddModel(std::unique_ptr<ModelRunner> runner) {
-  const std::string name = runner->config().name;
-  models_[name] = std::move(runner);
+std::string RequestModelName(const ipc::RequestDesc& request) {
+  return std::string(request.model, strnlen(request.model, sizeof(request.model)));
+}
+
+void RequestExecutor::AddModel(std::shared_ptr<ModelRunner> runner) {
+  Key key{runner->config().name, runner->version()};
+  MutexLock lock(&mu_);
+  models_[std::move(key)] = std::move(runner);
+}
+
+bool RequestExecutor::RemoveModel(const std::string& name, int64_t version) {
+  std::shared_ptr<ModelRunner> dropped;  // freed after the lock, if no request holds it
+  MutexLock lock(&mu_);
+  auto it = models_.find(Key{name, version});
+  if (it == models_.end()) return false;
+  dropped = std::move(it->second);
+  models_.erase(it);
+  return true;
+}
+
+size_t RequestExecutor::model_count() const {
+  MutexLock lock(&mu_);
+  return models_.size();
+}
+
+std::shared_ptr<ModelRunner> RequestExecutor::Find(const std::string& name, int64_t version) const {
+  MutexLock lock(&mu_);
+  auto it = models_.find(Key{name, version});
+  return it == models_.end() ? nullptr : it->second;
 }
 
 void RequestExecutor::Execute(const ipc::RequestDesc& request, ipc::CompletionDesc* completion) const {
@@ -74,15 +96,13 @@ void RequestExecutor::Execute(const ipc::RequestDesc& request, ipc::CompletionDe
 }
 
 Status RequestExecutor::Run(const ipc::RequestDesc& request, ipc::CompletionDesc* completion) const {
-  const std::string name = ModelName(request);
-  auto it = models_.find(name);
-  if (it == models_.end()) return Status::NotFound("model '" + name + "' is not loaded on this host");
-  const ModelRunner& runner = *it->second;
-  const ModelConfig& config = runner.config();
-  if (request.version != runner.version()) {
+  const std::string name = RequestModelName(request);
+  const std::shared_ptr<ModelRunner> runner = Find(name, request.version);
+  if (runner == nullptr) {
     return Status::NotFound("model '" + name + "' version " + std::to_string(request.version) +
                             " is not loaded on this host");
   }
+  const ModelConfig& config = runner->config();
   if (request.num_inputs != config.inputs.size() || request.num_inputs > ipc::kMaxTensors) {
     return Status::InvalidArgument("model '" + name + "': descriptor input count " +
                                    std::to_string(request.num_inputs) + " disagrees with the config");
@@ -124,7 +144,7 @@ Status RequestExecutor::Run(const ipc::RequestDesc& request, ipc::CompletionDesc
     completion->num_outputs = static_cast<uint32_t>(std::max<size_t>(completion->num_outputs, index + 1));
     return channel_->arena() + out.offset;
   };
-  return it->second->Run(inputs, alloc);
+  return runner->Run(inputs, alloc);
 }
 
 }  // namespace es

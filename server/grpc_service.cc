@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "server/model_config_reply.h"
 #include "server/request_codec.h"
 
 namespace es {
@@ -72,15 +73,16 @@ bool KServeService::WaitForInFlight(std::chrono::steady_clock::time_point deadli
   return true;
 }
 
-const ModelConfig* KServeService::FindModel(const std::string& name, const std::string& version,
-                                            Status* error) const {
-  const ModelConfig* model = config_->FindModel(name);
+const es::ModelConfig* KServeService::FindModel(const std::string& name, const std::string& version,
+                                                Status* error) const {
+  const es::ModelConfig* model = config_->FindModel(name);
   if (model == nullptr) {
     *error = Status::NotFound("unknown model '" + name + "'");
     return nullptr;
   }
-  if (!version.empty() && version != std::to_string(model->LatestVersion())) {
-    *error = Status::NotFound("model '" + name + "' has no served version '" + version + "'");
+  StatusOr<int64_t> served = ResolveVersion(*model, version);
+  if (!served.ok()) {
+    *error = served.status();
     return nullptr;
   }
   return model;
@@ -104,7 +106,7 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext*
                                                     const inference::ModelReadyRequest* req,
                                                     inference::ModelReadyResponse* resp) {
   Status error;
-  const ModelConfig* model = FindModel(req->name(), req->version(), &error);
+  const es::ModelConfig* model = FindModel(req->name(), req->version(), &error);
   if (model == nullptr) return Reply(ctx, ToGrpcStatus(error));
   resp->set_ready(accepting_.load() && core_->ModelReady(*model));
   return Reply(ctx, grpc::Status::OK);
@@ -116,6 +118,7 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerCont
   resp->set_name(kServerName);
   resp->set_version(kServerVersion);
   resp->add_extensions("model_repository");
+  resp->add_extensions("model_configuration");  // Triton's name for the ModelConfig RPC
   resp->add_extensions("statistics");
   resp->add_extensions("ensemble_uncertainty");
   return Reply(ctx, grpc::Status::OK);
@@ -125,13 +128,23 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerConte
                                                        const inference::ModelMetadataRequest* req,
                                                        inference::ModelMetadataResponse* resp) {
   Status error;
-  const ModelConfig* model = FindModel(req->name(), req->version(), &error);
+  const es::ModelConfig* model = FindModel(req->name(), req->version(), &error);
   if (model == nullptr) return Reply(ctx, ToGrpcStatus(error));
   resp->set_name(model->name);
-  resp->add_versions(std::to_string(model->LatestVersion()));
+  for (int64_t v : model->ServedVersions()) resp->add_versions(std::to_string(v));
   resp->set_platform(model->is_ensemble() ? "ensemble" : "pytorch_libtorch");
   for (const auto& in : model->inputs) FillTensorMetadata(*model, in, resp->add_inputs());
   for (const auto& out : model->outputs) FillTensorMetadata(*model, out, resp->add_outputs());
+  return Reply(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext* ctx,
+                                                     const inference::ModelConfigRequest* req,
+                                                     inference::ModelConfigResponse* resp) {
+  Status error;
+  const es::ModelConfig* model = FindModel(req->name(), req->version(), &error);
+  if (model == nullptr) return Reply(ctx, ToGrpcStatus(error));
+  FillModelConfig(*model, *config_, resp->mutable_config());
   return Reply(ctx, grpc::Status::OK);
 }
 
@@ -194,13 +207,16 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerContext* ctx,
                                                          const inference::RepositoryIndexRequest*,
                                                          inference::RepositoryIndexResponse* resp) {
+  // One entry per served version (Triton lists each version of a model).
   for (const auto& [name, model] : config_->models) {
-    auto* m = resp->add_models();
-    m->set_name(name);
-    m->set_version(std::to_string(model.LatestVersion()));
     const bool ready = core_->ModelReady(model);
-    m->set_state(ready ? "READY" : "UNAVAILABLE");
-    if (!ready) m->set_reason("no host serving it is up");
+    for (int64_t version : model.ServedVersions()) {
+      auto* m = resp->add_models();
+      m->set_name(name);
+      m->set_version(std::to_string(version));
+      m->set_state(ready ? "READY" : "UNAVAILABLE");
+      if (!ready) m->set_reason("no host serving it is up");
+    }
   }
   return Reply(ctx, grpc::Status::OK);
 }

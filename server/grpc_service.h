@@ -58,6 +58,8 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
                                           inference::ModelMetadataResponse* resp) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* req,
                                        inference::ModelInferResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const inference::ModelConfigRequest* req,
+                                        inference::ModelConfigResponse* resp) override;
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
                                             const inference::RepositoryIndexRequest* req,
                                             inference::RepositoryIndexResponse* resp) override;
@@ -66,7 +68,8 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
                                             inference::ModelStatisticsResponse* resp) override;
 
  private:
-  const ModelConfig* FindModel(const std::string& name, const std::string& version, Status* error) const;
+  // es:: because inside this class `ModelConfig` names the RPC handler.
+  const es::ModelConfig* FindModel(const std::string& name, const std::string& version, Status* error) const;
 
   const ServerConfig* config_;
   const InferenceCore* core_;

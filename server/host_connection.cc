@@ -54,6 +54,26 @@ void HostConnection::StartCompletionThread() { completion_thread_ = std::thread(
 
 Status HostConnection::Submit(const std::string& model, int64_t version, const std::vector<TensorParts>& inputs,
                               const OutputPlan& outputs, Done done) {
+  return SubmitKind(ipc::RequestKind::kInfer, model, version, inputs, outputs, std::move(done));
+}
+
+Status HostConnection::SubmitControl(ipc::RequestKind kind, const std::string& model, int64_t version,
+                                     std::string_view payload, std::chrono::milliseconds limit, Done done) {
+  std::vector<TensorParts> inputs;
+  if (!payload.empty()) {
+    TensorParts spec;
+    spec.datatype = DataType::kUint8;
+    spec.shape = {static_cast<int64_t>(payload.size())};
+    spec.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}};
+    inputs.push_back(std::move(spec));
+  }
+  OutputPlan answer;  // no outputs: a status only
+  answer.max_compute = limit;
+  return SubmitKind(kind, model, version, inputs, answer, std::move(done));
+}
+
+Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& model, int64_t version,
+                                  const std::vector<TensorParts>& inputs, const OutputPlan& outputs, Done done) {
   if (inputs.size() > ipc::kMaxTensors || outputs.types.size() > ipc::kMaxTensors) {
     return Status::InvalidArgument("model '" + model + "' has more inputs or outputs than the IPC channel carries");
   }
@@ -75,6 +95,7 @@ Status HostConnection::Submit(const std::string& model, int64_t version, const s
   ipc::RequestDesc desc{};
   desc.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
   desc.version = version;
+  desc.kind = static_cast<uint32_t>(kind);
   std::memcpy(desc.model, model.data(), model.size());
   desc.num_inputs = static_cast<uint32_t>(inputs.size());
   uint64_t cursor = *region;

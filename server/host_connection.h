@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -94,6 +95,14 @@ class HostConnection {
   Status Submit(const std::string& model, int64_t version, const std::vector<TensorParts>& inputs,
                 const OutputPlan& outputs, Done done);
 
+  // A control request (ipc::RequestKind kLoad / kUnload): `payload`, when
+  // not empty, travels as input 0 (UINT8); the answer is a status with no
+  // outputs. `limit` is how long the host may take: it counts towards
+  // FindLost's bound like an execution limit (the watchdog does not see it,
+  // the host's loader thread is no executor).
+  Status SubmitControl(ipc::RequestKind kind, const std::string& model, int64_t version, std::string_view payload,
+                       std::chrono::milliseconds limit, Done done);
+
   void StartCompletionThread();
   // Stops the completion thread and fails every in-flight request with
   // `why`, except those named in `exceptions`, which get their own status.
@@ -122,6 +131,8 @@ class HostConnection {
 
  private:
   HostConnection(std::string host_name, ipc::Channel channel, ipc::WaitPolicy wait);
+  Status SubmitKind(ipc::RequestKind kind, const std::string& model, int64_t version,
+                    const std::vector<TensorParts>& inputs, const OutputPlan& outputs, Done done);
   void CompletionLoop();
   void Finish(const ipc::CompletionDesc& completion);
   void RecordViolation(const std::string& what);

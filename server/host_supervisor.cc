@@ -53,12 +53,99 @@ std::string HostMessage(HostConnection* conn) {
   return std::string(h.host_message, strnlen(h.host_message, sizeof(h.host_message)));
 }
 
+// The host's command line: all it is told of its configuration.
+std::vector<std::string> HostArguments(const HostConfig& host, const Limits& limits) {
+  std::vector<std::string> args = {"--channel-fd", std::to_string(kChildChannelFd),
+                                   "--host", host.name,
+                                   "--device", host.device,
+                                   "--threads", std::to_string(std::max(1, host.threads)),
+                                   "--executors", std::to_string(std::max(1, host.executors)),
+                                   "--spin-polls", std::to_string(limits.channel_spin_polls)};
+  if (!host.cpu_affinity.empty()) {
+    std::string cpus;
+    for (int cpu : host.cpu_affinity) cpus += (cpus.empty() ? "" : ",") + std::to_string(cpu);
+    args.insert(args.end(), {"--cpus", cpus});
+  }
+  return args;
+}
+
+// Where a control request's answer lands; the caller polls it.
+struct ControlAnswer {
+  Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  Status status ABSL_GUARDED_BY(mu);
+};
+
+// Submits one control request; `answer` is filled when it is answered.
+Status SubmitControl(HostConnection* conn, ipc::RequestKind kind, const HostModelLoad& load,
+                     std::chrono::milliseconds limit, const std::shared_ptr<ControlAnswer>& answer) {
+  return conn->SubmitControl(kind, load.model, load.version, kind == ipc::RequestKind::kLoad ? load.spec : "",
+                             limit, [answer](const Status& status, const ipc::CompletionDesc*, const uint8_t*) {
+                               MutexLock lock(&answer->mu);
+                               answer->done = true;
+                               answer->status = status;
+                             });
+}
+
+std::optional<Status> Answered(ControlAnswer& answer) {
+  MutexLock lock(&answer.mu);
+  if (!answer.done) return std::nullopt;
+  return answer.status;
+}
+
+std::string Describe(const HostModelLoad& load) {
+  return "model '" + load.model + "' version " + std::to_string(load.version);
+}
+
 }  // namespace
 
-HostSupervisor::HostSupervisor(HostConfig host, Limits limits, std::string config_path, std::string host_binary)
+Status HostSupervisor::Control(ipc::RequestKind kind, const HostModelLoad& load,
+                               std::chrono::milliseconds timeout) const {
+  const std::shared_ptr<HostConnection> conn = connection();
+  if (conn == nullptr) return Status::Unavailable("host '" + host_.name + "' is down");
+  auto answer = std::make_shared<ControlAnswer>();
+  ES_RETURN_IF_ERROR(SubmitControl(conn.get(), kind, load, timeout, answer));
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (std::optional<Status> status = Answered(*answer)) return *status;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return Status::DeadlineExceeded("host '" + host_.name + "' did not answer for " + Describe(load) + " within " +
+                                  std::to_string(timeout.count()) + " ms");
+}
+
+Status HostSupervisor::LoadAssignment(HostConnection* conn, pid_t pid, int pidfd, Clock::time_point deadline) {
+  const std::string who = "host '" + host_.name + "' (pid " + std::to_string(pid) + ")";
+  for (const HostModelLoad& load : assignment_()) {
+    auto answer = std::make_shared<ControlAnswer>();
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    ES_RETURN_IF_ERROR(SubmitControl(conn, ipc::RequestKind::kLoad, load, std::max(left, milliseconds(1)), answer));
+    std::optional<Status> status;
+    while (!(status = Answered(*answer))) {
+      SampleHost(conn);
+      if (stopping_.load()) return Status::Unavailable(who + ": stopped during start-up");
+      if (Clock::now() > deadline) {
+        return Status::Unavailable(who + " did not become ready within " +
+                                   std::to_string(limits_.host_startup_timeout_ms) + " ms (stuck loading " +
+                                   Describe(load) + ")");
+      }
+      if (WaitExit(pidfd, pid, milliseconds(5))) {
+        int st = 0;
+        ReapChild(pid, &st);
+        pid_.store(0);
+        return Status::Unavailable(who + " " + DescribeWaitStatus(st) + " while loading " + Describe(load));
+      }
+    }
+    if (!status->ok()) return Status::Unavailable(who + " cannot load " + Describe(load) + ": " + status->message());
+    spdlog::debug("host '{}': {} loaded", host_.name, Describe(load));
+  }
+  return Status::Ok();
+}
+
+HostSupervisor::HostSupervisor(HostConfig host, Limits limits, HostAssignment assignment, std::string host_binary)
     : host_(std::move(host)),
       limits_(limits),
-      config_path_(std::move(config_path)),
+      assignment_(std::move(assignment)),
       host_binary_(std::move(host_binary)) {}
 
 HostSupervisor::~HostSupervisor() { Stop(); }
@@ -211,7 +298,7 @@ bool HostSupervisor::RunIncarnation() {
   std::shared_ptr<HostConnection> conn = std::move(created).value();
   LaunchSpec spec;
   spec.binary = host_binary_;
-  spec.args = {"--channel-fd", std::to_string(kChildChannelFd), "--config", config_path_, "--host", host_.name};
+  spec.args = HostArguments(host_, limits_);
   spec.pass_fds = {{conn->channel().fd(), kChildChannelFd}};
   spec.cpu_affinity = host_.cpu_affinity;
   // OpenBLAS starts its own thread pool when it loads, before the host can
@@ -232,7 +319,12 @@ bool HostSupervisor::RunIncarnation() {
   last_beat_ = 0;
   const int pidfd = OpenPidfd(pid);
 
-  Status ready = WaitReady(conn.get(), pid, pidfd);
+  const auto deadline = Clock::now() + milliseconds(limits_.host_startup_timeout_ms);
+  Status ready = WaitReady(conn.get(), pid, pidfd, deadline);
+  if (ready.ok()) {
+    conn->StartCompletionThread();
+    ready = LoadAssignment(conn.get(), pid, pidfd, deadline);
+  }
   if (!ready.ok()) {
     SetError(ready.message());
     Reap(pid, pidfd, milliseconds(0), conn.get());
@@ -240,7 +332,6 @@ bool HostSupervisor::RunIncarnation() {
     conn->Close(Status::Unavailable(ready.message()));
     return false;
   }
-  conn->StartCompletionThread();
   Publish(conn);
   spdlog::info("host '{}' ready (pid {}, device {})", host_.name, pid, host_.device);
   NoteFirstStart(true);
@@ -256,8 +347,7 @@ bool HostSupervisor::RunIncarnation() {
   return true;
 }
 
-Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd) {
-  const auto deadline = Clock::now() + milliseconds(limits_.host_startup_timeout_ms);
+Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd, Clock::time_point deadline) {
   const std::string who = "host '" + host_.name + "' (pid " + std::to_string(pid) + ")";
   while (true) {
     SampleHost(conn);

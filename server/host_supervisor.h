@@ -15,9 +15,14 @@
 // backoff that doubles from 100 ms to 5 s and resets once a host has stayed
 // up for 10 s.
 //
-// Start-up: the host writes what it is doing (loading or warming up which
-// model) into the channel's host_message, so a start-up that times out names
-// the model it was stuck on.
+// Start-up: once the host is READY (attached, pinned, device set up) the
+// supervisor loads into it, one control request at a time, every model
+// version the assignment names (what the router has decided this host
+// holds), before the connection is published. So after a restart the host
+// holds exactly what it held before, whatever the repository on disk now
+// says. All of it is bounded by host_startup_timeout_ms; a start-up that
+// times out names the model version it was stuck on, and a load the host
+// refuses (broken model.pt) fails the incarnation with the host's reason.
 //
 // It also keeps the host's figures for /metrics (figures()): the watch loop
 // samples the heartbeat and the host's metrics block of the channel header
@@ -35,10 +40,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/mutex.h"
 #include "config/server_config.h"
@@ -62,9 +69,19 @@ struct HostFigures {
   uint64_t hung_forwards = 0;        // kills for a request past max_compute_ms
 };
 
+// One model version the router wants on a host; `spec` is what the load
+// request carries (config/host_model_spec.h).
+struct HostModelLoad {
+  std::string model;
+  int64_t version = 0;
+  std::string spec;
+};
+// The model versions a host must hold, asked at every start of the host.
+using HostAssignment = std::function<std::vector<HostModelLoad>()>;
+
 class HostSupervisor {
  public:
-  HostSupervisor(HostConfig host, Limits limits, std::string config_path, std::string host_binary);
+  HostSupervisor(HostConfig host, Limits limits, HostAssignment assignment, std::string host_binary);
   ~HostSupervisor();
 
   void Start();
@@ -77,6 +94,12 @@ class HostSupervisor {
   // Starts stopping without waiting (Stop() then waits), so that several
   // hosts' graces run at the same time.
   void RequestStop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+  // Loads (kind kLoad) or unloads (kUnload, `load.spec` unused) a model
+  // version on the live host and waits for its answer, at most `timeout`.
+  // UNAVAILABLE while the host is down or starting (its next start asks the
+  // assignment anyway).
+  Status Control(ipc::RequestKind kind, const HostModelLoad& load, std::chrono::milliseconds timeout) const;
 
   // The live connection, or nullptr while the host is down or starting.
   std::shared_ptr<HostConnection> connection() const;
@@ -92,7 +115,9 @@ class HostSupervisor {
   // One incarnation: spawn, wait ready, watch until it dies or we stop.
   // Returns true if the host had become ready.
   bool RunIncarnation();
-  Status WaitReady(HostConnection* conn, pid_t pid, int pidfd);
+  Status WaitReady(HostConnection* conn, pid_t pid, int pidfd, std::chrono::steady_clock::time_point deadline);
+  // Loads the assignment into a READY host that is not published yet.
+  Status LoadAssignment(HostConnection* conn, pid_t pid, int pidfd, std::chrono::steady_clock::time_point deadline);
   // Watches until the host dies, hangs, misbehaves or we stop; returns the
   // statuses owed to particular requests (the one that overran).
   std::map<uint64_t, Status> Watch(HostConnection* conn, pid_t pid, int pidfd);
@@ -113,7 +138,7 @@ class HostSupervisor {
 
   const HostConfig host_;
   const Limits limits_;
-  const std::string config_path_;
+  const HostAssignment assignment_;
   const std::string host_binary_;
 
   std::atomic<bool> stopping_{false};

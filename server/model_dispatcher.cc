@@ -197,11 +197,13 @@ ModelDispatcher::Batch ModelDispatcher::FormBatchLocked(Clock::time_point now, D
   int64_t rows = 0;
   const int64_t max_rows = model_->max_batch_size;
   // Highest priority first, FIFO within a level; the first request decides
-  // the sample shape, and requests of another shape wait for a later batch.
+  // the version and the sample shape, and requests of another version or
+  // shape wait for a later batch.
   for (auto& q : queues_) {
     for (auto it = q.begin(); it != q.end();) {
       const int64_t r = it->request->batch_rows();
-      if (rows + r > max_rows || (!batch.empty() && !SameSampleShape(*batch.front().request, *it->request))) {
+      if (rows + r > max_rows || (!batch.empty() && (batch.front().request->version != it->request->version ||
+                                                     !SameSampleShape(*batch.front().request, *it->request)))) {
         ++it;
         continue;
       }
@@ -304,7 +306,7 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
   }
   const auto submitted = Clock::now();
   Status s = conn->Submit(
-      model_->name, model_->LatestVersion(), inputs, OutputPlanFor(rows),
+      model_->name, leader.version, inputs, OutputPlanFor(rows),
       [this, batch, dispatched, submitted, attempt](const Status& status, const ipc::CompletionDesc* completion,
                                                     const uint8_t* arena) {
         // The host died with the batch in flight: one more try on a replica.

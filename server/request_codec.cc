@@ -1,5 +1,7 @@
 #include "server/request_codec.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -206,6 +208,22 @@ std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& s
   return shape;
 }
 
+StatusOr<int64_t> ResolveVersion(const ModelConfig& model, const std::string& requested) {
+  const std::vector<int64_t> served = model.ServedVersions();
+  std::string list;
+  for (int64_t v : served) list += (list.empty() ? "" : ", ") + std::to_string(v);
+  if (served.empty()) return Status::Unavailable("model '" + model.name + "' has no version being served");
+  if (requested.empty()) return served.back();
+  int64_t version = 0;
+  const bool digits = requested.size() <= 18 && requested.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) version = std::stoll(requested);
+  if (!digits || std::find(served.begin(), served.end(), version) == served.end()) {
+    return Status::NotFound("model '" + model.name + "' has no served version '" + requested + "' (served: " + list +
+                            ")");
+  }
+  return version;
+}
+
 StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto,
                                                            const ServerConfig& config) {
   const ModelConfig* model = config.FindModel(proto.model_name());
@@ -213,11 +231,9 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
   auto request = std::make_shared<InferRequest>();
   request->model = model;
   request->id = proto.id();
-  request->version = model->LatestVersion();
-  if (!proto.model_version().empty() && proto.model_version() != std::to_string(model->LatestVersion())) {
-    return Status::NotFound("model '" + model->name + "' has no served version '" + proto.model_version() +
-                            "' (served: " + std::to_string(model->LatestVersion()) + ")");
-  }
+  StatusOr<int64_t> version = ResolveVersion(*model, proto.model_version());
+  if (!version.ok()) return version.status();
+  request->version = *version;
   ES_RETURN_IF_ERROR(ReadParameters(proto, request.get()));
   ES_RETURN_IF_ERROR(CheckRequestedOutputs(proto, request.get()));
 

@@ -41,6 +41,11 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const inference::Mode
 void EncodeInferResponse(const InferRequest& request, InferResponse response,
                          inference::ModelInferResponse* proto);
 
+// The version a request for `model` names: "" picks the highest served
+// version; a number must be one of the served versions (NOT_FOUND, listing
+// them, otherwise).
+StatusOr<int64_t> ResolveVersion(const ModelConfig& model, const std::string& requested);
+
 // The KServe v2 shape of a config tensor: [-1, dims...] for a batched model.
 std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& spec);
 

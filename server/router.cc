@@ -1,17 +1,29 @@
 #include "server/router.h"
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 
 #include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
+#include "config/host_model_spec.h"
 #include "model_host/launcher.h"
 
 namespace es {
 namespace {
 
 constexpr std::chrono::milliseconds kShutdownGrace{100};
+
+std::vector<HostModelLoad> AssignmentOf(const ServerConfig& config, const std::string& host) {
+  std::vector<HostModelLoad> loads;
+  for (const auto& [name, model] : config.models) {
+    if (model.is_ensemble() || std::find(model.hosts.begin(), model.hosts.end(), host) == model.hosts.end()) continue;
+    const std::string spec = EncodeHostModelSpec(model);
+    for (int64_t version : model.ServedVersions()) loads.push_back({name, version, spec});
+  }
+  return loads;
+}
 
 }  // namespace
 
@@ -48,11 +60,12 @@ Status Router::StartHosts(const RouterOptions& options) {
       return Status::FailedPrecondition("host '" + host.name + "': model host binary not found: " + binary);
     }
   }
-  // Hosts re-read the config; give them a path that works from any cwd.
-  const std::string config_path = std::filesystem::absolute(options.config_path).string();
   std::map<std::string, HostSupervisor*> by_name;
   for (const HostConfig& host : config_.hosts) {
-    hosts_.push_back(std::make_unique<HostSupervisor>(host, config_.limits, config_path,
+    // What the host holds is the router's decision, asked at each start of
+    // the host: the served versions of the models placed on it.
+    HostAssignment assignment = [this, name = host.name] { return AssignmentOf(config_, name); };
+    hosts_.push_back(std::make_unique<HostSupervisor>(host, config_.limits, std::move(assignment),
                                                       host.binary.empty() ? default_binary : host.binary));
     by_name[host.name] = hosts_.back().get();
   }

@@ -2,11 +2,11 @@
 // router's isolation (tests/integration/test_isolation.cc and
 // benchmarks/run_chaos.sh); never part of a deployment.
 //
-// It takes ensemble-model-host's command line (--channel-fd, --config,
-// --host), attaches to the channel and serves every request as an honest
-// echo: its first output is a copy of its first input (same datatype, same
-// shape), which fits any model whose one output has the input's type and
-// dims. It loads no model and reads no config. Some completions are lies:
+// It takes ensemble-model-host's command line (only --channel-fd matters),
+// attaches to the channel, says yes to every load and unload, and serves
+// every request as an honest echo: its first output is a copy of its first
+// input (same datatype, same shape), which fits any model whose one output
+// has the input's type and dims. It loads no model. Some completions are lies:
 //
 //   ES_LIE_MODE=random     (default) each completion is a lie with
 //                          probability ES_LIE_PERCENT (default 10)
@@ -84,6 +84,12 @@ void Echo(es::ipc::Channel& channel, const es::ipc::RequestDesc& req, es::ipc::C
   c->outputs[0].offset = req.output_offset;
 }
 
+// Whether `t` lies wholly inside the output region reserved for `req`.
+bool InsideOwnOutputRegion(const es::ipc::TensorDesc& t, const es::ipc::RequestDesc& req) {
+  return t.offset >= req.output_offset && t.bytes <= req.output_capacity &&
+         t.offset - req.output_offset <= req.output_capacity - t.bytes;
+}
+
 // Turns an honest completion into lie number `kind`. `previous` is the
 // request served before this one (its regions belong to another client).
 void Lie(int kind, const es::ipc::Channel& channel, const es::ipc::RequestDesc& req,
@@ -91,11 +97,23 @@ void Lie(int kind, const es::ipc::Channel& channel, const es::ipc::RequestDesc& 
   es::ipc::TensorDesc& out = c->outputs[0];
   c->status_code = 0;
   c->num_outputs = 1;
+  // Every lie must be one the protocol can tell. Once `previous` is
+  // answered its regions are free, and this request's output region may
+  // be carved out of them: "another request's bytes" then point inside
+  // this request's own region, at whatever the arena held there before.
+  // That answer is well-formed; a wrong model (which sees every input in
+  // the arena) could give it too, and no router can tell it from a right
+  // one. Such a lie is turned into one past the arena instead. (For the
+  // same reason the straddling lie keeps half its bytes past the end: a
+  // one-element answer 4 bytes before the end would fit.)
+  const auto aim_outside = [&] {
+    if (InsideOwnOutputRegion(out, req)) out.offset = channel.arena_bytes() + (rng() % 4096);
+  };
   switch (kind) {
     case 0: out.offset = channel.arena_bytes() + (rng() % 4096); break;          // past the arena
-    case 1: out = previous.inputs[0]; break;                                       // another client's input
-    case 2: out.offset = previous.output_offset; break;                            // another request's output
-    case 3: out.offset = req.output_offset + req.output_capacity - 4; break;       // straddles its end
+    case 1: out = previous.inputs[0]; aim_outside(); break;                        // another client's input
+    case 2: out.offset = previous.output_offset; aim_outside(); break;             // another request's output
+    case 3: out.offset = req.output_offset + req.output_capacity - out.bytes / 2; break;  // straddles its end
     case 4: out.bytes = uint64_t{1} << 62; break;                                  // huge byte count
     case 5: out.ndim = 2; out.dims[0] = int64_t{1} << 62; out.dims[1] = 4; out.bytes = 0; break;  // wraps to 0
     case 6: out.datatype = out.datatype == 8 ? 9 : 8; break;                       // wrong datatype
@@ -188,6 +206,13 @@ int main(int argc, char** argv) {
   while (!g_stop.load()) {
     if (!end.NextRequest(&req)) {
       answer_held();
+      continue;
+    }
+    if (req.kind != static_cast<uint32_t>(es::ipc::RequestKind::kInfer)) {
+      // Load and unload: it loads nothing (it echoes), and says yes.
+      es::ipc::CompletionDesc ok{};
+      ok.request_id = req.request_id;
+      if (!end.Complete(ok, g_stop)) break;
       continue;
     }
     bool lie = false;

@@ -12,6 +12,8 @@
                Its config sets max_compute_ms: 1000.
   hang_warmup  FP32 [-1, 4] -> [-1, 4]: computes forever on any input, so its
                warm-up never ends: the start-up that hangs.
+  versioned    FP32 [-1, 4] -> [-1, 4]: version folders 1, 2 and 3, version k
+               returns x + k, so an answer says which version computed it.
 
 Without MODEL names it writes thrower and echo. All run on host cpu0 (beside
 mlp and wide_mlp). Needs Debian's python3-torch.
@@ -51,14 +53,24 @@ class HangWarmup(torch.nn.Module):
         return x + acc
 
 
+class Plus(torch.nn.Module):
+    def __init__(self, k: float):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.k
+
+
 class Echo(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + 1.0
 
 
-def write_model(repo, name, module, dims, extra=""):
-    os.makedirs(os.path.join(repo, name, "1"), exist_ok=True)
-    torch.jit.script(module).save(os.path.join(repo, name, "1", "model.pt"))
+def write_model(repo, name, module, dims, extra="", versions=None):
+    for version, m in (versions or {1: module}).items():
+        os.makedirs(os.path.join(repo, name, str(version)), exist_ok=True)
+        torch.jit.script(m).save(os.path.join(repo, name, str(version), "model.pt"))
     with open(os.path.join(repo, name, "config.yaml"), "w") as f:
         f.write(
             "platform: torchscript\n"
@@ -77,6 +89,8 @@ def main():
         "echo": lambda repo: write_model(repo, "echo", Echo(), "[-1]"),
         "spinner": lambda repo: write_model(repo, "spinner", Spinner(), "[4]", "max_compute_ms: 1000\n"),
         "hang_warmup": lambda repo: write_model(repo, "hang_warmup", HangWarmup(), "[4]"),
+        "versioned": lambda repo: write_model(repo, "versioned", None, "[4]",
+                                              versions={k: Plus(float(k)) for k in (1, 2, 3)}),
     }
     names = sys.argv[2:] or ["thrower", "echo"]
     if len(sys.argv) < 2 or any(n not in models for n in names):

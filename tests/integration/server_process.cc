@@ -243,6 +243,19 @@ bool CopyDemoRepository(const fs::path& dest, std::string* error) {
   return true;
 }
 
+bool MakeTestRepository(const fs::path& repo, std::initializer_list<std::string> models, std::string* error) {
+  if (!CopyDemoRepository(repo, error)) return false;
+  std::vector<std::string> argv = {"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_test_models.py",
+                                   repo.string()};
+  argv.insert(argv.end(), models.begin(), models.end());
+  std::string output;
+  if (RunCommand(argv, std::chrono::seconds(180), &output) != 0) {
+    *error = "make_test_models.py failed: " + output;
+    return false;
+  }
+  return true;
+}
+
 // ---- /proc ------------------------------------------------------------------
 
 std::vector<std::string> ProcessArgs(pid_t pid) {

@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -72,6 +73,9 @@ const std::string& DemoRepository();
 
 // Copies the demo repository into `dest` (so a test can add models to it).
 bool CopyDemoRepository(const fs::path& dest, std::string* error);
+// The demo repository plus the test models named (make_test_models.py:
+// thrower, echo, spinner, hang_warmup, versioned); false with *error set.
+bool MakeTestRepository(const fs::path& repo, std::initializer_list<std::string> models, std::string* error);
 
 // Writes `text` to `path`; false (and ADD_FAILURE) on error.
 bool WriteTextFile(const fs::path& path, const std::string& text);

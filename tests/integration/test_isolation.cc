@@ -57,20 +57,6 @@ void WriteCanaryRepository(const fs::path& repo) {
   }
 }
 
-// The demo repository plus the test models named.
-bool MakeTestRepository(const fs::path& repo, std::initializer_list<std::string> models, std::string* error) {
-  if (!CopyDemoRepository(repo, error)) return false;
-  std::vector<std::string> argv = {"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_test_models.py",
-                                   repo.string()};
-  argv.insert(argv.end(), models.begin(), models.end());
-  std::string output;
-  if (RunCommand(argv, seconds(180), &output) != 0) {
-    *error = "make_test_models.py failed: " + output;
-    return false;
-  }
-  return true;
-}
-
 struct CanaryTally {
   std::atomic<int> ok{0}, internal{0}, unavailable{0}, overran{0}, other{0}, foreign_bytes{0}, hung{0};
   int total() const { return ok + internal + unavailable + overran + other + foreign_bytes + hung; }

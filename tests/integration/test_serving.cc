@@ -410,7 +410,10 @@ TEST_F(ServingTest, EachHostIsItsOwnPinnedModelHostProcess) {
     };
     EXPECT_EQ(value_of("--host"), name);
     EXPECT_EQ(value_of("--channel-fd"), "3");
-    EXPECT_EQ(fs::path(value_of("--config")), server_->config_path());
+    // The router tells a host what it is on its command line; it reads no config file.
+    EXPECT_EQ(std::find(args.begin(), args.end(), "--config"), args.end());
+    EXPECT_EQ(value_of("--device"), "cpu");
+    EXPECT_EQ(value_of("--cpus"), expected_cpus.at(name));
     EXPECT_EQ(ProcStatusField(pid, "Cpus_allowed_list"), std::optional<std::string>(expected_cpus.at(name)));
   }
 }
