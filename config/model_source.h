@@ -48,6 +48,12 @@ Status ScanVersions(LoadedModel* model);
 // from the first member) and checks that they are compatible.
 Status CheckEnsembles(LoadedRepository* repository);
 
+// Loads one model folder (`dir` inside the repository resolving to `repo_root`).
+StatusOr<LoadedModel> LoadOneModelFolder(const std::string& dir, const std::string& repo_root);
+
+// The sub-folders of `dir`, sorted, hidden ones left out.
+StatusOr<std::vector<std::string>> ModelFolders(const std::string& dir);
+
 // Loads every model folder of `repo_dir` (an absolute path) and checks the
 // ensembles; the server config's checks come on top (server_config.cc). A
 // model folder or model.pt that resolves (through symlinks) outside the

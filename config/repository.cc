@@ -123,6 +123,16 @@ Status ScanVersions(LoadedModel* model) {
   return Status::Ok();
 }
 
+StatusOr<LoadedModel> LoadOneModelFolder(const std::string& dir, const std::string& repo_root) {
+  try {
+    return LoadModelFolder(dir, repo_root);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(dir + ": " + e.what());  // as LoadRepository's safety net
+  }
+}
+
+StatusOr<std::vector<std::string>> ModelFolders(const std::string& dir) { return SubFolders(dir); }
+
 StatusOr<LoadedRepository> LoadRepositoryWithSources(const std::string& repo_dir) {
   std::error_code ec;
   if (!fs::is_directory(repo_dir, ec)) {

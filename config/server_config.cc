@@ -2,6 +2,8 @@
 // need both (which hosts serve which model).
 #include "config/server_config.h"
 
+#include <filesystem>
+
 #include "config/model_source.h"
 #include "config/server_parser.h"
 
@@ -32,12 +34,13 @@ Status PlaceModel(const ServerConfig& config, LoadedModel* model) {
   return Status::Ok();
 }
 
-StatusOr<ServerConfig> Load(const std::string& path) {
+StatusOr<ServerConfig> Load(const std::string& path, bool with_repository) {
   StatusOr<yaml::Field> root = yaml::LoadFile(path);
   if (!root.ok()) return root.status();
   ServerConfig config;
   config.path = path;
   ES_RETURN_IF_ERROR(ParseServerConfig(*root, &config));
+  if (!with_repository) return config;
   StatusOr<LoadedRepository> repository = LoadRepositoryWithSources(config.repository);
   if (!repository.ok()) return repository.status();
   for (auto& [name, model] : *repository) {
@@ -61,9 +64,66 @@ const ModelConfig* ServerConfig::FindModel(const std::string& name) const {
   return it == models.end() ? nullptr : &it->second;
 }
 
-StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
+namespace {
+
+// The folder of model `name`, parsed and its versions scanned, unchecked
+// against other models.
+StatusOr<LoadedModel> ReadModelFolder(const ServerConfig& config, const std::string& name) {
+  std::error_code ec;
+  const std::filesystem::path root = std::filesystem::canonical(config.repository, ec);
+  if (ec) return Status::InvalidArgument(config.repository + ": cannot resolve the model repository folder");
+  if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos) {
+    return Status::InvalidArgument("'" + name + "' is not a model folder name");
+  }
+  const std::string dir = config.repository + "/" + name;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status::NotFound("no model folder '" + name + "' in the repository " + config.repository);
+  }
+  return LoadOneModelFolder(dir, root.string());
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> RepositoryEnsembleMembers(const ServerConfig& config, const std::string& name) {
+  StatusOr<LoadedModel> model = ReadModelFolder(config, name);
+  if (!model.ok()) return model.status();
+  std::vector<std::string> members;
+  for (const EnsembleMember& m : model->config.ensemble.members) members.push_back(m.model);
+  return members;
+}
+
+StatusOr<ModelConfig> LoadRepositoryModel(const ServerConfig& config, const std::string& name,
+                                          const std::map<std::string, ModelConfig>& members) {
+  StatusOr<LoadedModel> model = ReadModelFolder(config, name);
+  if (!model.ok()) return model.status();
+  ES_RETURN_IF_ERROR(PlaceModel(config, &*model));
+  if (!model->config.is_ensemble()) return std::move(model->config);
+  // The ensemble is checked against the members as they are served now.
+  LoadedRepository repository;
+  for (const EnsembleMember& member : model->config.ensemble.members) {
+    if (auto it = members.find(member.model); it != members.end()) repository[member.model].config = it->second;
+  }
+  repository[name] = std::move(model).value();
+  ES_RETURN_IF_ERROR(CheckEnsembles(&repository));
+  return std::move(repository[name].config);
+}
+
+StatusOr<std::vector<std::string>> RepositoryModelNames(const std::string& repo_dir) {
+  return ModelFolders(repo_dir);
+}
+
+const char* ModelControlModeName(ModelControlMode mode) {
+  switch (mode) {
+    case ModelControlMode::kNone: return "none";
+    case ModelControlMode::kExplicit: return "explicit";
+    case ModelControlMode::kPoll: return "poll";
+  }
+  return "unknown";
+}
+
+StatusOr<ServerConfig> LoadServerConfig(const std::string& path, bool with_repository) {
   try {
-    return Load(path);
+    return Load(path, with_repository);
   } catch (const std::exception& e) {
     // Safety net at the component's edge: nothing below should throw, but a
     // config error must never take the server down with an exception.

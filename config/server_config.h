@@ -58,9 +58,22 @@ struct Limits {
   int64_t grpc_max_connection_age_grace_ms = 30000;    // in-flight calls finish after GOAWAY
 };
 
+// How the model set may change while the server runs (Triton's modes):
+//   none      every model of the repository is loaded at start; the set is
+//             fixed (RepositoryModelLoad/Unload are refused).
+//   explicit  only the models named at start (--load-model) are loaded;
+//             RepositoryModelLoad/Unload change the set.
+//   poll      as none at start, then the repository is rescanned every
+//             repository_poll_secs: new models and version folders are
+//             loaded, removed ones unloaded, changed config.yaml applied.
+enum class ModelControlMode { kNone, kExplicit, kPoll };
+const char* ModelControlModeName(ModelControlMode mode);
+
 struct ServerConfig {
   std::string path;            // the config file itself
   std::string repository;      // absolute path of the model repository
+  ModelControlMode model_control_mode = ModelControlMode::kNone;
+  int64_t repository_poll_secs = 15;  // poll mode: seconds between rescans
   std::string listen_address = "127.0.0.1";
   int grpc_port = 8001;
   int metrics_port = 8002;
@@ -78,7 +91,24 @@ struct ServerConfig {
 // paths are relative to the config file's folder), and cross-checks them:
 // every model's hosts exist, every ensemble member exists, is not an ensemble,
 // and has inputs/outputs compatible with the ensemble's.
-StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
+// With `with_repository` false only the server config is read (models
+// stays empty): explicit mode loads its models one by one.
+StatusOr<ServerConfig> LoadServerConfig(const std::string& path, bool with_repository = true);
+
+// Loads one model folder `<config.repository>/<name>` as LoadServerConfig
+// would at start: parsed, its version folders scanned, placed on the
+// config's hosts, and, for an ensemble, checked against `members` (the
+// models it may name, by name). For loading and reloading while serving.
+StatusOr<ModelConfig> LoadRepositoryModel(const ServerConfig& config, const std::string& name,
+                                          const std::map<std::string, ModelConfig>& members);
+
+// The members a model folder's config.yaml names when it is an ensemble
+// (empty for a torchscript model), read without checking them.
+StatusOr<std::vector<std::string>> RepositoryEnsembleMembers(const ServerConfig& config, const std::string& name);
+
+// The model folders of a repository: its sub-folders, sorted (hidden ones
+// left out), whether or not they hold a valid model.
+StatusOr<std::vector<std::string>> RepositoryModelNames(const std::string& repo_dir);
 
 // Loads just a model repository (every sub-folder with a config.yaml).
 StatusOr<std::map<std::string, ModelConfig>> LoadRepository(const std::string& repo_dir);

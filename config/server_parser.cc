@@ -215,6 +215,19 @@ Status ParseLogLevel(const yaml::Field& root, std::string* level) {
                          "' (expected trace, debug, info, warn, error or off)");
 }
 
+Status ParseModelControlMode(const yaml::Field& root, ModelControlMode* mode) {
+  std::string name = ModelControlModeName(*mode);
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "model_control_mode", &name));
+  for (ModelControlMode m : {ModelControlMode::kNone, ModelControlMode::kExplicit, ModelControlMode::kPoll}) {
+    if (name == ModelControlModeName(m)) {
+      *mode = m;
+      return Status::Ok();
+    }
+  }
+  return yaml::Error(yaml::Child(root, "model_control_mode"),
+                     "unknown model control mode '" + name + "' (expected none, explicit or poll)");
+}
+
 // Relative to the config file's folder, so the config works from any cwd.
 Status ResolveRepository(const yaml::Field& root, std::string* repository) {
   ES_RETURN_IF_ERROR(yaml::ReadRequiredString(root, "repository", repository));
@@ -238,7 +251,7 @@ Status ResolveRepository(const yaml::Field& root, std::string* repository) {
 Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"repository", "listen_address", "grpc_port",
                                            "metrics_port", "http_port", "log_level", "hosts",
-                                           "limits"}));
+                                           "limits", "model_control_mode", "repository_poll_secs"}));
   ES_RETURN_IF_ERROR(ResolveRepository(root, &config->repository));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "listen_address", &config->listen_address));
   // Port 0 asks for a free port (the server prints the one it got).
@@ -247,6 +260,10 @@ Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
       yaml::ReadOptionalInt(root, "metrics_port", 0, kMaxPort, &config->metrics_port));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "http_port", 0, kMaxPort, &config->http_port));
   ES_RETURN_IF_ERROR(ParseLogLevel(root, &config->log_level));
+  ES_RETURN_IF_ERROR(ParseModelControlMode(root, &config->model_control_mode));
+  // At most a day: a poll that rare is no poll.
+  ES_RETURN_IF_ERROR(
+      yaml::ReadOptionalInt(root, "repository_poll_secs", int64_t{1}, int64_t{86400}, &config->repository_poll_secs));
   ES_RETURN_IF_ERROR(ParseHosts(yaml::Child(root, "hosts"), &config->hosts));
   return ParseLimits(yaml::Child(root, "limits"), &config->limits);
 }

@@ -51,14 +51,14 @@ grpc::Status ToGrpcStatus(const Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
 }
 
-KServeService::KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats,
-                             RequestMetrics* metrics)
-    : config_(config), core_(core), stats_(stats), metrics_(metrics) {}
+KServeService::KServeService(const ServerConfig* config, ModelRepository* repository, InferenceCore* core,
+                             es::ModelStatistics* stats, RequestMetrics* metrics)
+    : config_(config), repository_(repository), core_(core), stats_(stats), metrics_(metrics) {}
 
 bool KServeService::ServerIsReady() const {
   if (!accepting_.load()) return false;
-  for (const auto& [name, model] : config_->models) {
-    if (!core_->ModelReady(model)) return false;
+  for (const es::ModelConfig* model : repository_->Loaded()) {
+    if (!core_->ModelReady(*model)) return false;
   }
   return true;
 }
@@ -75,12 +75,12 @@ bool KServeService::WaitForInFlight(std::chrono::steady_clock::time_point deadli
 
 const es::ModelConfig* KServeService::FindModel(const std::string& name, const std::string& version,
                                                 Status* error) const {
-  const es::ModelConfig* model = config_->FindModel(name);
+  const es::ModelConfig* model = repository_->Find(name);
   if (model == nullptr) {
     *error = Status::NotFound("unknown model '" + name + "'");
     return nullptr;
   }
-  StatusOr<int64_t> served = ResolveVersion(*model, version);
+  StatusOr<int64_t> served = ResolveVersion(*repository_, *model, version);
   if (!served.ok()) {
     *error = served.status();
     return nullptr;
@@ -131,7 +131,7 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerConte
   const es::ModelConfig* model = FindModel(req->name(), req->version(), &error);
   if (model == nullptr) return Reply(ctx, ToGrpcStatus(error));
   resp->set_name(model->name);
-  for (int64_t v : model->ServedVersions()) resp->add_versions(std::to_string(v));
+  for (int64_t v : repository_->ReadyVersions(*model)) resp->add_versions(std::to_string(v));
   resp->set_platform(model->is_ensemble() ? "ensemble" : "pytorch_libtorch");
   for (const auto& in : model->inputs) FillTensorMetadata(*model, in, resp->add_inputs());
   for (const auto& out : model->outputs) FillTensorMetadata(*model, out, resp->add_outputs());
@@ -177,7 +177,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                    " ModelInfer calls are held (limits.max_inflight_calls " +
                                    std::to_string(max_calls) + "); retry later"));
   }
-  auto decoded = DecodeInferRequest(*req, *config_);
+  auto decoded = DecodeInferRequest(*req, *repository_, config_->limits);
   if (!decoded.ok()) {
     stats_->Record(req->model_name(), false, 0, {}, 0);
     return refuse(ToGrpcStatus(decoded.status()));
@@ -207,18 +207,60 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerContext* ctx,
                                                          const inference::RepositoryIndexRequest*,
                                                          inference::RepositoryIndexResponse* resp) {
-  // One entry per served version (Triton lists each version of a model).
-  for (const auto& [name, model] : config_->models) {
-    const bool ready = core_->ModelReady(model);
-    for (int64_t version : model.ServedVersions()) {
-      auto* m = resp->add_models();
-      m->set_name(name);
-      m->set_version(std::to_string(version));
-      m->set_state(ready ? "READY" : "UNAVAILABLE");
-      if (!ready) m->set_reason("no host serving it is up");
+  // One entry per version (Triton lists each version of a model), and the
+  // folders not loaded. A READY version whose hosts are all down is not ready.
+  for (const ModelRepository::IndexEntry& entry : repository_->Index()) {
+    auto* m = resp->add_models();
+    m->set_name(entry.name);
+    m->set_version(entry.version);
+    m->set_state(entry.state);
+    m->set_reason(entry.reason);
+    const es::ModelConfig* model = entry.state == "READY" ? repository_->Find(entry.name) : nullptr;
+    if (model != nullptr && !core_->ModelReady(*model)) {
+      m->set_state("UNAVAILABLE");
+      m->set_reason(model->is_ensemble() ? "a member is not ready" : "no host serving it is up");
     }
   }
   return Reply(ctx, grpc::Status::OK);
+}
+
+Status KServeService::CheckExplicitMode(const char* what) const {
+  if (config_->model_control_mode == ModelControlMode::kExplicit) return Status::Ok();
+  return Status::Unavailable(std::string("explicit model ") + what + " is not allowed: model_control_mode is " +
+                             ModelControlModeName(config_->model_control_mode) +
+                             " (start the server with --model-control-mode explicit)");
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(grpc::CallbackServerContext* ctx,
+                                                             const inference::RepositoryModelLoadRequest* req,
+                                                             inference::RepositoryModelLoadResponse*) {
+  if (Status s = CheckExplicitMode("load"); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
+  if (!req->parameters().empty()) {
+    return Reply(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                   "load parameters (config, file overrides) are not supported: put the model's "
+                                   "files into the repository and load it by name"));
+  }
+  auto* reactor = ctx->DefaultReactor();
+  repository_->LoadAsync(req->model_name(), [reactor](const Status& s) { reactor->Finish(ToGrpcStatus(s)); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(grpc::CallbackServerContext* ctx,
+                                                               const inference::RepositoryModelUnloadRequest* req,
+                                                               inference::RepositoryModelUnloadResponse*) {
+  if (Status s = CheckExplicitMode("unload"); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
+  bool dependents = false;
+  for (const auto& [key, value] : req->parameters()) {
+    if (key != "unload_dependents" || value.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
+      return Reply(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     "unknown unload parameter '" + key + "' (only unload_dependents, a bool)"));
+    }
+    dependents = value.bool_param();
+  }
+  auto* reactor = ctx->DefaultReactor();
+  repository_->UnloadAsync(req->model_name(), dependents,
+                           [reactor](const Status& s) { reactor->Finish(ToGrpcStatus(s)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerContext* ctx,

@@ -24,6 +24,7 @@
 #include "proto/grpc_service.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
 #include "server/inference_core.h"
+#include "server/model_repository.h"
 #include "server/model_statistics.h"
 #include "server/request_metrics.h"
 
@@ -34,8 +35,8 @@ grpc::Status ToGrpcStatus(const Status& status);
 class KServeService final : public inference::GRPCInferenceService::CallbackService {
  public:
   // `metrics` may be null (ensemble-server --no-metrics): nothing is recorded.
-  KServeService(const ServerConfig* config, const InferenceCore* core, es::ModelStatistics* stats,
-                RequestMetrics* metrics = nullptr);
+  KServeService(const ServerConfig* config, ModelRepository* repository, InferenceCore* core,
+                es::ModelStatistics* stats, RequestMetrics* metrics = nullptr);
 
   // False once draining has begun: readiness goes down before we stop.
   void SetAcceptingRequests(bool accepting) { accepting_.store(accepting); }
@@ -66,13 +67,28 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const inference::ModelStatisticsRequest* req,
                                             inference::ModelStatisticsResponse* resp) override;
+  // Triton's semantics (model_control_mode explicit only): load (re)reads
+  // the model's folder and loads it, an ensemble with its members; unload
+  // answers the requests in flight first; parameter `unload_dependents`
+  // (bool) unloads the ensembles that use the model too. Answered from the
+  // repository's worker thread once done.
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
+                                                const inference::RepositoryModelLoadRequest* req,
+                                                inference::RepositoryModelLoadResponse* resp) override;
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
+                                                  const inference::RepositoryModelUnloadRequest* req,
+                                                  inference::RepositoryModelUnloadResponse* resp) override;
 
  private:
   // es:: because inside this class `ModelConfig` names the RPC handler.
   const es::ModelConfig* FindModel(const std::string& name, const std::string& version, Status* error) const;
 
+  // OK in explicit mode; otherwise the error a load or unload gets.
+  Status CheckExplicitMode(const char* what) const;
+
   const ServerConfig* config_;
-  const InferenceCore* core_;
+  ModelRepository* repository_;
+  InferenceCore* core_;
   es::ModelStatistics* stats_;
   RequestMetrics* metrics_;  // null when metrics are off
   std::atomic<bool> accepting_{true};

@@ -77,36 +77,66 @@ Status CombineMembers(const InferRequest& request, std::vector<InferResponse>& r
 
 }  // namespace
 
-InferenceCore::InferenceCore(const ServerConfig* config, const std::map<std::string, HostSupervisor*>& hosts,
-                             ModelStatistics* stats)
-    : config_(config) {
-  for (const auto& [name, model] : config->models) {
-    if (model.is_ensemble()) {
-      ensemble_load_[name] = std::make_unique<std::atomic<int64_t>>(0);
-      continue;
-    }
+InferenceCore::InferenceCore(const ServerConfig* config, const ModelCatalog* catalog,
+                             const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats)
+    : config_(config), catalog_(catalog), hosts_(hosts), stats_(stats) {}
+
+ModelDispatcher* InferenceCore::DispatcherFor(const ModelConfig& model) {
+  MutexLock lock(&mu_);
+  std::unique_ptr<ModelDispatcher>& d = dispatchers_[&model];
+  if (d == nullptr) {
     std::vector<HostSupervisor*> serving;
     for (const auto& h : model.hosts) {
-      auto it = hosts.find(h);
-      if (it != hosts.end()) serving.push_back(it->second);
+      auto it = hosts_.find(h);
+      if (it != hosts_.end()) serving.push_back(it->second);
     }
-    dispatchers_[name] = std::make_unique<ModelDispatcher>(&model, config, std::move(serving), stats);
+    d = std::make_unique<ModelDispatcher>(&model, config_, std::move(serving), stats_);
   }
+  return d.get();
 }
 
-bool InferenceCore::ModelReady(const ModelConfig& model) const {
+std::atomic<int64_t>* InferenceCore::EnsembleLoad(const std::string& name) {
+  MutexLock lock(&mu_);
+  std::unique_ptr<std::atomic<int64_t>>& load = ensemble_load_[name];
+  if (load == nullptr) load = std::make_unique<std::atomic<int64_t>>(0);
+  return load.get();
+}
+
+InferDone InferenceCore::Counted(const std::string& model, int64_t version, InferDone done) {
+  {
+    MutexLock lock(&mu_);
+    ++in_flight_[{model, version}];
+  }
+  return [this, key = std::make_pair(model, version), done = std::move(done)](const Status& status,
+                                                                               InferResponse response) {
+    {
+      MutexLock lock(&mu_);
+      auto it = in_flight_.find(key);
+      if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+    }
+    done(status, std::move(response));
+  };
+}
+
+int64_t InferenceCore::InFlight(const std::string& model, int64_t version) const {
+  MutexLock lock(&mu_);
+  auto it = in_flight_.find({model, version});
+  return it == in_flight_.end() ? 0 : it->second;
+}
+
+bool InferenceCore::ModelReady(const ModelConfig& model) {
+  if (catalog_->ReadyVersions(model).empty()) return false;
   if (model.is_ensemble()) {
     for (const auto& m : model.ensemble.members) {
-      const ModelConfig* member = config_->FindModel(m.model);
+      const ModelConfig* member = catalog_->Find(m.model);
       if (member == nullptr || !ModelReady(*member)) return false;
     }
     return true;
   }
-  auto it = dispatchers_.find(model.name);
-  return it != dispatchers_.end() && it->second->Ready();
+  return DispatcherFor(model)->Ready();
 }
 
-void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone done) const {
+void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone done) {
   if (std::chrono::steady_clock::now() >= request->deadline) {
     done(Status::DeadlineExceeded("model '" + request->model->name + "': deadline passed before dispatch"), {});
     return;
@@ -115,12 +145,14 @@ void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone
     RunEnsemble(request, std::move(done));
     return;
   }
-  dispatchers_.at(request->model->name)->Infer(std::move(request), std::move(done));
+  const int64_t version = request->version;
+  ModelDispatcher* dispatcher = DispatcherFor(*request->model);
+  dispatcher->Infer(std::move(request), version, Counted(dispatcher->model().name, version, std::move(done)));
 }
 
-void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) const {
+void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) {
   const ModelConfig& ensemble = *request->model;
-  std::atomic<int64_t>* load = ensemble_load_.at(ensemble.name).get();
+  std::atomic<int64_t>* load = EnsembleLoad(ensemble.name);
   if (load->fetch_add(1) >= ensemble.ensemble.max_in_flight) {
     load->fetch_sub(1);
     done(Status::ResourceExhausted("ensemble '" + ensemble.name + "': " +
@@ -162,7 +194,19 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
       Status s = CombineMembers(*call->request, call->results, &combined);
       call->done(s, s.ok() ? std::move(combined) : InferResponse{});
     };
-    dispatchers_.at(members[m].model)->Infer(request, std::move(on_member));
+    // A member computes on its own highest ready version (the ensemble's
+    // version is its own: 1).
+    const ModelConfig* member = catalog_->Find(members[m].model);
+    if (member == nullptr) {
+      on_member(Status::Unavailable("model '" + members[m].model + "' is not loaded"), {});
+      continue;
+    }
+    const StatusOr<int64_t> version = ResolveVersion(*catalog_, *member, "");
+    if (!version.ok()) {
+      on_member(version.status(), {});
+      continue;
+    }
+    DispatcherFor(*member)->Infer(request, *version, Counted(member->name, *version, std::move(on_member)));
   }
 }
 

@@ -2,24 +2,35 @@
 //
 // A TorchScript model's requests go to its ModelDispatcher (batching,
 // replica choice, retries; see model_dispatcher.h). An ensemble fans out to
-// all its members' dispatchers at once and combines their outputs when the
-// last one answers (see ensemble_combiner.h); an admission limit per
-// ensemble (ensemble.max_in_flight) answers RESOURCE_EXHAUSTED beyond it so
-// a slow member cannot make memory grow without bound. The core never blocks
-// a caller on a host: `done` runs later on a completion thread.
+// all its members' dispatchers at once, each member on its highest ready
+// version, and combines their outputs when the last one answers (see
+// ensemble_combiner.h); an admission limit per ensemble
+// (ensemble.max_in_flight) answers RESOURCE_EXHAUSTED beyond it so a slow
+// member cannot make memory grow without bound. The core never blocks a
+// caller on a host: `done` runs later on a completion thread.
 //
-// Thread safety: Infer() and ModelReady() are thread-safe; the config and the
-// supervisors outlive the core.
+// The model set changes while the server runs (ModelRepository): a
+// dispatcher is made for each served config the first time a request needs
+// it, and kept (a config replaced by a reload keeps its dispatcher until
+// shutdown, idle, so requests still queued there finish). InFlight() counts
+// the requests given to each (model, version) and not yet answered, so an
+// unload can wait for them.
+//
+// Thread safety: Infer(), ModelReady() and InFlight() are thread-safe; the
+// catalog and the supervisors outlive the core.
 #pragma once
 
 #include <atomic>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "config/server_config.h"
 #include "server/host_supervisor.h"
 #include "server/infer_types.h"
+#include "common/mutex.h"
+#include "server/model_catalog.h"
 #include "server/model_dispatcher.h"
 #include "server/model_statistics.h"
 
@@ -28,22 +39,33 @@ namespace es {
 class InferenceCore {
  public:
   // `stats` (may be null) receives each model execution (batch).
-  InferenceCore(const ServerConfig* config, const std::map<std::string, HostSupervisor*>& hosts,
-                ModelStatistics* stats);
+  InferenceCore(const ServerConfig* config, const ModelCatalog* catalog,
+                const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats);
 
   // `done` is called exactly once, possibly before Infer() returns.
-  void Infer(std::shared_ptr<const InferRequest> request, InferDone done) const;
+  void Infer(std::shared_ptr<const InferRequest> request, InferDone done);
 
-  // A torchscript model is ready when one of its hosts is; an ensemble when
-  // all its members are.
-  bool ModelReady(const ModelConfig& model) const;
+  // A torchscript model is ready when it has a ready version and one of its
+  // hosts is up; an ensemble when it has a ready version and all its members are ready.
+  bool ModelReady(const ModelConfig& model);
+
+  int64_t InFlight(const std::string& model, int64_t version) const;
 
  private:
-  void RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) const;
+  void RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done);
+  ModelDispatcher* DispatcherFor(const ModelConfig& model);
+  std::atomic<int64_t>* EnsembleLoad(const std::string& name);
+  // `done` wrapped so that (model, version) counts as in flight until it runs.
+  InferDone Counted(const std::string& model, int64_t version, InferDone done);
 
   const ServerConfig* config_;
-  std::map<std::string, std::unique_ptr<ModelDispatcher>> dispatchers_;         // torchscript models
-  std::map<std::string, std::unique_ptr<std::atomic<int64_t>>> ensemble_load_;  // ensembles in flight
+  const ModelCatalog* catalog_;
+  const std::map<std::string, HostSupervisor*> hosts_;
+  ModelStatistics* stats_;
+  mutable Mutex mu_;
+  std::map<const ModelConfig*, std::unique_ptr<ModelDispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<std::atomic<int64_t>>> ensemble_load_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int64_t>, int64_t> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace es

@@ -102,10 +102,10 @@ bool ModelDispatcher::Ready() const {
   return false;
 }
 
-void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDone done) {
+void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t version, InferDone done) {
   const auto now = Clock::now();
   if (!batching_) {
-    Dispatch(std::make_shared<Batch>(Batch{Queued{std::move(request), std::move(done), now, 0}}), now, 0);
+    Dispatch(std::make_shared<Batch>(Batch{Queued{std::move(request), std::move(done), now, 0, version}}), now, 0);
     return;
   }
   const DynamicBatching& cfg = model_->dynamic_batching;
@@ -120,12 +120,12 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
     // max_request_bytes each) until they are answered.
     const int64_t bytes = InputBytes(*request);
     if (static_cast<int64_t>(queued_) >= cfg.max_queue_size) {
-      dropped.push_back({Queued{request, std::move(done), now, 0},
+      dropped.push_back({Queued{request, std::move(done), now, 0, version},
                          Status::ResourceExhausted("model '" + model_->name + "': queue full (" +
                                                    std::to_string(queued_) + " requests waiting, max_queue_size " +
                                                    std::to_string(cfg.max_queue_size) + ")")});
     } else if (queued_bytes_ + bytes > cfg.max_queue_bytes) {
-      dropped.push_back({Queued{request, std::move(done), now, 0},
+      dropped.push_back({Queued{request, std::move(done), now, 0, version},
                          Status::ResourceExhausted("model '" + model_->name + "': queue full (" +
                                                    std::to_string(queued_bytes_) + " bytes waiting + " +
                                                    std::to_string(bytes) + " of this request > max_queue_bytes " +
@@ -134,7 +134,7 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, InferDo
       const size_t level = static_cast<size_t>(std::clamp(priority, 1, cfg.priority_levels) - 1);
       queued_rows_ += request->batch_rows();
       queued_bytes_ += bytes;
-      queues_[level].push_back(Queued{std::move(request), std::move(done), now, level});
+      queues_[level].push_back(Queued{std::move(request), std::move(done), now, level, version});
       ++queued_;
       batches = TakeReadyBatchesLocked(now, &dropped);
       wake_timer = TimerMustWakeSoonerLocked();
@@ -202,7 +202,7 @@ ModelDispatcher::Batch ModelDispatcher::FormBatchLocked(Clock::time_point now, D
   for (auto& q : queues_) {
     for (auto it = q.begin(); it != q.end();) {
       const int64_t r = it->request->batch_rows();
-      if (rows + r > max_rows || (!batch.empty() && (batch.front().request->version != it->request->version ||
+      if (rows + r > max_rows || (!batch.empty() && (batch.front().version != it->version ||
                                                      !SameSampleShape(*batch.front().request, *it->request)))) {
         ++it;
         continue;
@@ -306,7 +306,7 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
   }
   const auto submitted = Clock::now();
   Status s = conn->Submit(
-      model_->name, leader.version, inputs, OutputPlanFor(rows),
+      model_->name, batch->front().version, inputs, OutputPlanFor(rows),
       [this, batch, dispatched, submitted, attempt](const Status& status, const ipc::CompletionDesc* completion,
                                                     const uint8_t* arena) {
         // The host died with the batch in flight: one more try on a replica.

@@ -66,8 +66,10 @@ class ModelDispatcher {
   ModelDispatcher(const ModelDispatcher&) = delete;
   ModelDispatcher& operator=(const ModelDispatcher&) = delete;
 
-  // `done` is called exactly once, possibly before Infer() returns.
-  void Infer(std::shared_ptr<const InferRequest> request, InferDone done);
+  // Computes `request` on `version` of this model (an ensemble's request
+  // reaches each member with that member's version). `done` is called
+  // exactly once, possibly before Infer() returns.
+  void Infer(std::shared_ptr<const InferRequest> request, int64_t version, InferDone done);
   bool Ready() const;
   const ModelConfig& model() const { return *model_; }
 
@@ -78,6 +80,7 @@ class ModelDispatcher {
     InferDone done;
     Clock::time_point enqueued;
     size_t level = 0;  // index into queues_
+    int64_t version = 0;  // of this model, to compute the request on
   };
   using Batch = std::vector<Queued>;
   // Requests that leave the queue without running, with the reason.

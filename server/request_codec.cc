@@ -208,16 +208,16 @@ std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& s
   return shape;
 }
 
-StatusOr<int64_t> ResolveVersion(const ModelConfig& model, const std::string& requested) {
-  const std::vector<int64_t> served = model.ServedVersions();
+StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig& model, const std::string& requested) {
+  const std::vector<int64_t> ready = catalog.ReadyVersions(model);
   std::string list;
-  for (int64_t v : served) list += (list.empty() ? "" : ", ") + std::to_string(v);
-  if (served.empty()) return Status::Unavailable("model '" + model.name + "' has no version being served");
-  if (requested.empty()) return served.back();
+  for (int64_t v : ready) list += (list.empty() ? "" : ", ") + std::to_string(v);
+  if (ready.empty()) return Status::Unavailable("model '" + model.name + "' has no version ready");
+  if (requested.empty()) return ready.back();
   int64_t version = 0;
   const bool digits = requested.size() <= 18 && requested.find_first_not_of("0123456789") == std::string::npos;
   if (digits) version = std::stoll(requested);
-  if (!digits || std::find(served.begin(), served.end(), version) == served.end()) {
+  if (!digits || std::find(ready.begin(), ready.end(), version) == ready.end()) {
     return Status::NotFound("model '" + model.name + "' has no served version '" + requested + "' (served: " + list +
                             ")");
   }
@@ -226,12 +226,17 @@ StatusOr<int64_t> ResolveVersion(const ModelConfig& model, const std::string& re
 
 StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto,
                                                            const ServerConfig& config) {
-  const ModelConfig* model = config.FindModel(proto.model_name());
+  return DecodeInferRequest(proto, StaticCatalog(&config), config.limits);
+}
+
+StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto,
+                                                           const ModelCatalog& catalog, const Limits& limits) {
+  const ModelConfig* model = catalog.Find(proto.model_name());
   if (model == nullptr) return Status::NotFound("unknown model '" + proto.model_name() + "'");
   auto request = std::make_shared<InferRequest>();
   request->model = model;
   request->id = proto.id();
-  StatusOr<int64_t> version = ResolveVersion(*model, proto.model_version());
+  StatusOr<int64_t> version = ResolveVersion(catalog, *model, proto.model_version());
   if (!version.ok()) return version.status();
   request->version = *version;
   ES_RETURN_IF_ERROR(ReadParameters(proto, request.get()));
@@ -280,10 +285,10 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
     }
     input.bytes = *tensor_bytes;
     const std::optional<uint64_t> sum = CheckedAdd(total_bytes, input.bytes);
-    if (!sum || *sum > static_cast<uint64_t>(config.limits.max_request_bytes)) {
+    if (!sum || *sum > static_cast<uint64_t>(limits.max_request_bytes)) {
       return Status::ResourceExhausted("model '" + model->name + "': request of at least " +
                                        std::to_string(sum ? *sum : input.bytes) + " bytes exceeds the limit of " +
-                                       std::to_string(config.limits.max_request_bytes) + " bytes");
+                                       std::to_string(limits.max_request_bytes) + " bytes");
     }
     total_bytes = *sum;
     const bool typed = in.has_contents() && HasTypedContents(in.contents());

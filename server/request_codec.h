@@ -30,9 +30,14 @@
 #include "config/server_config.h"
 #include "proto/grpc_service.pb.h"
 #include "server/infer_types.h"
+#include "server/model_catalog.h"
 
 namespace es {
 
+// The model and version come from `catalog` (what is served now).
+StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const inference::ModelInferRequest& proto,
+                                                           const ModelCatalog& catalog, const Limits& limits);
+// The same against a fixed config (StaticCatalog): for tests and tools.
 StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const inference::ModelInferRequest& proto,
                                                            const ServerConfig& config);
 
@@ -40,11 +45,6 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const inference::Mode
 // requested outputs when the request named some.
 void EncodeInferResponse(const InferRequest& request, InferResponse response,
                          inference::ModelInferResponse* proto);
-
-// The version a request for `model` names: "" picks the highest served
-// version; a number must be one of the served versions (NOT_FOUND, listing
-// them, otherwise).
-StatusOr<int64_t> ResolveVersion(const ModelConfig& model, const std::string& requested);
 
 // The KServe v2 shape of a config tensor: [-1, dims...] for a batched model.
 std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& spec);

@@ -7,31 +7,19 @@
 #include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
-#include "config/host_model_spec.h"
 #include "model_host/launcher.h"
+#include "server/repository_metrics.h"
 
 namespace es {
 namespace {
 
 constexpr std::chrono::milliseconds kShutdownGrace{100};
 
-std::vector<HostModelLoad> AssignmentOf(const ServerConfig& config, const std::string& host) {
-  std::vector<HostModelLoad> loads;
-  for (const auto& [name, model] : config.models) {
-    if (model.is_ensemble() || std::find(model.hosts.begin(), model.hosts.end(), host) == model.hosts.end()) continue;
-    const std::string spec = EncodeHostModelSpec(model);
-    for (int64_t version : model.ServedVersions()) loads.push_back({name, version, spec});
-  }
-  return loads;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   std::unique_ptr<Router> router(new Router());
-  auto config = LoadServerConfig(options.config_path);
-  if (!config.ok()) return config.status();
-  router->config_ = std::move(config).value();
+  if (Status s = router->LoadConfig(options); !s.ok()) return s;
   // Before the hosts start: they inherit the router's level.
   spdlog::set_level(spdlog::level::from_str(options.log_level.value_or(router->config_.log_level)));
   if (Status s = router->StartHosts(options); !s.ok()) {
@@ -51,6 +39,23 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
 
 Router::~Router() { Shutdown(); }
 
+// The server config, the flags over it, and (except in explicit mode,
+// which loads model by model) the whole repository, checked.
+Status Router::LoadConfig(const RouterOptions& options) {
+  auto config = LoadServerConfig(options.config_path, /*with_repository=*/false);
+  if (!config.ok()) return config.status();
+  ModelControlMode mode = options.model_control_mode.value_or(config->model_control_mode);
+  if (mode != ModelControlMode::kExplicit) {
+    config = LoadServerConfig(options.config_path);
+    if (!config.ok()) return config.status();
+  }
+  config_ = std::move(config).value();
+  config_.model_control_mode = mode;
+  if (options.repository_poll_secs) config_.repository_poll_secs = *options.repository_poll_secs;
+  repository_ = std::make_unique<ModelRepository>(&config_);
+  return repository_->Begin(options.load_models);
+}
+
 Status Router::StartHosts(const RouterOptions& options) {
   const std::string default_binary =
       options.host_binary.empty() ? ExecutableDir() + "/ensemble-model-host" : options.host_binary;
@@ -64,7 +69,7 @@ Status Router::StartHosts(const RouterOptions& options) {
   for (const HostConfig& host : config_.hosts) {
     // What the host holds is the router's decision, asked at each start of
     // the host: the served versions of the models placed on it.
-    HostAssignment assignment = [this, name = host.name] { return AssignmentOf(config_, name); };
+    HostAssignment assignment = [this, name = host.name] { return repository_->AssignmentOf(name); };
     hosts_.push_back(std::make_unique<HostSupervisor>(host, config_.limits, std::move(assignment),
                                                       host.binary.empty() ? default_binary : host.binary));
     by_name[host.name] = hosts_.back().get();
@@ -74,7 +79,15 @@ Status Router::StartHosts(const RouterOptions& options) {
     if (!h->WaitFirstStart()) return Status::Unavailable(h->last_error());
   }
   stats_ = std::make_unique<es::ModelStatistics>(config_.models);
-  core_ = std::make_unique<InferenceCore>(&config_, by_name, stats_.get());
+  core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get());
+  repository_->Attach(by_name, [core = core_.get()](const std::string& model, int64_t version) {
+    return core->InFlight(model, version);
+  });
+  repository_->StartWorker();
+  spdlog::info("model control mode {}{}", ModelControlModeName(config_.model_control_mode),
+               config_.model_control_mode == ModelControlMode::kPoll
+                   ? " (rescanning every " + std::to_string(config_.repository_poll_secs) + " s)"
+                   : "");
   return Status::Ok();
 }
 
@@ -86,7 +99,8 @@ Status Router::StartMetrics(const RouterOptions& options) {
   host_metrics_ = std::make_shared<HostMetrics>(std::move(hosts));
   auto endpoint = MetricsEndpoint::Start(options.listen.value_or(config_.listen_address),
                                          options.metrics_port.value_or(config_.metrics_port),
-                                         {request_metrics_, host_metrics_});
+                                         {request_metrics_, host_metrics_,
+                                          std::make_shared<RepositoryMetrics>(repository_.get())});
   if (!endpoint.ok()) return endpoint.status();
   metrics_ = std::move(endpoint).value();
   return Status::Ok();
@@ -95,7 +109,8 @@ Status Router::StartMetrics(const RouterOptions& options) {
 std::string Router::metrics_address() const { return metrics_ ? metrics_->address() : ""; }
 
 Status Router::StartGrpc(const RouterOptions& options) {
-  kserve_ = std::make_unique<KServeService>(&config_, core_.get(), stats_.get(), request_metrics_.get());
+  kserve_ = std::make_unique<KServeService>(&config_, repository_.get(), core_.get(), stats_.get(),
+                                            request_metrics_.get());
   health_ = std::make_unique<HealthService>(kserve_.get());
   listen_address_ = options.listen.value_or(config_.listen_address);
   const int port = options.grpc_port.value_or(config_.grpc_port);
@@ -166,6 +181,7 @@ void Router::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (kserve_) kserve_->SetAcceptingRequests(false);
+  if (repository_) repository_->RequestStop();  // no load, unload or poll starts from now on
   bool drained = true;
   if (server_) {
     // New calls are refused from here on; wait for the ones in flight, then
@@ -192,6 +208,7 @@ void Router::Shutdown() {
     server_->Wait();
   }
   StopHosts();
+  if (repository_) repository_->Stop();  // a load in progress ended with its hosts
   metrics_.reset();  // scrapes were answered through the drain; now the endpoint goes
 }
 

@@ -15,6 +15,10 @@
 // figures from RequestMetrics, per-host figures from HostMetrics) on the
 // metrics port; it starts before gRPC and stops after the hosts.
 //
+// Models: the ModelRepository decides what is served and what each host
+// holds (model_control_mode none, explicit or poll); the hosts load it as
+// they start and as it changes.
+//
 // Thread safety: Start/Shutdown from one thread (main).
 #pragma once
 
@@ -32,6 +36,7 @@
 #include "server/host_supervisor.h"
 #include "server/inference_core.h"
 #include "server/metrics_endpoint.h"
+#include "server/model_repository.h"
 #include "server/model_statistics.h"
 #include "server/request_metrics.h"
 
@@ -45,6 +50,9 @@ struct RouterOptions {
   std::optional<int> metrics_port;    // overrides the config; 0 picks a free port
   bool metrics = true;                // false: no /metrics endpoint, nothing recorded
   std::optional<std::string> log_level;  // overrides the config; set before the hosts start
+  std::optional<ModelControlMode> model_control_mode;  // overrides the config
+  std::vector<std::string> load_models;                // explicit mode: loaded at start
+  std::optional<int64_t> repository_poll_secs;         // overrides the config
 };
 
 class Router {
@@ -53,6 +61,7 @@ class Router {
   ~Router();
 
   const ServerConfig& config() const { return config_; }
+  size_t served_model_count() const { return repository_->Loaded().size(); }
   std::string grpc_address() const;
   // "HOST:PORT" of /metrics, or "" when metrics are off.
   std::string metrics_address() const;
@@ -60,6 +69,7 @@ class Router {
 
  private:
   Router() = default;
+  Status LoadConfig(const RouterOptions& options);
   Status StartHosts(const RouterOptions& options);
   Status StartMetrics(const RouterOptions& options);
   Status StartGrpc(const RouterOptions& options);
@@ -68,6 +78,7 @@ class Router {
 
   ServerConfig config_;
   std::vector<std::unique_ptr<HostSupervisor>> hosts_;
+  std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<InferenceCore> core_;
   std::unique_ptr<es::ModelStatistics> stats_;
   std::shared_ptr<RequestMetrics> request_metrics_;  // null when metrics are off

@@ -57,7 +57,22 @@ int main(int argc, char** argv) {
                  "the model-host program for hosts without their own `binary:` (default: ensemble-model-host "
                  "beside this binary)")
       ->check(CLI::ExistingFile);
+  std::string control_mode;
+  app.add_option("--model-control-mode", control_mode,
+                 "none (every model, fixed), explicit (--load-model and the load/unload RPCs) or poll (rescan "
+                 "the repository); default: config, else none")
+      ->check(CLI::IsMember({"none", "explicit", "poll"}));
+  app.add_option("--load-model", options.load_models, "explicit mode: a model to load at start (repeatable)")
+      ->take_all();
+  int64_t poll_secs = 0;
+  app.add_option("--repository-poll-secs", poll_secs,
+                 "poll mode: seconds between repository rescans (default: config, else 15)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-server")) return *exit_code;
+  if (control_mode == "none") options.model_control_mode = es::ModelControlMode::kNone;
+  if (control_mode == "explicit") options.model_control_mode = es::ModelControlMode::kExplicit;
+  if (control_mode == "poll") options.model_control_mode = es::ModelControlMode::kPoll;
+  if (poll_secs > 0) options.repository_poll_secs = poll_secs;
   if (grpc_port >= 0) options.grpc_port = grpc_port;
   if (metrics_port >= 0) options.metrics_port = metrics_port;
   options.metrics = !no_metrics;
@@ -77,7 +92,7 @@ int main(int argc, char** argv) {
   // stays the first line of stdout; the metrics line follows it.
   std::cout << "grpc listening on " << (*router)->grpc_address() << std::endl;
   if (options.metrics) std::cout << "metrics listening on " << (*router)->metrics_address() << std::endl;
-  spdlog::info("serving {} model(s) from {}", (*router)->config().models.size(), (*router)->config().repository);
+  spdlog::info("serving {} model(s) from {}", (*router)->served_model_count(), (*router)->config().repository);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -409,6 +409,8 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
                              config.data(),
                              const_cast<char*>("--grpc-port"),
                              const_cast<char*>("0")};
+  std::vector<std::string> extra = options.extra_args;
+  for (std::string& arg : extra) argv.push_back(arg.data());
   if (options.metrics) {
     argv.push_back(const_cast<char*>("--metrics-port"));
     argv.push_back(const_cast<char*>("0"));
@@ -494,6 +496,8 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
 }
 
 ServerProcess::~ServerProcess() {
+  // Hosts outlive the group kill only if they changed group; do not leave them.
+  const std::map<std::string, pid_t> hosts = pid_ > 0 && !exited_ ? HostPids() : std::map<std::string, pid_t>{};
   if (pid_ > 0 && !exited_) {
     kill(-pid_, SIGKILL);
     int status = 0;
@@ -501,10 +505,7 @@ ServerProcess::~ServerProcess() {
     }
     exited_ = true;
   }
-  if (!config_path_.empty()) {
-    // Hosts outlive the group kill only if they changed group; do not leave them.
-    for (pid_t p : ProcessesWithArg(config_path_.string())) kill(p, SIGKILL);
-  }
+  for (const auto& [name, pid] : hosts) kill(pid, SIGKILL);
   if (pid_ > 0) Watchdog::UnregisterProcessGroup(pid_);
   if (stdout_fd_ >= 0) close(stdout_fd_);
   // Inside a test: that test failed; in TearDownTestSuite: a test of the suite did.

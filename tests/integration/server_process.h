@@ -128,6 +128,8 @@ class ServerProcess {
     // More `limits:` entries, YAML flow-map style without braces, e.g.
     // "max_compute_ms: 1000, host_startup_timeout_ms: 5000".
     std::string extra_limits;
+    // More command-line arguments of ensemble-server.
+    std::vector<std::string> extra_args;
     // Environment of the server (and so of its hosts), "NAME=value".
     std::vector<std::string> env;
     std::chrono::seconds startup_timeout{120};

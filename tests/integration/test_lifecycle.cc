@@ -9,13 +9,26 @@
 //    while the server runs, then a SIGKILLed host, and the restarted host
 //    holds what the router gave it before (the model keeps serving the
 //    version it served), not what the disk now says.
+//  - explicit mode: only --load-model models at start; RepositoryModelLoad
+//    loads an ensemble with its members and rolls a new version in;
+//    unload with unload_dependents takes the ensemble along; a broken
+//    model.pt leaves the old version serving with the error as its reason;
+//    none mode refuses load and unload.
+//  - poll mode: a version folder renamed into place is served within a few
+//    polls, the old one leaves; a removed model folder is unloaded.
+//  - Rollouts under load (explicit loads and poll) fail no request, and
+//    every answer is the version its response names.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
+#include "tests/metrics/metrics_support.h"
 
 namespace es::it {
 namespace {
@@ -43,6 +56,102 @@ VersionedAnswer AskVersioned(Stub& stub, const std::string& version) {
   return answer;
 }
 
+grpc::Status LoadModel(Stub& stub, const std::string& model) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, milliseconds(60000));
+  inference::RepositoryModelLoadRequest req;
+  req.set_model_name(model);
+  inference::RepositoryModelLoadResponse resp;
+  return stub.RepositoryModelLoad(&ctx, req, &resp);
+}
+
+grpc::Status UnloadModel(Stub& stub, const std::string& model, bool dependents = false) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, milliseconds(60000));
+  inference::RepositoryModelUnloadRequest req;
+  req.set_model_name(model);
+  if (dependents) (*req.mutable_parameters())["unload_dependents"].set_bool_param(true);
+  inference::RepositoryModelUnloadResponse resp;
+  return stub.RepositoryModelUnload(&ctx, req, &resp);
+}
+
+// "version:STATE" of each index entry of `model`; the reasons beside.
+std::vector<std::string> IndexOf(Stub& stub, const std::string& model, std::string* reasons = nullptr) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  inference::RepositoryIndexResponse index;
+  EXPECT_TRUE(stub.RepositoryIndex(&ctx, inference::RepositoryIndexRequest(), &index).ok());
+  std::vector<std::string> entries;
+  for (const auto& m : index.models()) {
+    if (m.name() != model) continue;
+    entries.push_back(m.version() + ":" + m.state());
+    if (reasons != nullptr) *reasons += m.reason() + "\n";
+  }
+  return entries;
+}
+
+// Clients asking `versioned` for its highest version, without a pause, until
+// stopped: every answer must be OK and computed by the version it names.
+class Traffic {
+ public:
+  Traffic(const ServerProcess& server, int clients) {
+    for (int c = 0; c < clients; ++c) {
+      threads_.emplace_back([this, stub = std::shared_ptr<Stub>(server.NewConnectionStub())] {
+        while (!stop_.load()) {
+          const VersionedAnswer a = AskVersioned(*stub, "");
+          std::lock_guard<std::mutex> lock(mu_);
+          ++calls_;
+          if (!a.status.ok()) {
+            failures_.push_back(Describe(a.status));
+          } else if (a.version != std::to_string(static_cast<int>(a.added))) {
+            failures_.push_back("version " + a.version + " answered x + " + std::to_string(a.added));
+          } else {
+            versions_.insert(a.version);
+          }
+        }
+      });
+    }
+  }
+  ~Traffic() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  int calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+  std::vector<std::string> failures() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failures_;
+  }
+  std::set<std::string> versions() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return versions_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  int calls_ = 0;
+  std::vector<std::string> failures_;
+  std::set<std::string> versions_;
+};
+
+// Waits until `versioned` answers "" with `version`; false after `timeout`.
+bool WaitForVersion(Stub& stub, const std::string& version, std::chrono::seconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    const VersionedAnswer a = AskVersioned(stub, "");
+    if (a.status.ok() && a.version == version) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return false;
+}
+
 class LifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,11 +163,20 @@ class LifecycleTest : public ::testing::Test {
     const fs::path config = repo() / model / "config.yaml";
     ASSERT_TRUE(WriteTextFile(config, ReadTextFile(config) + yaml));
   }
-  std::unique_ptr<ServerProcess> Start() {
+  std::unique_ptr<ServerProcess> Start(std::vector<std::string> args = {}) {
     ServerProcess::Options options;
     options.repository = repo().string();
+    options.extra_args = std::move(args);
     return ServerProcess::Start(options);
   }
+  // Moves versioned's version folders 2 and 3 out of the repository, to be
+  // renamed back in (atomically, as docs/lifecycle.md says) by the test.
+  void SetVersionsAside() {
+    fs::create_directories(aside());
+    for (const char* v : {"2", "3"}) fs::rename(repo() / "versioned" / v, aside() / v);
+  }
+  void BringBack(const std::string& version) { fs::rename(aside() / version, repo() / "versioned" / version); }
+  fs::path aside() const { return dir_.path() / "aside"; }
   TempDir dir_{"es_lifecycle_"};
 };
 
@@ -116,11 +234,7 @@ TEST_F(LifecycleTest, PolicyServesSeveralVersionsAndRequestsPickOne) {
 
 TEST_F(LifecycleTest, ARestartedHostHoldsWhatTheRouterGaveItNotWhatTheDiskSays) {
   WatchdogScope watchdog(seconds(180), "LifecycleTest: one source of truth");
-  // Only version 1 on disk at start; 2 and 3 wait outside the repository.
-  const fs::path aside = dir_.path() / "aside";
-  fs::create_directories(aside);
-  fs::rename(repo() / "versioned" / "2", aside / "2");
-  fs::rename(repo() / "versioned" / "3", aside / "3");
+  SetVersionsAside();  // only version 1 on disk at start
   auto server = Start();
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   auto stub = server->Stub();
@@ -130,7 +244,7 @@ TEST_F(LifecycleTest, ARestartedHostHoldsWhatTheRouterGaveItNotWhatTheDiskSays) 
 
   // A new version appears (renamed into place, as docs/lifecycle.md says to),
   // and the host serving the model dies.
-  fs::rename(aside / "2", repo() / "versioned" / "2");
+  BringBack("2");
   const std::map<std::string, pid_t> hosts = server->HostPids();
   ASSERT_TRUE(hosts.count("cpu0"));
   ASSERT_EQ(kill(hosts.at("cpu0"), SIGKILL), 0);
@@ -153,6 +267,145 @@ TEST_F(LifecycleTest, ARestartedHostHoldsWhatTheRouterGaveItNotWhatTheDiskSays) 
   const std::string log = server->LogTail(400000);
   EXPECT_NE(log.find("loaded model 'versioned' version 1"), std::string::npos) << server->LogTail();
   EXPECT_EQ(log.find("model 'versioned' version 2"), std::string::npos) << server->LogTail();
+}
+
+TEST_F(LifecycleTest, ExplicitModeLoadsAndUnloadsOnRequest) {
+  WatchdogScope watchdog(seconds(240), "LifecycleTest: explicit mode");
+  SetVersionsAside();
+  auto server = Start({"--model-control-mode", "explicit", "--load-model", "versioned"});
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  auto stub = server->Stub();
+  EXPECT_EQ(IndexOf(*stub, "versioned"), (std::vector<std::string>{"1:READY"}));
+  std::string reasons;
+  EXPECT_EQ(IndexOf(*stub, "demo_ensemble", &reasons), (std::vector<std::string>{":UNAVAILABLE"}));
+  EXPECT_NE(reasons.find("not loaded"), std::string::npos) << reasons;
+  EXPECT_TRUE(HasError(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(2, 1))).status,
+                       grpc::StatusCode::NOT_FOUND, {"unknown model 'demo_ensemble'"}));
+
+  // Loading the ensemble loads its members.
+  ASSERT_TRUE(LoadModel(*stub, "demo_ensemble").ok()) << server->LogTail();
+  EXPECT_EQ(IndexOf(*stub, "mlp"), (std::vector<std::string>{"1:READY"}));
+  EXPECT_TRUE(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(2, 1))).status.ok());
+
+  // A new version folder, then a load: the new version serves, the old leaves (latest 1).
+  BringBack("2");
+  ASSERT_TRUE(LoadModel(*stub, "versioned").ok()) << server->LogTail();
+  EXPECT_EQ(IndexOf(*stub, "versioned"), (std::vector<std::string>{"2:READY"}));
+  VersionedAnswer a = AskVersioned(*stub, "");
+  ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+  EXPECT_EQ(a.version, "2");
+  EXPECT_EQ(a.added, 2.f);
+
+  // A broken version 3: the load fails naming the file, version 2 keeps serving.
+  fs::create_directories(repo() / "versioned" / "3");
+  ASSERT_TRUE(WriteTextFile(repo() / "versioned" / "3" / "model.pt", "not a TorchScript archive"));
+  const grpc::Status broken = LoadModel(*stub, "versioned");
+  EXPECT_FALSE(broken.ok());
+  EXPECT_NE(broken.error_message().find("version 3"), std::string::npos) << Describe(broken);
+  a = AskVersioned(*stub, "");
+  ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+  EXPECT_EQ(a.version, "2");
+  reasons.clear();
+  EXPECT_EQ(IndexOf(*stub, "versioned", &reasons), (std::vector<std::string>{"2:READY"}));
+  EXPECT_NE(reasons.find("version 3"), std::string::npos) << reasons;
+  auto scrape = metrics_test::Scrape::From(server->metrics_address());
+  ASSERT_TRUE(scrape);
+  EXPECT_EQ(scrape->Value("ensemble_model_load_failures_total", {}), std::optional<double>(1.0));
+  EXPECT_EQ(scrape->Value("ensemble_model_version_state", {{"model", "versioned"}, {"version", "2"}, {"state", "READY"}}),
+            std::optional<double>(1.0));
+
+  // Unloading a member with unload_dependents takes the ensemble along.
+  ASSERT_TRUE(UnloadModel(*stub, "mlp", /*dependents=*/true).ok());
+  EXPECT_TRUE(HasError(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(2, 1))).status,
+                       grpc::StatusCode::NOT_FOUND, {"unknown model 'demo_ensemble'"}));
+  reasons.clear();
+  EXPECT_EQ(IndexOf(*stub, "mlp", &reasons), (std::vector<std::string>{":UNAVAILABLE"}));
+  EXPECT_NE(reasons.find("unloaded"), std::string::npos) << reasons;
+  EXPECT_TRUE(HasError(UnloadModel(*stub, "no_such_model"), grpc::StatusCode::NOT_FOUND, {"no_such_model"}));
+  EXPECT_TRUE(ProcessAlive(server->pid()));
+}
+
+TEST_F(LifecycleTest, NoneModeRefusesLoadAndUnload) {
+  WatchdogScope watchdog(seconds(120), "LifecycleTest: none mode");
+  auto server = Start();
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  auto stub = server->Stub();
+  EXPECT_TRUE(HasError(LoadModel(*stub, "versioned"), grpc::StatusCode::UNAVAILABLE,
+                       {"explicit model load is not allowed", "model_control_mode is none"}));
+  EXPECT_TRUE(HasError(UnloadModel(*stub, "versioned"), grpc::StatusCode::UNAVAILABLE, {"model_control_mode is none"}));
+  EXPECT_TRUE(AskVersioned(*stub, "").status.ok());
+}
+
+TEST_F(LifecycleTest, ExplicitRolloutUnderLoadFailsNoRequest) {
+  WatchdogScope watchdog(seconds(240), "LifecycleTest: explicit rollout under load");
+  SetVersionsAside();
+  auto server = Start({"--model-control-mode", "explicit", "--load-model", "versioned"});
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  auto stub = server->Stub();
+  Traffic traffic(*server, 4);
+  for (const std::string v : {"2", "3"}) {
+    std::this_thread::sleep_for(milliseconds(300));
+    BringBack(v);
+    ASSERT_TRUE(LoadModel(*stub, "versioned").ok()) << server->LogTail();
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  traffic.Stop();
+  std::printf("explicit rollout 1 -> 2 -> 3 under 4 clients: %d calls, %zu failed\n", traffic.calls(),
+              traffic.failures().size());
+  EXPECT_TRUE(traffic.failures().empty()) << traffic.failures().front();
+  EXPECT_EQ(traffic.versions(), (std::set<std::string>{"1", "2", "3"}));
+}
+
+TEST_F(LifecycleTest, PollModeRollsNewVersionsInUnderLoad) {
+  WatchdogScope watchdog(seconds(240), "LifecycleTest: poll mode");
+  SetVersionsAside();
+  auto server = Start({"--model-control-mode", "poll", "--repository-poll-secs", "1"});
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  auto stub = server->Stub();
+  Traffic traffic(*server, 4);
+  for (const std::string v : {"2", "3"}) {
+    BringBack(v);
+    ASSERT_TRUE(WaitForVersion(*stub, v, seconds(20))) << "version " << v << " not served\n" << server->LogTail();
+  }
+  traffic.Stop();
+  std::printf("poll rollout 1 -> 2 -> 3 under 4 clients: %d calls, %zu failed\n", traffic.calls(),
+              traffic.failures().size());
+  EXPECT_TRUE(traffic.failures().empty()) << traffic.failures().front();
+  EXPECT_EQ(IndexOf(*stub, "versioned"), (std::vector<std::string>{"3:READY"}));
+
+  // A model folder that goes away is unloaded at the next poll.
+  fs::rename(repo() / "wide_mlp", dir_.path() / "wide_mlp");
+  const auto until = std::chrono::steady_clock::now() + seconds(20);
+  while (ModelReady(*stub, "wide_mlp") == std::optional<bool>(true) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(HasError(Infer(*stub, RawRequest("wide_mlp", {1, 1, 28, 28}, std::vector<float>(784, 0.f))).status,
+                       grpc::StatusCode::NOT_FOUND, {"wide_mlp"}));
+}
+
+// 100 unloads and loads of a real model leave its host's memory where it
+// was: a version's runner and its warm-up buffers are freed on unload.
+TEST_F(LifecycleTest, HundredLoadsAndUnloadsKeepHostMemoryFlat) {
+  WatchdogScope watchdog(seconds(300), "LifecycleTest: load/unload memory");
+  auto server = Start({"--model-control-mode", "explicit", "--load-model", "mlp"});
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+  auto stub = server->Stub();
+  const pid_t host = server->HostPids().at("cpu0");
+  // One cycle first: what a load allocates once (allocator pools, LibTorch's
+  // lazily made state) is there before the baseline.
+  ASSERT_TRUE(UnloadModel(*stub, "mlp").ok());
+  ASSERT_TRUE(LoadModel(*stub, "mlp").ok());
+  const long before = RssKiB(host);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(UnloadModel(*stub, "mlp").ok()) << i;
+    ASSERT_TRUE(LoadModel(*stub, "mlp").ok()) << i << "\n" << server->LogTail();
+  }
+  ASSERT_TRUE(Infer(*stub, ImageRequest("mlp", RandomImages(4, 2))).status.ok());
+  const long after = RssKiB(host);
+  EXPECT_EQ(server->HostPids().at("cpu0"), host) << "the host restarted";
+  std::printf("host cpu0 RSS: %ld KiB after the first reload, %ld KiB after 100 more (%+.1f%%)\n", before, after,
+              100.0 * static_cast<double>(after - before) / static_cast<double>(before));
+  EXPECT_LE(after, before + before / 10) << "RSS grew more than 10%";
 }
 
 }  // namespace

@@ -25,9 +25,13 @@ using std::chrono::seconds;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-std::vector<pid_t> ModelHostsOf(const fs::path& config) {
+// Every live ensemble-model-host process. Hosts carry nothing of their
+// server on their command line (the router tells them what they need), and
+// the integration tests run one at a time (RUN_SERIAL): any host alive now
+// belongs to the server under test.
+std::vector<pid_t> ModelHosts() {
   std::vector<pid_t> hosts;
-  for (pid_t pid : ProcessesWithArg(config.string())) {
+  for (pid_t pid : ProcessesWithArg("--channel-fd")) {
     const auto args = ProcessArgs(pid);
     if (!args.empty() && fs::path(args[0]).filename() == "ensemble-model-host") hosts.push_back(pid);
   }
@@ -57,7 +61,7 @@ TEST(ShutdownTest, SigtermExitsZeroAndLeavesNothingBehind) {
   ASSERT_TRUE(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(8, 1))).status.ok());
   const auto hosts = server->WaitForHosts(milliseconds(5000));
   ASSERT_EQ(hosts.size(), 2u);
-  EXPECT_EQ(ModelHostsOf(server->config_path()).size(), 2u);
+  EXPECT_EQ(ModelHosts().size(), 2u);
 
   const auto signalled = Clock::now();
   server->Signal(SIGTERM);
@@ -70,7 +74,7 @@ TEST(ShutdownTest, SigtermExitsZeroAndLeavesNothingBehind) {
 
   // Right at the router's exit: its hosts were stopped before it, not after.
   for (const auto& [name, pid] : hosts) EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " still running";
-  EXPECT_TRUE(ModelHostsOf(server->config_path()).empty());
+  EXPECT_TRUE(ModelHosts().empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>())
       << "left in /dev/shm:" << Join(NewShmEntries(shm_before));
   EXPECT_EQ(server->RemainingStdout(), "") << "stdout has more than the listening line";
@@ -96,7 +100,7 @@ TEST(ShutdownTest, SigtermToTheProcessGroupStopsInOrder) {
   const std::string log = server->LogTail(20000);
   EXPECT_EQ(log.find("exited with code"), std::string::npos) << log;
   EXPECT_EQ(log.find("restart"), std::string::npos) << log;
-  EXPECT_TRUE(ModelHostsOf(server->config_path()).empty());
+  EXPECT_TRUE(ModelHosts().empty());
 }
 
 // The drain timeout bounds how long in-flight calls may take to finish; with
@@ -189,7 +193,7 @@ TEST(ShutdownTest, SigintDrainsInFlightCallsAndExitsZero) {
   EXPECT_GT(ok, 0u);
   EXPECT_GT(in_flight, 0u) << "the test did not catch any call in flight";
   for (const auto& [name, pid] : hosts) EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " still running";
-  EXPECT_TRUE(ModelHostsOf(server->config_path()).empty());
+  EXPECT_TRUE(ModelHosts().empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>());
 }
 
@@ -219,7 +223,7 @@ TEST(ShutdownTest, SigkillOfTheRouterTakesItsHostsWithinOneSecond) {
     EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " (pid " << pid << ") alive 1 s after the router died";
   }
   EXPECT_TRUE(gone);
-  EXPECT_TRUE(ModelHostsOf(server->config_path()).empty());
+  EXPECT_TRUE(ModelHosts().empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>())
       << "left in /dev/shm:" << Join(NewShmEntries(shm_before));
 }
@@ -246,7 +250,7 @@ TEST(ShutdownTest, BadFlagsExitTwo) {
     EXPECT_FALSE(output.empty()) << cmd;
     EXPECT_EQ(output.find("grpc listening"), std::string::npos) << cmd;
   }
-  EXPECT_TRUE(ModelHostsOf(config).empty());
+  EXPECT_TRUE(ModelHosts().empty());
 }
 
 // Lines of `text` that are not empty.
@@ -290,7 +294,7 @@ TEST(ShutdownTest, BadConfigExitsOneWithAOneLineError) {
     EXPECT_EQ(lines.size(), 1u) << "expected a one-line error, got:\n" << output;
     EXPECT_NE(output.find(c.needle), std::string::npos) << output;
     EXPECT_EQ(output.find("grpc listening"), std::string::npos) << output;
-    EXPECT_TRUE(ModelHostsOf(config).empty());
+    EXPECT_TRUE(ModelHosts().empty());
   }
 }
 
@@ -315,7 +319,7 @@ TEST(ShutdownTest, HostThatCannotStartExitsOneAndLeavesNothing) {
   // Logs may precede it; the last line is the error, and it says which host.
   EXPECT_EQ(lines.back().rfind("ensemble-server:", 0), 0u) << lines.back();
   EXPECT_NE(lines.back().find("cpu1"), std::string::npos) << lines.back();
-  EXPECT_TRUE(ModelHostsOf(config).empty());
+  EXPECT_TRUE(ModelHosts().empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>());
 }
 

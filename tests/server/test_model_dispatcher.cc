@@ -182,7 +182,7 @@ class DispatcherTest : public ::testing::Test {
     request->deadline = deadline;
     request->cancelled = [call] { return call->cancel.load(); };
     call->request = request;
-    dispatcher_->Infer(request, [this, call](const Status& s, InferResponse response) {
+    dispatcher_->Infer(request, 1, [this, call](const Status& s, InferResponse response) {
       std::lock_guard<std::mutex> lock(mu_);
       EXPECT_FALSE(call->done) << "answered twice";
       call->done = true;

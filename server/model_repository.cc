@@ -1,0 +1,570 @@
+#include "server/model_repository.h"
+
+#include <algorithm>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "config/host_model_spec.h"
+
+namespace es {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Ensembles name members, which name no one: deeper is a cycle.
+constexpr int kMaxLoadDepth = 2;
+
+std::string Describe(const std::string& model, int64_t version) {
+  return "model '" + model + "' version " + std::to_string(version);
+}
+
+// Whether two configs of one model are served alike: the hosts compute the
+// same thing (spec), in the same places, batched and limited the same way.
+// Version folders aside: those are compared on their own.
+bool SameServing(const ModelConfig& a, const ModelConfig& b) {
+  const DynamicBatching& x = a.dynamic_batching;
+  const DynamicBatching& y = b.dynamic_batching;
+  return EncodeHostModelSpec(a) == EncodeHostModelSpec(b) && a.hosts == b.hosts &&
+         a.instances_per_host == b.instances_per_host && a.max_compute_ms == b.max_compute_ms &&
+         x.enabled == y.enabled && x.max_queue_delay_us == y.max_queue_delay_us &&
+         x.preferred_batch_sizes == y.preferred_batch_sizes && x.max_queue_size == y.max_queue_size &&
+         x.priority_levels == y.priority_levels && x.default_priority == y.default_priority &&
+         x.max_queue_bytes == y.max_queue_bytes;
+}
+
+bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
+  if (a.ensemble.combine != b.ensemble.combine || a.ensemble.max_in_flight != b.ensemble.max_in_flight ||
+      a.ensemble.members.size() != b.ensemble.members.size() || a.max_batch_size != b.max_batch_size) {
+    return false;
+  }
+  for (size_t i = 0; i < a.ensemble.members.size(); ++i) {
+    if (a.ensemble.members[i].model != b.ensemble.members[i].model ||
+        a.ensemble.members[i].weight != b.ensemble.members[i].weight) {
+      return false;
+    }
+  }
+  return EncodeHostModelSpec(a) == EncodeHostModelSpec(b);
+}
+
+}  // namespace
+
+const char* ModelRepository::StateName(State state) {
+  switch (state) {
+    case State::kLoading: return "LOADING";
+    case State::kReady: return "READY";
+    case State::kUnloading: return "UNLOADING";
+    case State::kUnavailable: return "UNAVAILABLE";
+  }
+  return "UNAVAILABLE";
+}
+
+ModelRepository::ModelRepository(const ServerConfig* config)
+    : config_(config),
+      // A load may take as long as a host's start-up (it reads and warms up a model).
+      control_timeout_(milliseconds(config->limits.host_startup_timeout_ms)) {}
+
+ModelRepository::~ModelRepository() { Stop(); }
+
+const ModelConfig* ModelRepository::Keep(std::unique_ptr<ModelConfig> config) {
+  kept_.push_back(std::move(config));
+  return kept_.back().get();
+}
+
+Status ModelRepository::Begin(const std::vector<std::string>& explicit_models) {
+  if (config_->model_control_mode == ModelControlMode::kExplicit) {
+    // Loaded one by one (members first), each from its folder: a broken
+    // model that nobody asked for does not stop the server.
+    for (const std::string& name : explicit_models) {
+      StatusOr<std::vector<std::string>> members = RepositoryEnsembleMembers(*config_, name);
+      if (!members.ok()) return Status(members.status().code(), "--load-model " + name + ": " + members.status().message());
+      std::vector<std::string> order = *members;
+      order.push_back(name);
+      for (const std::string& model : order) {
+        if (Find(model) != nullptr) continue;
+        StatusOr<ModelConfig> loaded = LoadRepositoryModel(*config_, model, ServedConfigs());
+        if (!loaded.ok()) return Status(loaded.status().code(), "--load-model " + name + ": " + loaded.status().message());
+        MutexLock lock(&mu_);
+        ModelState& state = models_[model];
+        state.config = Keep(std::make_unique<ModelConfig>(std::move(loaded).value()));
+        for (int64_t v : state.config->ServedVersions()) state.versions[v] = VersionState{State::kLoading, ""};
+      }
+    }
+    return Status::Ok();
+  }
+  if (!explicit_models.empty()) {
+    return Status::InvalidArgument("--load-model is for model_control_mode explicit (the mode is " +
+                                   std::string(ModelControlModeName(config_->model_control_mode)) +
+                                   ": every model of the repository is loaded)");
+  }
+  MutexLock lock(&mu_);
+  for (const auto& [name, model] : config_->models) {
+    ModelState& state = models_[name];
+    state.config = Keep(std::make_unique<ModelConfig>(model));
+    for (int64_t v : model.ServedVersions()) state.versions[v] = VersionState{State::kLoading, ""};
+  }
+  return Status::Ok();
+}
+
+void ModelRepository::Attach(std::map<std::string, HostSupervisor*> hosts, InFlightCount in_flight) {
+  {
+    MutexLock control(&control_mu_);
+    hosts_ = std::move(hosts);
+    in_flight_ = std::move(in_flight);
+  }
+  MutexLock lock(&mu_);
+  for (auto& [name, state] : models_) {
+    for (auto& [version, v] : state.versions) v.state = State::kReady;
+  }
+}
+
+const ModelConfig* ModelRepository::Find(const std::string& name) const {
+  MutexLock lock(&mu_);
+  auto it = models_.find(name);
+  return it == models_.end() ? nullptr : it->second.config;
+}
+
+std::vector<int64_t> ModelRepository::ReadyVersions(const ModelConfig& model) const {
+  MutexLock lock(&mu_);
+  auto it = models_.find(model.name);
+  if (it == models_.end() || it->second.config == nullptr) return {};
+  if (model.is_ensemble()) {
+    for (const EnsembleMember& m : model.ensemble.members) {
+      auto member = models_.find(m.model);
+      if (member == models_.end() || member->second.config == nullptr) return {};
+      const auto& versions = member->second.versions;
+      if (std::none_of(versions.begin(), versions.end(), [](const auto& v) { return v.second.state == State::kReady; })) {
+        return {};
+      }
+    }
+    return {1};
+  }
+  std::vector<int64_t> ready;
+  for (const auto& [version, v] : it->second.versions) {
+    if (v.state == State::kReady) ready.push_back(version);
+  }
+  return ready;
+}
+
+std::vector<const ModelConfig*> ModelRepository::Loaded() const {
+  std::vector<const ModelConfig*> loaded;
+  MutexLock lock(&mu_);
+  for (const auto& [name, state] : models_) {
+    if (state.config != nullptr) loaded.push_back(state.config);
+  }
+  return loaded;
+}
+
+std::vector<HostModelLoad> ModelRepository::AssignmentOf(const std::string& host) const {
+  std::vector<HostModelLoad> loads;
+  MutexLock lock(&mu_);
+  for (const auto& [name, state] : models_) {
+    for (const auto& [version, v] : state.versions) {
+      // A version being loaded goes with the config being loaded; the rest
+      // with the served one. Versions on their way out are not reloaded.
+      const ModelConfig* config = v.state == State::kLoading && state.loading != nullptr ? state.loading : state.config;
+      if (config == nullptr || config->is_ensemble() || v.state == State::kUnloading ||
+          v.state == State::kUnavailable) {
+        continue;
+      }
+      if (std::find(config->hosts.begin(), config->hosts.end(), host) == config->hosts.end()) continue;
+      loads.push_back({name, version, EncodeHostModelSpec(*config)});
+    }
+  }
+  return loads;
+}
+
+std::vector<ModelRepository::IndexEntry> ModelRepository::Index() const {
+  std::set<std::string> names;
+  if (StatusOr<std::vector<std::string>> folders = RepositoryModelNames(config_->repository); folders.ok()) {
+    names.insert(folders->begin(), folders->end());
+  }
+  std::vector<IndexEntry> entries;
+  MutexLock lock(&mu_);
+  for (const auto& [name, state] : models_) names.insert(name);
+  for (const std::string& name : names) {
+    auto it = models_.find(name);
+    if (it == models_.end() || it->second.config == nullptr) {
+      const std::string reason = it == models_.end() || it->second.reason.empty() ? "not loaded" : it->second.reason;
+      entries.push_back({name, "", StateName(State::kUnavailable), reason});
+      continue;
+    }
+    const ModelState& state = it->second;
+    if (state.config->is_ensemble()) {
+      entries.push_back({name, "1", StateName(State::kReady), state.reason});
+      continue;
+    }
+    for (const auto& [version, v] : state.versions) {
+      entries.push_back({name, std::to_string(version), StateName(v.state), v.reason.empty() ? state.reason : v.reason});
+    }
+  }
+  return entries;
+}
+
+std::map<std::string, ModelConfig> ModelRepository::ServedConfigs() const {
+  std::map<std::string, ModelConfig> served;
+  MutexLock lock(&mu_);
+  for (const auto& [name, state] : models_) {
+    if (state.config != nullptr) served.emplace(name, *state.config);
+  }
+  return served;
+}
+
+Status ModelRepository::Load(const std::string& name) {
+  MutexLock control(&control_mu_);
+  return LoadLocked(name, 0);
+}
+
+// The same error again (a poll every few seconds over a broken folder) is
+// neither logged nor counted again.
+void ModelRepository::RecordFailure(const std::string& name, const Status& error) {
+  MutexLock lock(&mu_);
+  std::string& reason = models_[name].reason;
+  if (reason == error.message()) return;
+  reason = error.message();
+  load_failures_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::error("cannot load model '{}': {}", name, error.message());
+}
+
+Status ModelRepository::LoadLocked(const std::string& name, int depth) {
+  if (depth > kMaxLoadDepth) return Status::InvalidArgument("model '" + name + "': ensembles nest too deep");
+  StatusOr<std::vector<std::string>> members = RepositoryEnsembleMembers(*config_, name);
+  if (!members.ok()) {
+    if (members.status().code() != StatusCode::kNotFound) RecordFailure(name, members.status());
+    return members.status();
+  }
+  for (const std::string& member : *members) {
+    if (Find(member) != nullptr) continue;  // an ensemble's load does not reload a served member
+    Status s = LoadLocked(member, depth + 1);
+    if (!s.ok()) {
+      Status error(s.code(), "ensemble '" + name + "': member '" + member + "': " + s.message());
+      RecordFailure(name, error);
+      return error;
+    }
+  }
+  StatusOr<ModelConfig> loaded = LoadRepositoryModel(*config_, name, ServedConfigs());
+  if (!loaded.ok()) {
+    RecordFailure(name, loaded.status());
+    return loaded.status();
+  }
+  auto fresh = std::make_unique<ModelConfig>(std::move(loaded).value());
+  if (!fresh->is_ensemble()) return LoadTorchScript(name, std::move(fresh));
+  MutexLock lock(&mu_);
+  ModelState& state = models_[name];
+  state.reason.clear();
+  if (state.config != nullptr && SameEnsemble(*state.config, *fresh)) return Status::Ok();
+  state.config = Keep(std::move(fresh));
+  state.versions = {{1, VersionState{State::kReady, ""}}};
+  spdlog::info("ensemble '{}' loaded", name);
+  return Status::Ok();
+}
+
+Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr<ModelConfig> fresh_config) {
+  const std::vector<int64_t> target = fresh_config->ServedVersions();
+  const ModelConfig* old = nullptr;
+  std::vector<int64_t> ready;
+  const ModelConfig* fresh = nullptr;
+  bool reload_all = true;
+  {
+    MutexLock lock(&mu_);
+    ModelState& state = models_[name];
+    old = state.config;
+    for (const auto& [version, v] : state.versions) {
+      if (v.state == State::kReady) ready.push_back(version);
+    }
+    if (old != nullptr && SameServing(*old, *fresh_config) && old->versions == fresh_config->versions &&
+        ready == target) {
+      state.reason.clear();
+      return Status::Ok();  // nothing changed on disk
+    }
+    reload_all = old == nullptr || !SameServing(*old, *fresh_config);
+    fresh = Keep(std::move(fresh_config));
+    state.loading = fresh;
+    for (int64_t v : target) {
+      if (reload_all || !std::binary_search(ready.begin(), ready.end(), v)) {
+        auto [it, added] = state.versions.try_emplace(v, VersionState{State::kLoading, ""});
+        if (!added && it->second.state != State::kReady) it->second = VersionState{State::kLoading, ""};
+      }
+    }
+  }
+  // Load what is new (or everything, when the config changed) before any
+  // of it takes requests; the old versions serve meanwhile.
+  std::vector<int64_t> loaded;
+  Status failed = Status::Ok();
+  for (int64_t v : target) {
+    if (!reload_all && std::binary_search(ready.begin(), ready.end(), v)) continue;
+    Status s = LoadOnHosts(*fresh, v);
+    if (!s.ok()) {
+      failed = s;
+      break;
+    }
+    loaded.push_back(v);
+  }
+  if (!failed.ok()) {
+    {
+      MutexLock lock(&mu_);
+      ModelState& state = models_[name];
+      state.loading = nullptr;
+      for (auto it = state.versions.begin(); it != state.versions.end();) {
+        const bool was_ready = std::binary_search(ready.begin(), ready.end(), it->first);
+        if (!was_ready) {
+          it = state.versions.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    // Versions it loaded that were not served before go again.
+    std::vector<int64_t> extra;
+    for (int64_t v : loaded) {
+      if (!std::binary_search(ready.begin(), ready.end(), v)) extra.push_back(v);
+    }
+    for (const std::string& host : fresh->hosts) {
+      auto h = hosts_.find(host);
+      if (h == hosts_.end()) continue;
+      for (int64_t v : extra) (void)h->second->Control(ipc::RequestKind::kUnload, {name, v, ""}, control_timeout_);
+    }
+    RecordFailure(name, failed);
+    return failed;
+  }
+  // The switch: requests resolve against the new config and versions.
+  std::vector<int64_t> leaving;
+  {
+    MutexLock lock(&mu_);
+    ModelState& state = models_[name];
+    state.config = fresh;
+    state.loading = nullptr;
+    state.reason.clear();
+    for (int64_t v : loaded) state.versions[v] = VersionState{State::kReady, ""};
+    for (int64_t v : ready) {
+      if (!std::binary_search(target.begin(), target.end(), v)) leaving.push_back(v);
+    }
+  }
+  for (int64_t v : loaded) spdlog::info("{} is ready", Describe(name, v));
+  // Hosts that served the old config and do not serve the new one drop its versions.
+  std::vector<std::string> hosts = fresh->hosts;
+  if (old != nullptr) {
+    for (const std::string& h : old->hosts) {
+      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+    }
+  }
+  if (!leaving.empty()) Retire(*fresh, leaving, hosts);
+  if (old != nullptr && old->hosts != fresh->hosts) {
+    std::vector<std::string> dropped;
+    for (const std::string& h : old->hosts) {
+      if (std::find(fresh->hosts.begin(), fresh->hosts.end(), h) == fresh->hosts.end()) dropped.push_back(h);
+    }
+    if (!dropped.empty()) Retire(*old, target, dropped);
+  }
+  return Status::Ok();
+}
+
+Status ModelRepository::LoadOnHosts(const ModelConfig& model, int64_t version) {
+  const HostModelLoad load{model.name, version, EncodeHostModelSpec(model)};
+  std::vector<HostSupervisor*> took;
+  int live = 0;
+  for (const std::string& host : model.hosts) {
+    auto it = hosts_.find(host);
+    if (it == hosts_.end()) continue;
+    if (!it->second->ready()) continue;  // down: its next start loads the assignment
+    ++live;
+    Status s = it->second->Control(ipc::RequestKind::kLoad, load, control_timeout_);
+    if (s.code() == StatusCode::kUnavailable && !it->second->ready()) continue;  // died meanwhile: same
+    if (!s.ok()) {
+      for (HostSupervisor* h : took) (void)h->Control(ipc::RequestKind::kUnload, load, control_timeout_);
+      return Status(s.code(), "host '" + host + "': " + s.message());
+    }
+    took.push_back(it->second);
+  }
+  if (live == 0 && !hosts_.empty()) {
+    spdlog::warn("{}: no host of it is up; it loads when one starts", Describe(model.name, version));
+  }
+  return Status::Ok();
+}
+
+void ModelRepository::Retire(const ModelConfig& model, const std::vector<int64_t>& versions,
+                             const std::vector<std::string>& hosts) {
+  {
+    MutexLock lock(&mu_);
+    ModelState& state = models_[model.name];
+    for (int64_t v : versions) {
+      if (auto it = state.versions.find(v); it != state.versions.end()) it->second.state = State::kUnloading;
+    }
+  }
+  // Requests already given to these versions are answered first.
+  const auto deadline = Clock::now() + milliseconds(config_->limits.drain_timeout_ms);
+  for (int64_t v : versions) {
+    while (in_flight_ && in_flight_(model.name, v) > 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+    if (in_flight_ && in_flight_(model.name, v) > 0) {
+      spdlog::warn("{}: requests still in flight after drain_timeout_ms; unloading anyway", Describe(model.name, v));
+    }
+  }
+  for (const std::string& host : hosts) {
+    auto it = hosts_.find(host);
+    if (it == hosts_.end()) continue;
+    for (int64_t v : versions) {
+      Status s = it->second->Control(ipc::RequestKind::kUnload, {model.name, v, ""}, control_timeout_);
+      if (!s.ok() && it->second->ready()) spdlog::warn("host '{}': unloading {}: {}", host, Describe(model.name, v), s.message());
+    }
+  }
+  MutexLock lock(&mu_);
+  ModelState& state = models_[model.name];
+  for (int64_t v : versions) {
+    auto it = state.versions.find(v);
+    if (it != state.versions.end() && it->second.state == State::kUnloading) state.versions.erase(it);
+  }
+  for (int64_t v : versions) spdlog::info("{} unloaded", Describe(model.name, v));
+}
+
+Status ModelRepository::Unload(const std::string& name, bool unload_dependents) {
+  MutexLock control(&control_mu_);
+  return UnloadLocked(name, unload_dependents);
+}
+
+Status ModelRepository::UnloadLocked(const std::string& name, bool unload_dependents) {
+  const ModelConfig* model = Find(name);
+  if (model == nullptr) {
+    StatusOr<std::vector<std::string>> folders = RepositoryModelNames(config_->repository);
+    const bool known = folders.ok() && std::find(folders->begin(), folders->end(), name) != folders->end();
+    if (!known) return Status::NotFound("unknown model '" + name + "'");
+    return Status::Ok();  // not loaded: nothing to do (Triton's answer too)
+  }
+  if (unload_dependents && !model->is_ensemble()) {
+    std::vector<std::string> dependents;
+    {
+      MutexLock lock(&mu_);
+      for (const auto& [other, state] : models_) {
+        if (state.config == nullptr || !state.config->is_ensemble()) continue;
+        for (const EnsembleMember& m : state.config->ensemble.members) {
+          if (m.model == name) dependents.push_back(other);
+        }
+      }
+    }
+    for (const std::string& d : dependents) ES_RETURN_IF_ERROR(UnloadLocked(d, false));
+  }
+  if (!model->is_ensemble()) {
+    std::vector<int64_t> versions;
+    {
+      MutexLock lock(&mu_);
+      for (const auto& [v, state] : models_[name].versions) versions.push_back(v);
+    }
+    Retire(*model, versions, model->hosts);
+  }
+  MutexLock lock(&mu_);
+  ModelState& state = models_[name];
+  state.config = nullptr;
+  state.versions.clear();
+  state.reason = "unloaded";
+  spdlog::info("model '{}' unloaded", name);
+  return Status::Ok();
+}
+
+void ModelRepository::Poll() {
+  MutexLock control(&control_mu_);
+  StatusOr<std::vector<std::string>> folders = RepositoryModelNames(config_->repository);
+  if (!folders.ok()) {
+    spdlog::error("repository poll: {}", folders.status().message());
+    return;
+  }
+  // Torchscript models first: an ensemble is checked against its members as served.
+  std::vector<std::string> order;
+  std::vector<std::string> ensembles;
+  for (const std::string& name : *folders) {
+    StatusOr<std::vector<std::string>> members = RepositoryEnsembleMembers(*config_, name);
+    (members.ok() && !members->empty() ? ensembles : order).push_back(name);
+  }
+  order.insert(order.end(), ensembles.begin(), ensembles.end());
+  for (const std::string& name : order) (void)LoadLocked(name, 0);
+  // Models whose folder is gone are unloaded (their dependents with them).
+  std::vector<std::string> gone;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [name, state] : models_) {
+      if (state.config != nullptr && std::find(folders->begin(), folders->end(), name) == folders->end()) {
+        gone.push_back(name);
+      }
+    }
+  }
+  for (const std::string& name : gone) (void)UnloadLocked(name, true);
+}
+
+void ModelRepository::LoadAsync(const std::string& name, Done done) {
+  Submit([this, name, done = std::move(done)](bool stopping) {
+    done(stopping ? Status::Unavailable("the server is shutting down") : Load(name));
+  });
+}
+
+void ModelRepository::UnloadAsync(const std::string& name, bool unload_dependents, Done done) {
+  Submit([this, name, unload_dependents, done = std::move(done)](bool stopping) {
+    done(stopping ? Status::Unavailable("the server is shutting down") : Unload(name, unload_dependents));
+  });
+}
+
+void ModelRepository::Submit(std::function<void(bool stopping)> job) {
+  {
+    MutexLock lock(&worker_mu_);
+    if (!stopping_) {
+      jobs_.push_back(std::move(job));
+      worker_cv_.NotifyAll();
+      return;
+    }
+  }
+  job(true);
+}
+
+void ModelRepository::StartWorker() { worker_ = std::thread([this] { WorkerLoop(); }); }
+
+void ModelRepository::WorkerLoop() {
+  const bool polling = config_->model_control_mode == ModelControlMode::kPoll;
+  const auto period = std::chrono::seconds(config_->repository_poll_secs);
+  auto next_poll = Clock::now() + period;
+  for (;;) {
+    std::function<void(bool)> job;
+    {
+      MutexLock lock(&worker_mu_);
+      while (!stopping_ && jobs_.empty() && !(polling && Clock::now() >= next_poll)) {
+        if (polling) {
+          worker_cv_.WaitUntil(&worker_mu_, next_poll);
+        } else {
+          worker_cv_.Wait(&worker_mu_);
+        }
+      }
+      if (stopping_) break;
+      if (!jobs_.empty()) {
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+    }
+    if (job) {
+      job(false);
+      continue;
+    }
+    Poll();
+    next_poll = Clock::now() + period;
+  }
+  // Whatever was still asked for is answered.
+  std::deque<std::function<void(bool)>> left;
+  {
+    MutexLock lock(&worker_mu_);
+    left.swap(jobs_);
+  }
+  for (auto& job : left) job(true);
+}
+
+void ModelRepository::RequestStop() {
+  {
+    MutexLock lock(&worker_mu_);
+    stopping_ = true;
+  }
+  worker_cv_.NotifyAll();
+}
+
+void ModelRepository::Stop() {
+  RequestStop();
+  if (worker_.joinable()) worker_.join();
+}
+
+}  // namespace es
