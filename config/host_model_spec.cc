@@ -37,9 +37,9 @@ Status DecodeTensors(const json& spec, const char* key, std::vector<TensorSpec>*
     }
     TensorSpec tensor;
     tensor.name = t["name"].get<std::string>();
-    const std::optional<DataType> type =
-        t.contains("datatype") && t["datatype"].is_string() ? ParseDataType(t["datatype"].get<std::string>())
-                                                            : std::nullopt;
+    const std::optional<DataType> type = t.contains("datatype") && t["datatype"].is_string()
+                                             ? ParseDataType(t["datatype"].get<std::string>())
+                                             : std::nullopt;
     if (!type) return Missing(field + ".datatype", "must name a KServe datatype");
     tensor.datatype = *type;
     if (!t.contains("dims") || !t["dims"].is_array() || t["dims"].size() > kMaxRank) {

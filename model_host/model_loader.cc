@@ -1,8 +1,8 @@
 #include "model_host/model_loader.h"
 
-#include <chrono>
-
 #include <spdlog/spdlog.h>
+
+#include <chrono>
 
 #include "config/host_model_spec.h"
 
@@ -70,15 +70,16 @@ Status ModelLoader::Carry(const ipc::RequestDesc& request) {
         spdlog::error("cannot load {}: {}", what, s.message());
         return s;
       }
-      spdlog::info("loaded {} in {} ms", what,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
-                       .count());
+      spdlog::info(
+          "loaded {} in {} ms", what,
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
       return Status::Ok();
     }
     case ipc::RequestKind::kUnload:
       if (executor_->RemoveModel(name, request.version)) spdlog::info("unloaded {}", what);
       return Status::Ok();
-    case ipc::RequestKind::kInfer: break;
+    case ipc::RequestKind::kInfer:
+      break;
   }
   return Status::InvalidArgument("request kind " + std::to_string(request.kind) + " is not a control request");
 }

@@ -80,6 +80,9 @@ const es::ModelConfig* KServeService::FindModel(const std::string& name, const s
     *error = Status::NotFound("unknown model '" + name + "'");
     return nullptr;
   }
+  // No version: the model itself (ModelReady then says whether a version is
+  // ready); a version must be a ready one.
+  if (version.empty()) return model;
   StatusOr<int64_t> served = ResolveVersion(*repository_, *model, version);
   if (!served.ok()) {
     *error = served.status();

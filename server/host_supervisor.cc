@@ -2,12 +2,11 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include "model_host/launcher.h"
 
@@ -56,14 +55,17 @@ std::string HostMessage(HostConnection* conn) {
 // The host's command line: all it is told of its configuration.
 std::vector<std::string> HostArguments(const HostConfig& host, const Limits& limits) {
   std::vector<std::string> args = {"--channel-fd", std::to_string(kChildChannelFd),
-                                   "--host", host.name,
-                                   "--device", host.device,
-                                   "--threads", std::to_string(std::max(1, host.threads)),
-                                   "--executors", std::to_string(std::max(1, host.executors)),
+                                   "--host",       host.name,
+                                   "--device",     host.device,
+                                   "--threads",    std::to_string(std::max(1, host.threads)),
+                                   "--executors",  std::to_string(std::max(1, host.executors)),
                                    "--spin-polls", std::to_string(limits.channel_spin_polls)};
   if (!host.cpu_affinity.empty()) {
     std::string cpus;
-    for (int cpu : host.cpu_affinity) cpus += (cpus.empty() ? "" : ",") + std::to_string(cpu);
+    for (int cpu : host.cpu_affinity) {
+      if (!cpus.empty()) cpus.push_back(',');
+      cpus.append(std::to_string(cpu));
+    }
     args.insert(args.end(), {"--cpus", cpus});
   }
   return args;
@@ -79,8 +81,8 @@ struct ControlAnswer {
 // Submits one control request; `answer` is filled when it is answered.
 Status SubmitControl(HostConnection* conn, ipc::RequestKind kind, const HostModelLoad& load,
                      std::chrono::milliseconds limit, const std::shared_ptr<ControlAnswer>& answer) {
-  return conn->SubmitControl(kind, load.model, load.version, kind == ipc::RequestKind::kLoad ? load.spec : "",
-                             limit, [answer](const Status& status, const ipc::CompletionDesc*, const uint8_t*) {
+  return conn->SubmitControl(kind, load.model, load.version, kind == ipc::RequestKind::kLoad ? load.spec : "", limit,
+                             [answer](const Status& status, const ipc::CompletionDesc*, const uint8_t*) {
                                MutexLock lock(&answer->mu);
                                answer->done = true;
                                answer->status = status;
@@ -114,15 +116,17 @@ Status HostSupervisor::Control(ipc::RequestKind kind, const HostModelLoad& load,
                                   std::to_string(timeout.count()) + " ms");
 }
 
-Status HostSupervisor::LoadAssignment(HostConnection* conn, pid_t pid, int pidfd, Clock::time_point deadline) {
+Status HostSupervisor::LoadAssignment(std::shared_ptr<HostConnection> conn, pid_t pid, int pidfd,
+                                      Clock::time_point deadline) {
   const std::string who = "host '" + host_.name + "' (pid " + std::to_string(pid) + ")";
-  for (const HostModelLoad& load : assignment_()) {
+  // Waits for one control request's answer, watching the process and the deadline.
+  auto await = [&](const HostModelLoad& load, ipc::RequestKind kind) -> Status {
     auto answer = std::make_shared<ControlAnswer>();
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    ES_RETURN_IF_ERROR(SubmitControl(conn, ipc::RequestKind::kLoad, load, std::max(left, milliseconds(1)), answer));
+    ES_RETURN_IF_ERROR(SubmitControl(conn.get(), kind, load, std::max(left, milliseconds(1)), answer));
     std::optional<Status> status;
     while (!(status = Answered(*answer))) {
-      SampleHost(conn);
+      SampleHost(conn.get());
       if (stopping_.load()) return Status::Unavailable(who + ": stopped during start-up");
       if (Clock::now() > deadline) {
         return Status::Unavailable(who + " did not become ready within " +
@@ -137,9 +141,35 @@ Status HostSupervisor::LoadAssignment(HostConnection* conn, pid_t pid, int pidfd
       }
     }
     if (!status->ok()) return Status::Unavailable(who + " cannot load " + Describe(load) + ": " + status->message());
-    spdlog::debug("host '{}': {} loaded", host_.name, Describe(load));
+    return Status::Ok();
+  };
+  std::map<std::pair<std::string, int64_t>, std::string> held;  // (model, version) -> spec loaded
+  for (;;) {
+    const uint64_t generation = assignment_.generation();
+    std::map<std::pair<std::string, int64_t>, std::string> want;
+    for (HostModelLoad& load : assignment_.loads()) want[{load.model, load.version}] = std::move(load.spec);
+    for (const auto& [key, spec] : want) {
+      auto it = held.find(key);
+      if (it != held.end() && it->second == spec) continue;
+      const HostModelLoad load{key.first, key.second, spec};
+      ES_RETURN_IF_ERROR(await(load, ipc::RequestKind::kLoad));
+      spdlog::debug("host '{}': {} loaded", host_.name, Describe(load));
+      held[key] = spec;
+    }
+    for (auto it = held.begin(); it != held.end();) {
+      if (want.count(it->first)) {
+        ++it;
+        continue;
+      }
+      (void)await({it->first.first, it->first.second, ""}, ipc::RequestKind::kUnload);
+      it = held.erase(it);
+    }
+    MutexLock lock(&mu_);
+    if (assignment_.generation() == generation) {
+      connection_ = std::move(conn);
+      return Status::Ok();
+    }
   }
-  return Status::Ok();
 }
 
 HostSupervisor::HostSupervisor(HostConfig host, Limits limits, HostAssignment assignment, std::string host_binary)
@@ -150,7 +180,9 @@ HostSupervisor::HostSupervisor(HostConfig host, Limits limits, HostAssignment as
 
 HostSupervisor::~HostSupervisor() { Stop(); }
 
-void HostSupervisor::Start() { monitor_ = std::thread([this] { MonitorLoop(); }); }
+void HostSupervisor::Start() {
+  monitor_ = std::thread([this] { MonitorLoop(); });
+}
 
 bool HostSupervisor::WaitFirstStart() {
   MutexLock lock(&mu_);
@@ -250,8 +282,7 @@ void HostSupervisor::CloseIncarnationFigures() {
   cpu_dead_ns_ += std::max(cpu_sampled_ns_, cpu_reaped_ns_);
   cpu_sampled_ns_ = 0;
   cpu_reaped_ns_ = 0;
-  cpu_total_ns_.store(std::max(cpu_total_ns_.load(std::memory_order_relaxed), cpu_dead_ns_),
-                      std::memory_order_relaxed);
+  cpu_total_ns_.store(std::max(cpu_total_ns_.load(std::memory_order_relaxed), cpu_dead_ns_), std::memory_order_relaxed);
   resident_bytes_.store(0, std::memory_order_relaxed);
   device_allocated_bytes_.store(0, std::memory_order_relaxed);
   device_reserved_bytes_.store(0, std::memory_order_relaxed);
@@ -323,7 +354,7 @@ bool HostSupervisor::RunIncarnation() {
   Status ready = WaitReady(conn.get(), pid, pidfd, deadline);
   if (ready.ok()) {
     conn->StartCompletionThread();
-    ready = LoadAssignment(conn.get(), pid, pidfd, deadline);
+    ready = LoadAssignment(conn, pid, pidfd, deadline);  // publishes it
   }
   if (!ready.ok()) {
     SetError(ready.message());
@@ -332,7 +363,6 @@ bool HostSupervisor::RunIncarnation() {
     conn->Close(Status::Unavailable(ready.message()));
     return false;
   }
-  Publish(conn);
   spdlog::info("host '{}' ready (pid {}, device {})", host_.name, pid, host_.device);
   NoteFirstStart(true);
 
@@ -395,8 +425,7 @@ std::map<uint64_t, Status> HostSupervisor::Watch(HostConnection* conn, pid_t pid
       last_beat = beat;
       last_change = now;
     } else if (now - last_change > milliseconds(limits_.heartbeat_timeout_ms)) {
-      SetError(who + " is hung: no heartbeat for " + std::to_string(limits_.heartbeat_timeout_ms) +
-               " ms; killing it");
+      SetError(who + " is hung: no heartbeat for " + std::to_string(limits_.heartbeat_timeout_ms) + " ms; killing it");
       return owed;
     }
     if (const std::string why = KillReason(conn, pid, &owed); !why.empty()) {
@@ -419,8 +448,8 @@ std::string HostSupervisor::KillReason(HostConnection* conn, pid_t pid, std::map
   hung_forwards_.fetch_add(1, std::memory_order_relaxed);
   const std::string limit = std::to_string(overrun->limit.count());
   (*owed)[overrun->request_id] =
-      Status::DeadlineExceeded("model '" + overrun->model + "': the forward ran past its execution limit of " +
-                               limit + " ms (max_compute_ms); host '" + host_.name + "' was restarted");
+      Status::DeadlineExceeded("model '" + overrun->model + "': the forward ran past its execution limit of " + limit +
+                               " ms (max_compute_ms); host '" + host_.name + "' was restarted");
   return "is hung: model '" + overrun->model + "' has been computing one request for " +
          std::to_string(overrun->elapsed.count()) + " ms, past its max_compute_ms of " + limit + "; killing it";
 }

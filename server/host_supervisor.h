@@ -61,7 +61,7 @@ struct HostFigures {
   double heartbeat_age_seconds = 0;  // since the heartbeat word last moved
   uint64_t arena_used_bytes = 0;     // 0 while down
   uint64_t arena_capacity_bytes = 0;
-  uint64_t resident_bytes = 0;       // 0 while down
+  uint64_t resident_bytes = 0;  // 0 while down
   uint64_t device_allocated_bytes = 0;
   uint64_t device_reserved_bytes = 0;
   double cpu_seconds_total = 0;      // all incarnations; never decreases
@@ -76,8 +76,13 @@ struct HostModelLoad {
   int64_t version = 0;
   std::string spec;
 };
-// The model versions a host must hold, asked at every start of the host.
-using HostAssignment = std::function<std::vector<HostModelLoad>()>;
+// The model versions a host must hold, asked at every start of the host,
+// and a number that changes whenever they may have changed (read again
+// right before the host is published: see LoadAssignment).
+struct HostAssignment {
+  std::function<std::vector<HostModelLoad>()> loads;
+  std::function<uint64_t()> generation;
+};
 
 class HostSupervisor {
  public:
@@ -116,8 +121,12 @@ class HostSupervisor {
   // Returns true if the host had become ready.
   bool RunIncarnation();
   Status WaitReady(HostConnection* conn, pid_t pid, int pidfd, std::chrono::steady_clock::time_point deadline);
-  // Loads the assignment into a READY host that is not published yet.
-  Status LoadAssignment(HostConnection* conn, pid_t pid, int pidfd, std::chrono::steady_clock::time_point deadline);
+  // Loads the assignment into a READY host and publishes the connection,
+  // once the assignment did not change while it loaded (else it loads and
+  // unloads the difference and checks again): a load or unload the router
+  // made meanwhile skipped this host (not ready yet) and must not be missed.
+  Status LoadAssignment(std::shared_ptr<HostConnection> conn, pid_t pid, int pidfd,
+                        std::chrono::steady_clock::time_point deadline);
   // Watches until the host dies, hangs, misbehaves or we stop; returns the
   // statuses owed to particular requests (the one that overran).
   std::map<uint64_t, Status> Watch(HostConnection* conn, pid_t pid, int pidfd);
@@ -148,20 +157,20 @@ class HostSupervisor {
   std::chrono::milliseconds stop_grace_{2000};
 
   // /metrics figures: written by the monitor thread, read by scrapes.
-  std::atomic<int64_t> last_beat_ns_{0};   // steady clock, when the heartbeat last moved
+  std::atomic<int64_t> last_beat_ns_{0};  // steady clock, when the heartbeat last moved
   std::atomic<uint64_t> resident_bytes_{0};
   std::atomic<uint64_t> device_allocated_bytes_{0};
   std::atomic<uint64_t> device_reserved_bytes_{0};
-  std::atomic<uint64_t> cpu_total_ns_{0};  // dead incarnations + the current one
+  std::atomic<uint64_t> cpu_total_ns_{0};      // dead incarnations + the current one
   std::atomic<uint64_t> violations_total_{0};  // all incarnations, as last sampled
   std::atomic<uint64_t> hung_forwards_{0};
   // Monitor thread only.
   uint64_t last_beat_ = 0;
-  uint64_t cpu_dead_ns_ = 0;     // CPU time of the incarnations that ended
-  uint64_t cpu_sampled_ns_ = 0;  // the current incarnation's last published CPU time
-  uint64_t cpu_reaped_ns_ = 0;   // the current incarnation's CPU time from wait4
-  uint64_t violations_dead_ = 0; // protocol violations of the incarnations that ended
-  int64_t spawned_ns_ = 0;       // steady clock, when the current incarnation was spawned
+  uint64_t cpu_dead_ns_ = 0;      // CPU time of the incarnations that ended
+  uint64_t cpu_sampled_ns_ = 0;   // the current incarnation's last published CPU time
+  uint64_t cpu_reaped_ns_ = 0;    // the current incarnation's CPU time from wait4
+  uint64_t violations_dead_ = 0;  // protocol violations of the incarnations that ended
+  int64_t spawned_ns_ = 0;        // steady clock, when the current incarnation was spawned
 
   mutable Mutex mu_;
   CondVar cv_;

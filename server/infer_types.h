@@ -38,6 +38,7 @@ struct InferOutput {
 struct InferRequest {
   const ModelConfig* model = nullptr;
   int64_t version = 0;
+  bool version_pinned = false;  // the client named the version (else: the highest ready one)
   std::string id;
   std::vector<InferInput> inputs;           // config order
   std::vector<std::string> requested_outputs;  // empty = all

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/mutex.h"
+#include "config/host_model_spec.h"
 #include "server/ensemble_combiner.h"
 
 namespace es {
@@ -77,13 +78,39 @@ Status CombineMembers(const InferRequest& request, std::vector<InferResponse>& r
 
 }  // namespace
 
+namespace {
+
+// What a dispatcher depends on: the model's tensors, hosts, batching and
+// limits (a rollout's new config that differs only in its versions has the
+// same signature).
+std::string ServingSignature(const ModelConfig& m) {
+  const DynamicBatching& b = m.dynamic_batching;
+  std::string s = EncodeHostModelSpec(m);
+  const auto add = [&s](const std::string& part) {
+    s.push_back('|');
+    s.append(part);
+  };
+  for (const std::string& h : m.hosts) add(h);
+  for (int64_t v : {int64_t{m.instances_per_host}, m.max_compute_ms, int64_t{b.enabled}, b.max_queue_delay_us,
+                    b.max_queue_size, int64_t{b.priority_levels}, int64_t{b.default_priority}, b.max_queue_bytes}) {
+    add(std::to_string(v));
+  }
+  s.append("|preferred");
+  for (int64_t p : b.preferred_batch_sizes) add(std::to_string(p));
+  return s;
+}
+
+}  // namespace
+
 InferenceCore::InferenceCore(const ServerConfig* config, const ModelCatalog* catalog,
                              const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats)
     : config_(config), catalog_(catalog), hosts_(hosts), stats_(stats) {}
 
 ModelDispatcher* InferenceCore::DispatcherFor(const ModelConfig& model) {
   MutexLock lock(&mu_);
-  std::unique_ptr<ModelDispatcher>& d = dispatchers_[&model];
+  ModelDispatcher*& known = dispatcher_of_[&model];
+  if (known != nullptr) return known;
+  std::unique_ptr<ModelDispatcher>& d = dispatchers_[ServingSignature(model)];
   if (d == nullptr) {
     std::vector<HostSupervisor*> serving;
     for (const auto& h : model.hosts) {
@@ -92,7 +119,31 @@ ModelDispatcher* InferenceCore::DispatcherFor(const ModelConfig& model) {
     }
     d = std::make_unique<ModelDispatcher>(&model, config_, std::move(serving), stats_);
   }
-  return d.get();
+  known = d.get();
+  return known;
+}
+
+InferDone InferenceCore::CountedReady(const ModelConfig*& model, int64_t* version, bool pinned, InferDone done) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Enter(model->name, *version);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ModelRepository::Retire
+    const std::vector<int64_t> ready = catalog_->ReadyVersions(*model);
+    if (std::find(ready.begin(), ready.end(), *version) != ready.end()) {
+      return LeaveThen(model->name, *version, std::move(done));
+    }
+    Leave(model->name, *version);  // being unloaded: this request must not reach it
+    if (pinned) break;
+    const ModelConfig* current = catalog_->Find(model->name);
+    if (current == nullptr) break;
+    StatusOr<int64_t> next = ResolveVersion(*catalog_, *current, "");
+    if (!next.ok()) break;
+    model = current;
+    *version = *next;
+  }
+  done(Status::Unavailable("model '" + model->name + "' version " + std::to_string(*version) +
+                           " is being unloaded; retry"),
+       {});
+  return nullptr;
 }
 
 std::atomic<int64_t>* InferenceCore::EnsembleLoad(const std::string& name) {
@@ -102,18 +153,20 @@ std::atomic<int64_t>* InferenceCore::EnsembleLoad(const std::string& name) {
   return load.get();
 }
 
-InferDone InferenceCore::Counted(const std::string& model, int64_t version, InferDone done) {
-  {
-    MutexLock lock(&mu_);
-    ++in_flight_[{model, version}];
-  }
-  return [this, key = std::make_pair(model, version), done = std::move(done)](const Status& status,
-                                                                               InferResponse response) {
-    {
-      MutexLock lock(&mu_);
-      auto it = in_flight_.find(key);
-      if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
-    }
+void InferenceCore::Enter(const std::string& model, int64_t version) {
+  MutexLock lock(&mu_);
+  ++in_flight_[{model, version}];
+}
+
+void InferenceCore::Leave(const std::string& model, int64_t version) {
+  MutexLock lock(&mu_);
+  auto it = in_flight_.find({model, version});
+  if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+}
+
+InferDone InferenceCore::LeaveThen(const std::string& model, int64_t version, InferDone done) {
+  return [this, model, version, done = std::move(done)](const Status& status, InferResponse response) {
+    Leave(model, version);
     done(status, std::move(response));
   };
 }
@@ -145,9 +198,11 @@ void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone
     RunEnsemble(request, std::move(done));
     return;
   }
-  const int64_t version = request->version;
-  ModelDispatcher* dispatcher = DispatcherFor(*request->model);
-  dispatcher->Infer(std::move(request), version, Counted(dispatcher->model().name, version, std::move(done)));
+  const ModelConfig* model = request->model;
+  int64_t version = request->version;
+  InferDone counted = CountedReady(model, &version, request->version_pinned, std::move(done));
+  if (counted == nullptr) return;
+  DispatcherFor(*model)->Infer(std::move(request), version, std::move(counted));
 }
 
 void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) {
@@ -155,8 +210,8 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
   std::atomic<int64_t>* load = EnsembleLoad(ensemble.name);
   if (load->fetch_add(1) >= ensemble.ensemble.max_in_flight) {
     load->fetch_sub(1);
-    done(Status::ResourceExhausted("ensemble '" + ensemble.name + "': " +
-                                   std::to_string(ensemble.ensemble.max_in_flight) +
+    done(Status::ResourceExhausted("ensemble '" + ensemble.name +
+                                   "': " + std::to_string(ensemble.ensemble.max_in_flight) +
                                    " requests already in flight (ensemble.max_in_flight)"),
          {});
     return;
@@ -201,12 +256,14 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
       on_member(Status::Unavailable("model '" + members[m].model + "' is not loaded"), {});
       continue;
     }
-    const StatusOr<int64_t> version = ResolveVersion(*catalog_, *member, "");
+    StatusOr<int64_t> version = ResolveVersion(*catalog_, *member, "");
     if (!version.ok()) {
       on_member(version.status(), {});
       continue;
     }
-    DispatcherFor(*member)->Infer(request, *version, Counted(member->name, *version, std::move(on_member)));
+    InferDone counted = CountedReady(member, &*version, /*pinned=*/false, std::move(on_member));
+    if (counted == nullptr) continue;
+    DispatcherFor(*member)->Infer(request, *version, std::move(counted));
   }
 }
 

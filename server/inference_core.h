@@ -26,10 +26,10 @@
 #include <string>
 #include <utility>
 
+#include "common/mutex.h"
 #include "config/server_config.h"
 #include "server/host_supervisor.h"
 #include "server/infer_types.h"
-#include "common/mutex.h"
 #include "server/model_catalog.h"
 #include "server/model_dispatcher.h"
 #include "server/model_statistics.h"
@@ -53,17 +53,30 @@ class InferenceCore {
 
  private:
   void RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done);
+  // The dispatcher for a served config: one per serving signature (the
+  // configs a rollout of new versions makes share their model's dispatcher),
+  // so dispatchers are bounded by the distinct configs served, not by loads.
   ModelDispatcher* DispatcherFor(const ModelConfig& model);
+  // Counts the request in flight on (model, version), then makes sure that
+  // version still takes requests: an unload marks a version UNLOADING and
+  // then waits for this count, so a request resolved just before the mark
+  // is either counted in time or sees the mark here. Unpinned requests move
+  // to the highest ready version; `version` is updated. Returns the wrapped
+  // done, or nullptr after answering `done` UNAVAILABLE.
+  InferDone CountedReady(const ModelConfig*& model, int64_t* version, bool pinned, InferDone done);
   std::atomic<int64_t>* EnsembleLoad(const std::string& name);
-  // `done` wrapped so that (model, version) counts as in flight until it runs.
-  InferDone Counted(const std::string& model, int64_t version, InferDone done);
+  void Enter(const std::string& model, int64_t version);
+  void Leave(const std::string& model, int64_t version);
+  // `done` wrapped so that (model, version) leaves the in-flight count before it runs.
+  InferDone LeaveThen(const std::string& model, int64_t version, InferDone done);
 
   const ServerConfig* config_;
   const ModelCatalog* catalog_;
   const std::map<std::string, HostSupervisor*> hosts_;
   ModelStatistics* stats_;
   mutable Mutex mu_;
-  std::map<const ModelConfig*, std::unique_ptr<ModelDispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);
+  std::map<const ModelConfig*, ModelDispatcher*> dispatcher_of_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<ModelDispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);  // by signature
   std::map<std::string, std::unique_ptr<std::atomic<int64_t>>> ensemble_load_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int64_t>, int64_t> in_flight_ ABSL_GUARDED_BY(mu_);
 };

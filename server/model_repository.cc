@@ -1,9 +1,9 @@
 #include "server/model_repository.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <set>
-
-#include <spdlog/spdlog.h>
 
 #include "config/host_model_spec.h"
 
@@ -34,6 +34,15 @@ bool SameServing(const ModelConfig& a, const ModelConfig& b) {
          x.max_queue_bytes == y.max_queue_bytes;
 }
 
+// What a load of a torchscript model tried: its spec and placement and the
+// version folders found.
+std::string LoadAttempt(const ModelConfig& m) {
+  std::string s = EncodeHostModelSpec(m);
+  for (const std::string& h : m.hosts) s += "|" + h;
+  for (int64_t v : m.versions) s += "|v" + std::to_string(v);
+  return s;
+}
+
 bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
   if (a.ensemble.combine != b.ensemble.combine || a.ensemble.max_in_flight != b.ensemble.max_in_flight ||
       a.ensemble.members.size() != b.ensemble.members.size() || a.max_batch_size != b.max_batch_size) {
@@ -52,10 +61,14 @@ bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
 
 const char* ModelRepository::StateName(State state) {
   switch (state) {
-    case State::kLoading: return "LOADING";
-    case State::kReady: return "READY";
-    case State::kUnloading: return "UNLOADING";
-    case State::kUnavailable: return "UNAVAILABLE";
+    case State::kLoading:
+      return "LOADING";
+    case State::kReady:
+      return "READY";
+    case State::kUnloading:
+      return "UNLOADING";
+    case State::kUnavailable:
+      return "UNAVAILABLE";
   }
   return "UNAVAILABLE";
 }
@@ -78,13 +91,15 @@ Status ModelRepository::Begin(const std::vector<std::string>& explicit_models) {
     // model that nobody asked for does not stop the server.
     for (const std::string& name : explicit_models) {
       StatusOr<std::vector<std::string>> members = RepositoryEnsembleMembers(*config_, name);
-      if (!members.ok()) return Status(members.status().code(), "--load-model " + name + ": " + members.status().message());
+      if (!members.ok())
+        return Status(members.status().code(), "--load-model " + name + ": " + members.status().message());
       std::vector<std::string> order = *members;
       order.push_back(name);
       for (const std::string& model : order) {
         if (Find(model) != nullptr) continue;
         StatusOr<ModelConfig> loaded = LoadRepositoryModel(*config_, model, ServedConfigs());
-        if (!loaded.ok()) return Status(loaded.status().code(), "--load-model " + name + ": " + loaded.status().message());
+        if (!loaded.ok())
+          return Status(loaded.status().code(), "--load-model " + name + ": " + loaded.status().message());
         MutexLock lock(&mu_);
         ModelState& state = models_[model];
         state.config = Keep(std::make_unique<ModelConfig>(std::move(loaded).value()));
@@ -134,7 +149,8 @@ std::vector<int64_t> ModelRepository::ReadyVersions(const ModelConfig& model) co
       auto member = models_.find(m.model);
       if (member == models_.end() || member->second.config == nullptr) return {};
       const auto& versions = member->second.versions;
-      if (std::none_of(versions.begin(), versions.end(), [](const auto& v) { return v.second.state == State::kReady; })) {
+      if (std::none_of(versions.begin(), versions.end(),
+                       [](const auto& v) { return v.second.state == State::kReady; })) {
         return {};
       }
     }
@@ -196,7 +212,8 @@ std::vector<ModelRepository::IndexEntry> ModelRepository::Index() const {
       continue;
     }
     for (const auto& [version, v] : state.versions) {
-      entries.push_back({name, std::to_string(version), StateName(v.state), v.reason.empty() ? state.reason : v.reason});
+      entries.push_back(
+          {name, std::to_string(version), StateName(v.state), v.reason.empty() ? state.reason : v.reason});
     }
   }
   return entries;
@@ -227,11 +244,21 @@ void ModelRepository::RecordFailure(const std::string& name, const Status& error
   spdlog::error("cannot load model '{}': {}", name, error.message());
 }
 
+bool ModelRepository::IsModelFolder(const std::string& name) const {
+  StatusOr<std::vector<std::string>> folders = RepositoryModelNames(config_->repository);
+  return folders.ok() && std::find(folders->begin(), folders->end(), name) != folders->end();
+}
+
 Status ModelRepository::LoadLocked(const std::string& name, int depth) {
   if (depth > kMaxLoadDepth) return Status::InvalidArgument("model '" + name + "': ensembles nest too deep");
+  // Only folders of the repository are models: a name a client made up
+  // leaves no trace (no index entry, no failure counted).
+  if (!IsModelFolder(name)) {
+    return Status::NotFound("no model folder '" + name + "' in the repository " + config_->repository);
+  }
   StatusOr<std::vector<std::string>> members = RepositoryEnsembleMembers(*config_, name);
   if (!members.ok()) {
-    if (members.status().code() != StatusCode::kNotFound) RecordFailure(name, members.status());
+    RecordFailure(name, members.status());
     return members.status();
   }
   for (const std::string& member : *members) {
@@ -249,7 +276,16 @@ Status ModelRepository::LoadLocked(const std::string& name, int depth) {
     return loaded.status();
   }
   auto fresh = std::make_unique<ModelConfig>(std::move(loaded).value());
-  if (!fresh->is_ensemble()) return LoadTorchScript(name, std::move(fresh));
+  if (!fresh->is_ensemble()) {
+    // A poll does not retry a load that failed on the hosts until the
+    // folder changes (a broken model.pt would be loaded and dropped again
+    // at every poll); an explicit load always tries.
+    const std::string attempt = LoadAttempt(*fresh);
+    if (polling_ && failed_attempt_[name] == attempt) return Status::Ok();
+    Status s = LoadTorchScript(name, std::move(fresh));
+    failed_attempt_[name] = s.ok() ? "" : attempt;
+    return s;
+  }
   MutexLock lock(&mu_);
   ModelState& state = models_[name];
   state.reason.clear();
@@ -268,6 +304,7 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
   bool reload_all = true;
   {
     MutexLock lock(&mu_);
+    generation_.fetch_add(1);  // what hosts must hold changes
     ModelState& state = models_[name];
     old = state.config;
     for (const auto& [version, v] : state.versions) {
@@ -304,6 +341,7 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
   if (!failed.ok()) {
     {
       MutexLock lock(&mu_);
+      generation_.fetch_add(1);  // what hosts must hold changes
       ModelState& state = models_[name];
       state.loading = nullptr;
       for (auto it = state.versions.begin(); it != state.versions.end();) {
@@ -332,6 +370,7 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
   std::vector<int64_t> leaving;
   {
     MutexLock lock(&mu_);
+    generation_.fetch_add(1);  // what hosts must hold changes
     ModelState& state = models_[name];
     state.config = fresh;
     state.loading = nullptr;
@@ -355,7 +394,7 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
     for (const std::string& h : old->hosts) {
       if (std::find(fresh->hosts.begin(), fresh->hosts.end(), h) == fresh->hosts.end()) dropped.push_back(h);
     }
-    if (!dropped.empty()) Retire(*old, target, dropped);
+    if (!dropped.empty()) Retire(*old, target, dropped, /*hosts_only=*/true);
   }
   return Status::Ok();
 }
@@ -384,15 +423,19 @@ Status ModelRepository::LoadOnHosts(const ModelConfig& model, int64_t version) {
 }
 
 void ModelRepository::Retire(const ModelConfig& model, const std::vector<int64_t>& versions,
-                             const std::vector<std::string>& hosts) {
-  {
+                             const std::vector<std::string>& hosts, bool hosts_only) {
+  if (!hosts_only) {
     MutexLock lock(&mu_);
+    generation_.fetch_add(1);  // what hosts must hold changes
     ModelState& state = models_[model.name];
     for (int64_t v : versions) {
       if (auto it = state.versions.find(v); it != state.versions.end()) it->second.state = State::kUnloading;
     }
   }
-  // Requests already given to these versions are answered first.
+  // Requests already given to these versions are answered first. (The
+  // fence pairs with InferenceCore::CountedReady: a request counted after
+  // this reads UNLOADING; one counted before is waited for.)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const auto deadline = Clock::now() + milliseconds(config_->limits.drain_timeout_ms);
   for (int64_t v : versions) {
     while (in_flight_ && in_flight_(model.name, v) > 0 && Clock::now() < deadline) {
@@ -407,10 +450,13 @@ void ModelRepository::Retire(const ModelConfig& model, const std::vector<int64_t
     if (it == hosts_.end()) continue;
     for (int64_t v : versions) {
       Status s = it->second->Control(ipc::RequestKind::kUnload, {model.name, v, ""}, control_timeout_);
-      if (!s.ok() && it->second->ready()) spdlog::warn("host '{}': unloading {}: {}", host, Describe(model.name, v), s.message());
+      if (!s.ok() && it->second->ready())
+        spdlog::warn("host '{}': unloading {}: {}", host, Describe(model.name, v), s.message());
     }
   }
+  if (hosts_only) return;  // the versions still serve elsewhere
   MutexLock lock(&mu_);
+  generation_.fetch_add(1);  // what hosts must hold changes
   ModelState& state = models_[model.name];
   for (int64_t v : versions) {
     auto it = state.versions.find(v);
@@ -427,23 +473,8 @@ Status ModelRepository::Unload(const std::string& name, bool unload_dependents) 
 Status ModelRepository::UnloadLocked(const std::string& name, bool unload_dependents) {
   const ModelConfig* model = Find(name);
   if (model == nullptr) {
-    StatusOr<std::vector<std::string>> folders = RepositoryModelNames(config_->repository);
-    const bool known = folders.ok() && std::find(folders->begin(), folders->end(), name) != folders->end();
-    if (!known) return Status::NotFound("unknown model '" + name + "'");
+    if (!IsModelFolder(name)) return Status::NotFound("unknown model '" + name + "'");
     return Status::Ok();  // not loaded: nothing to do (Triton's answer too)
-  }
-  if (unload_dependents && !model->is_ensemble()) {
-    std::vector<std::string> dependents;
-    {
-      MutexLock lock(&mu_);
-      for (const auto& [other, state] : models_) {
-        if (state.config == nullptr || !state.config->is_ensemble()) continue;
-        for (const EnsembleMember& m : state.config->ensemble.members) {
-          if (m.model == name) dependents.push_back(other);
-        }
-      }
-    }
-    for (const std::string& d : dependents) ES_RETURN_IF_ERROR(UnloadLocked(d, false));
   }
   if (!model->is_ensemble()) {
     std::vector<int64_t> versions;
@@ -453,17 +484,41 @@ Status ModelRepository::UnloadLocked(const std::string& name, bool unload_depend
     }
     Retire(*model, versions, model->hosts);
   }
-  MutexLock lock(&mu_);
-  ModelState& state = models_[name];
-  state.config = nullptr;
-  state.versions.clear();
-  state.reason = "unloaded";
+  {
+    MutexLock lock(&mu_);
+    generation_.fetch_add(1);  // what hosts must hold changes
+    ModelState& state = models_[name];
+    state.config = nullptr;
+    state.versions.clear();
+    state.reason = "unloaded";
+  }
   spdlog::info("model '{}' unloaded", name);
+  // Triton's unload_dependents: an ensemble's members go too, unless another
+  // loaded ensemble uses them. (Unloading a member leaves its ensembles
+  // loaded, not ready.)
+  if (!unload_dependents || !model->is_ensemble()) return Status::Ok();
+  for (const EnsembleMember& member : model->ensemble.members) {
+    bool used = false;
+    {
+      MutexLock lock(&mu_);
+      for (const auto& [other, state] : models_) {
+        if (state.config == nullptr || !state.config->is_ensemble()) continue;
+        for (const EnsembleMember& m : state.config->ensemble.members) used = used || m.model == member.model;
+      }
+    }
+    if (!used) ES_RETURN_IF_ERROR(UnloadLocked(member.model, false));
+  }
   return Status::Ok();
 }
 
 void ModelRepository::Poll() {
   MutexLock control(&control_mu_);
+  polling_ = true;
+  PollLocked();
+  polling_ = false;
+}
+
+void ModelRepository::PollLocked() {
   StatusOr<std::vector<std::string>> folders = RepositoryModelNames(config_->repository);
   if (!folders.ok()) {
     spdlog::error("repository poll: {}", folders.status().message());
@@ -515,7 +570,9 @@ void ModelRepository::Submit(std::function<void(bool stopping)> job) {
   job(true);
 }
 
-void ModelRepository::StartWorker() { worker_ = std::thread([this] { WorkerLoop(); }); }
+void ModelRepository::StartWorker() {
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
 
 void ModelRepository::WorkerLoop() {
   const bool polling = config_->model_control_mode == ModelControlMode::kPoll;

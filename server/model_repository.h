@@ -25,8 +25,10 @@
 //
 // Ensembles: loading one loads its members first; an ensemble is ready
 // while it is loaded and each member has a ready version (requests use each
-// member's highest ready version). Unloading a member with
-// unload_dependents unloads the ensembles that use it too.
+// member's highest ready version). Unloading an ensemble with
+// unload_dependents (Triton's) unloads its members too, unless another
+// loaded ensemble uses them; unloading a member leaves its ensembles
+// loaded but not ready.
 //
 // Thread safety: the ModelCatalog queries, AssignmentOf() and Index() from
 // any thread (`mu_`); Load/Unload/Poll are serialised by `control_mu_` and
@@ -85,6 +87,10 @@ class ModelRepository : public ModelCatalog {
   std::vector<const ModelConfig*> Loaded() const;
   // The versions host `host` must hold (loaded or being loaded).
   std::vector<HostModelLoad> AssignmentOf(const std::string& host) const;
+  // Changes (before the hosts are told) whenever what any host must hold
+  // changes: a starting host publishes itself only if it did not change
+  // since it read its assignment (HostSupervisor), so no rollout misses it.
+  uint64_t generation() const { return generation_.load(); }
   // Every model folder of the repository and every model known, each
   // version with its state; sorted by name then version.
   std::vector<IndexEntry> Index() const;
@@ -127,25 +133,31 @@ class ModelRepository : public ModelCatalog {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   Status UnloadLocked(const std::string& name, bool unload_dependents) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // Takes `versions` of `model` out of routing, waits for their requests,
-  // unloads them from `hosts`.
-  void Retire(const ModelConfig& model, const std::vector<int64_t>& versions, const std::vector<std::string>& hosts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  // unloads them from `hosts`. With `hosts_only` (the model left those
+  // hosts, the versions serve on) routing is left alone.
+  void Retire(const ModelConfig& model, const std::vector<int64_t>& versions, const std::vector<std::string>& hosts,
+              bool hosts_only = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // Loads version `version` of `model` on each of its live hosts; on an
   // error unloads it from those that took it.
   Status LoadOnHosts(const ModelConfig& model, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   void RecordFailure(const std::string& name, const Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   const ModelConfig* Keep(std::unique_ptr<ModelConfig> config) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, ModelConfig> ServedConfigs() const;
+  bool IsModelFolder(const std::string& name) const;
+  void PollLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   void WorkerLoop();
   void Submit(std::function<void(bool stopping)> job);
 
   const ServerConfig* config_;
   std::chrono::milliseconds control_timeout_;
   std::atomic<uint64_t> load_failures_{0};
+  std::atomic<uint64_t> generation_{0};
 
   Mutex control_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::map<std::string, HostSupervisor*> hosts_ ABSL_GUARDED_BY(control_mu_);
   InFlightCount in_flight_ ABSL_GUARDED_BY(control_mu_);
+  bool polling_ ABSL_GUARDED_BY(control_mu_) = false;
+  std::map<std::string, std::string> failed_attempt_ ABSL_GUARDED_BY(control_mu_);  // by model: LoadAttempt
 
   mutable Mutex mu_;
   std::map<std::string, ModelState> models_ ABSL_GUARDED_BY(mu_);

@@ -1,7 +1,6 @@
 #include "server/request_codec.h"
 
 #include <algorithm>
-
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -39,9 +38,12 @@ const uint8_t* Bytes(const Repeated& r) {
 // 32-bit uint_contents / int_contents fields).
 std::pair<int64_t, int64_t> NarrowRange(DataType type) {
   switch (type) {
-    case DataType::kUint8: return {0, std::numeric_limits<uint8_t>::max()};
-    case DataType::kInt8: return {std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max()};
-    default: return {std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()};
+    case DataType::kUint8:
+      return {0, std::numeric_limits<uint8_t>::max()};
+    case DataType::kInt8:
+      return {std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max()};
+    default:
+      return {std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()};
   }
 }
 
@@ -63,11 +65,26 @@ Status ReadTyped(const InferTensorContents& c, const std::string& where, InferRe
   const size_t expected = input->bytes / DataTypeSize(input->datatype);
   size_t count = 0;
   switch (input->datatype) {
-    case DataType::kFp32: count = c.fp32_contents_size(); input->data = Bytes(c.fp32_contents()); break;
-    case DataType::kFp64: count = c.fp64_contents_size(); input->data = Bytes(c.fp64_contents()); break;
-    case DataType::kInt64: count = c.int64_contents_size(); input->data = Bytes(c.int64_contents()); break;
-    case DataType::kInt32: count = c.int_contents_size(); input->data = Bytes(c.int_contents()); break;
-    case DataType::kBool: count = c.bool_contents_size(); input->data = Bytes(c.bool_contents()); break;
+    case DataType::kFp32:
+      count = c.fp32_contents_size();
+      input->data = Bytes(c.fp32_contents());
+      break;
+    case DataType::kFp64:
+      count = c.fp64_contents_size();
+      input->data = Bytes(c.fp64_contents());
+      break;
+    case DataType::kInt64:
+      count = c.int64_contents_size();
+      input->data = Bytes(c.int64_contents());
+      break;
+    case DataType::kInt32:
+      count = c.int_contents_size();
+      input->data = Bytes(c.int_contents());
+      break;
+    case DataType::kBool:
+      count = c.bool_contents_size();
+      input->data = Bytes(c.bool_contents());
+      break;
     case DataType::kUint8:
     case DataType::kInt8:
     case DataType::kInt16: {
@@ -80,13 +97,12 @@ Status ReadTyped(const InferTensorContents& c, const std::string& where, InferRe
       auto buf = std::make_unique<std::string>(input->bytes, '\0');
       const size_t width = DataTypeSize(input->datatype);
       for (size_t i = 0; i < count; ++i) {
-        const int64_t v = is_unsigned ? int64_t{c.uint_contents(static_cast<int>(i))}
-                                      : int64_t{c.int_contents(static_cast<int>(i))};
+        const int64_t v =
+            is_unsigned ? int64_t{c.uint_contents(static_cast<int>(i))} : int64_t{c.int_contents(static_cast<int>(i))};
         if (v < lo || v > hi) {
-          return Status::InvalidArgument(where + "typed element " + std::to_string(i) + " (value " +
-                                         std::to_string(v) + ") is out of range for " +
-                                         DataTypeName(input->datatype) + " [" + std::to_string(lo) + ", " +
-                                         std::to_string(hi) + "]");
+          return Status::InvalidArgument(where + "typed element " + std::to_string(i) + " (value " + std::to_string(v) +
+                                         ") is out of range for " + DataTypeName(input->datatype) + " [" +
+                                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
         }
         std::memcpy(buf->data() + i * width, &v, width);  // little-endian low bytes
       }
@@ -100,8 +116,8 @@ Status ReadTyped(const InferTensorContents& c, const std::string& where, InferRe
   }
   if (count != expected) {
     return Status::InvalidArgument(where + "has " + std::to_string(count) + " typed element(s) for " +
-                                   DataTypeName(input->datatype) + ", shape " + ShapeString(input->shape) +
-                                   " needs " + std::to_string(expected));
+                                   DataTypeName(input->datatype) + ", shape " + ShapeString(input->shape) + " needs " +
+                                   std::to_string(expected));
   }
   return Status::Ok();
 }
@@ -122,7 +138,8 @@ Status CheckShape(const ModelConfig& model, const TensorSpec& spec, const std::v
   }
   for (size_t i = 0; i < spec.dims.size(); ++i) {
     if (spec.dims[i] != -1 && spec.dims[i] != shape[i + offset]) {
-      return Status::InvalidArgument(where + "shape " + ShapeString(shape) + " does not match the expected " + expected);
+      return Status::InvalidArgument(where + "shape " + ShapeString(shape) + " does not match the expected " +
+                                     expected);
     }
   }
   return Status::Ok();
@@ -212,6 +229,19 @@ StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig&
   const std::vector<int64_t> ready = catalog.ReadyVersions(model);
   std::string list;
   for (int64_t v : ready) list += (list.empty() ? "" : ", ") + std::to_string(v);
+  if (ready.empty() && model.is_ensemble()) {
+    for (const EnsembleMember& m : model.ensemble.members) {
+      const ModelConfig* member = catalog.Find(m.model);
+      if (member == nullptr) {
+        return Status::Unavailable("ensemble '" + model.name + "' is not ready: member '" + m.model +
+                                   "' is not loaded");
+      }
+      if (catalog.ReadyVersions(*member).empty()) {
+        return Status::Unavailable("ensemble '" + model.name + "' is not ready: member '" + m.model +
+                                   "' has no version ready");
+      }
+    }
+  }
   if (ready.empty()) return Status::Unavailable("model '" + model.name + "' has no version ready");
   if (requested.empty()) return ready.back();
   int64_t version = 0;
@@ -224,13 +254,12 @@ StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig&
   return version;
 }
 
-StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto,
-                                                           const ServerConfig& config) {
+StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto, const ServerConfig& config) {
   return DecodeInferRequest(proto, StaticCatalog(&config), config.limits);
 }
 
-StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto,
-                                                           const ModelCatalog& catalog, const Limits& limits) {
+StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto, const ModelCatalog& catalog,
+                                                           const Limits& limits) {
   const ModelConfig* model = catalog.Find(proto.model_name());
   if (model == nullptr) return Status::NotFound("unknown model '" + proto.model_name() + "'");
   auto request = std::make_shared<InferRequest>();
@@ -239,6 +268,7 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
   StatusOr<int64_t> version = ResolveVersion(catalog, *model, proto.model_version());
   if (!version.ok()) return version.status();
   request->version = *version;
+  request->version_pinned = !proto.model_version().empty();
   ES_RETURN_IF_ERROR(ReadParameters(proto, request.get()));
   ES_RETURN_IF_ERROR(CheckRequestedOutputs(proto, request.get()));
 
@@ -298,9 +328,9 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
     if (raw) {
       const std::string& bytes = proto.raw_input_contents(i);
       if (bytes.size() != input.bytes) {
-        return Status::InvalidArgument(where + "raw content has " + std::to_string(bytes.size()) +
-                                       " bytes, shape " + ShapeString(input.shape) + " of " +
-                                       DataTypeName(*type) + " needs " + std::to_string(input.bytes));
+        return Status::InvalidArgument(where + "raw content has " + std::to_string(bytes.size()) + " bytes, shape " +
+                                       ShapeString(input.shape) + " of " + DataTypeName(*type) + " needs " +
+                                       std::to_string(input.bytes));
       }
       input.data = reinterpret_cast<const uint8_t*>(bytes.data());
       if (*type == DataType::kBool) ES_RETURN_IF_ERROR(CheckBoolBytes(input.data, input.bytes, where));

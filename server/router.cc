@@ -69,7 +69,8 @@ Status Router::StartHosts(const RouterOptions& options) {
   for (const HostConfig& host : config_.hosts) {
     // What the host holds is the router's decision, asked at each start of
     // the host: the served versions of the models placed on it.
-    HostAssignment assignment = [this, name = host.name] { return repository_->AssignmentOf(name); };
+    HostAssignment assignment{[this, name = host.name] { return repository_->AssignmentOf(name); },
+                              [this] { return repository_->generation(); }};
     hosts_.push_back(std::make_unique<HostSupervisor>(host, config_.limits, std::move(assignment),
                                                       host.binary.empty() ? default_binary : host.binary));
     by_name[host.name] = hosts_.back().get();

@@ -329,6 +329,12 @@ Status RankRun::Finish() {
             << "wrote the model repository " << options_.out << " (serve it with: ensemble-server "
             << "--config " << (std::filesystem::path(options_.out) / "server.yaml").string()
             << ")\n";
+  if (!options_.publish.empty()) {
+    StatusOr<std::vector<std::string>> published = PublishTrained(options_.publish, config_, trainer_->modules());
+    if (!published.ok()) return published.status();
+    std::cout << "published into " << options_.publish << ":\n";
+    for (const std::string& line : *published) std::cout << "  " << line << "\n";
+  }
   std::cout.flush();
   return Status::Ok();
 }

@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", options.epochs, "Epochs (overrides the config)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--out", options.out, "Output model repository folder")->capture_default_str();
+  app.add_option("--publish", options.publish,
+                 "After training, also write the members and the ensemble into this existing model repository "
+                 "as their next versions, atomically (for a server in poll mode to roll them in; "
+                 "docs/lifecycle.md)")
+      ->check(CLI::ExistingDirectory);
   CLI::Option* resume =
       app.add_flag("--resume", options.resume, "Continue the run whose checkpoint is in --out");
   app.add_flag("--force", options.force, "Start over even if --out holds a previous run")
@@ -101,6 +106,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.out = fs::absolute(options.out).lexically_normal().string();
+  if (!options.publish.empty()) options.publish = fs::absolute(options.publish).lexically_normal().string();
 
   es::StatusOr<std::optional<es::RankEnv>> env = es::RankEnvFromEnvironment();
   if (!env.ok()) {

@@ -18,6 +18,7 @@ struct TrainOptions {
   std::string devices = "cpu:1";  // cpu:N (N ranks on CPU slots) or cuda:I,J,...
   int epochs = 0;                 // 0: the config's
   std::string out = "trained";
+  std::string publish;  // an existing repository the trained models go into as next versions; "" = none
   bool resume = false;
   bool force = false;
   int64_t max_steps = 0;    // 0: no limit; else stop (with a checkpoint) after this many steps

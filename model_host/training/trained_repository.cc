@@ -1,12 +1,13 @@
 #include "model_host/training/trained_repository.h"
 
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "model_host/served_config.h"
 
@@ -33,8 +34,7 @@ std::string ServerYaml(const std::vector<std::string>& host_devices) {
 }
 
 nlohmann::json ScoresJson(const ClassifierScores& s) {
-  return {{"accuracy", s.accuracy}, {"nll", s.nll}, {"brier", s.brier}, {"ece", s.ece},
-          {"rows", s.rows}};
+  return {{"accuracy", s.accuracy}, {"nll", s.nll}, {"brier", s.brier}, {"ece", s.ece}, {"rows", s.rows}};
 }
 
 std::vector<float> Row(const at::Tensor& tensor, int64_t row) {
@@ -42,15 +42,12 @@ std::vector<float> Row(const at::Tensor& tensor, int64_t row) {
   return {flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()};
 }
 
-void WriteJson(const fs::path& path, const nlohmann::json& json) {
-  WriteTextFile(path.string(), json.dump(2) + "\n");
-}
+void WriteJson(const fs::path& path, const nlohmann::json& json) { WriteTextFile(path.string(), json.dump(2) + "\n"); }
 
 }  // namespace
 
 Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
-                              std::vector<torch::jit::Module>& modules,
-                              const std::vector<std::string>& host_devices) {
+                              std::vector<torch::jit::Module>& modules, const std::vector<std::string>& host_devices) {
   try {
     std::vector<std::string> names;
     for (size_t i = 0; i < modules.size(); ++i) {
@@ -61,15 +58,13 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
       fs::create_directories(folder / "1");
       modules[i].eval();
       modules[i].save((folder / "1" / "model.pt").string());
-      WriteTextFile((folder / "config.yaml").string(),
-                    ClassifierMemberYaml(config.ensemble.max_batch_size, {}));
+      WriteTextFile((folder / "config.yaml").string(), ClassifierMemberYaml(config.ensemble.max_batch_size, {}));
     }
     const fs::path ensemble = fs::path(dir) / config.ensemble.name;
     fs::remove_all(ensemble);
     fs::create_directories(ensemble);
     WriteTextFile((ensemble / "config.yaml").string(),
-                  ClassifierEnsembleYaml(config.ensemble.max_batch_size, names,
-                                         config.ensemble.combine));
+                  ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine));
     WriteTextFile((fs::path(dir) / "server.yaml").string(), ServerYaml(host_devices));
   } catch (const std::exception& e) {
     return Status::Internal("writing the model repository " + dir + ": " + e.what());
@@ -77,12 +72,75 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
   return Status::Ok();
 }
 
-TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation,
-                            const at::Tensor& labels) {
+namespace {
+
+// The highest numeric sub-folder of `model_dir` (0 when none or no folder).
+int64_t HighestVersion(const fs::path& model_dir) {
+  int64_t highest = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.size() > 18 || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    highest = std::max<int64_t>(highest, std::stoll(name));
+  }
+  return highest;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
+                                                  std::vector<torch::jit::Module>& modules) {
+  const fs::path staging = fs::path(repo) / (".publish-" + std::to_string(getpid()));
+  std::vector<std::string> published;
+  try {
+    fs::remove_all(staging);
+    fs::create_directories(staging);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < modules.size(); ++i) {
+      const std::string& name = config.members[i].name;
+      names.push_back(name);
+      const fs::path model_dir = fs::path(repo) / name;
+      const bool exists = fs::exists(model_dir / "config.yaml");
+      const int64_t version = exists ? HighestVersion(model_dir) + 1 : 1;
+      // A new model: its whole folder is staged and renamed in; else just the version folder.
+      const fs::path staged_model = staging / name;
+      const fs::path staged_version = staged_model / std::to_string(version);
+      fs::create_directories(staged_version);
+      modules[i].eval();
+      modules[i].save((staged_version / "model.pt").string());
+      if (exists) {
+        fs::rename(staged_version, model_dir / std::to_string(version));
+      } else {
+        WriteTextFile((staged_model / "config.yaml").string(),
+                      ClassifierMemberYaml(config.ensemble.max_batch_size, {}));
+        fs::rename(staged_model, model_dir);
+      }
+      published.push_back(name + ": version " + std::to_string(version));
+    }
+    const fs::path ensemble = fs::path(repo) / config.ensemble.name;
+    if (!fs::exists(ensemble / "config.yaml")) {
+      const fs::path staged = staging / config.ensemble.name;
+      fs::create_directories(staged);
+      WriteTextFile((staged / "config.yaml").string(),
+                    ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine));
+      fs::rename(staged, ensemble);
+      published.push_back(config.ensemble.name + ": new ensemble");
+    } else {
+      published.push_back(config.ensemble.name + ": config.yaml kept (it follows its members' newest versions)");
+    }
+    fs::remove_all(staging);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    return Status::Internal("publishing into the model repository " + repo + ": " + e.what());
+  }
+  return published;
+}
+
+TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation, const at::Tensor& labels) {
   TrainReport report;
   for (size_t i = 0; i < evaluation.members.size(); ++i) {
-    report.members.push_back(
-        {config.members[i].name, ScoreClassifier(evaluation.members[i], labels)});
+    report.members.push_back({config.members[i].name, ScoreClassifier(evaluation.members[i], labels)});
   }
   report.ensemble = {config.ensemble.name, ScoreClassifier(evaluation.ensemble, labels)};
   return report;
@@ -131,13 +189,11 @@ Status WriteReport(const std::string& dir, const TrainReport& report, const Eval
 std::string FormatReport(const TrainReport& report) {
   std::string text;
   char line[256];
-  std::snprintf(line, sizeof(line), "%-20s %9s %8s %8s %8s\n", "model", "accuracy", "NLL", "Brier",
-                "ECE");
+  std::snprintf(line, sizeof(line), "%-20s %9s %8s %8s %8s\n", "model", "accuracy", "NLL", "Brier", "ECE");
   text += line;
   auto add = [&](const ScoredModel& model) {
     std::snprintf(line, sizeof(line), "%-20s %8.2f%% %8.4f %8.4f %8.4f\n", model.name.c_str(),
-                  100.0 * model.scores.accuracy, model.scores.nll, model.scores.brier,
-                  model.scores.ece);
+                  100.0 * model.scores.accuracy, model.scores.nll, model.scores.brier, model.scores.ece);
     text += line;
   };
   for (const ScoredModel& member : report.members) add(member);
@@ -146,22 +202,17 @@ std::string FormatReport(const TrainReport& report) {
     const ScoredModel& best = *std::max_element(
         report.members.begin(), report.members.end(),
         [](const ScoredModel& a, const ScoredModel& b) { return a.scores.accuracy < b.scores.accuracy; });
-    std::snprintf(line, sizeof(line),
-                  "ensemble vs best member (%s): %+.2f accuracy points, NLL %+.4f, ECE %+.4f\n",
+    std::snprintf(line, sizeof(line), "ensemble vs best member (%s): %+.2f accuracy points, NLL %+.4f, ECE %+.4f\n",
                   best.name.c_str(), 100.0 * (report.ensemble.scores.accuracy - best.scores.accuracy),
-                  report.ensemble.scores.nll - best.scores.nll,
-                  report.ensemble.scores.ece - best.scores.ece);
+                  report.ensemble.scores.nll - best.scores.nll, report.ensemble.scores.ece - best.scores.ece);
     text += line;
   }
   std::snprintf(line, sizeof(line),
                 "%d rank(s), %lld steps of %lld rows in %.1f s; step %.1f ms, all-reduce wait "
                 "%.2f ms (%.1f%% of the step)\n",
-                report.world_size, static_cast<long long>(report.steps),
-                static_cast<long long>(report.global_batch), report.train_seconds,
-                1e3 * report.mean_step_seconds, 1e3 * report.mean_allreduce_seconds,
-                report.mean_step_seconds > 0
-                    ? 100.0 * report.mean_allreduce_seconds / report.mean_step_seconds
-                    : 0.0);
+                report.world_size, static_cast<long long>(report.steps), static_cast<long long>(report.global_batch),
+                report.train_seconds, 1e3 * report.mean_step_seconds, 1e3 * report.mean_allreduce_seconds,
+                report.mean_step_seconds > 0 ? 100.0 * report.mean_allreduce_seconds / report.mean_step_seconds : 0.0);
   text += line;
   return text;
 }

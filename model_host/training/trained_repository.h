@@ -49,6 +49,19 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
                               std::vector<torch::jit::Module>& modules,
                               const std::vector<std::string>& host_devices);
 
+// ensemble-train --publish REPO: writes each trained member into the
+// existing repository `repo` as its next version (the highest numeric
+// folder there plus one; 1 for a model folder that is new, with its
+// config.yaml), and the ensemble's config.yaml when the repository has no
+// such ensemble yet. Atomic per folder: everything is written under
+// `repo/.publish-<pid>/` (hidden, so never read as a model) and renamed into
+// place, members before the ensemble, so a server polling the repository
+// never sees a half-written model nor an ensemble without its members. An
+// existing config.yaml is left as it is. Returns one line per folder
+// published ("mlp: version 2").
+StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
+                                                  std::vector<torch::jit::Module>& modules);
+
 // Scores each member and the ensemble of `evaluation` against `labels`.
 TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation,
                             const at::Tensor& labels);

@@ -311,16 +311,29 @@ TEST_F(LifecycleTest, ExplicitModeLoadsAndUnloadsOnRequest) {
   auto scrape = metrics_test::Scrape::From(server->metrics_address());
   ASSERT_TRUE(scrape);
   EXPECT_EQ(scrape->Value("ensemble_model_load_failures_total", {}), std::optional<double>(1.0));
-  EXPECT_EQ(scrape->Value("ensemble_model_version_state", {{"model", "versioned"}, {"version", "2"}, {"state", "READY"}}),
-            std::optional<double>(1.0));
+  EXPECT_EQ(
+      scrape->Value("ensemble_model_version_state", {{"model", "versioned"}, {"version", "2"}, {"state", "READY"}}),
+      std::optional<double>(1.0));
 
-  // Unloading a member with unload_dependents takes the ensemble along.
-  ASSERT_TRUE(UnloadModel(*stub, "mlp", /*dependents=*/true).ok());
+  // Unloading a member leaves its ensemble loaded but not ready; loading it
+  // again makes the ensemble ready.
+  ASSERT_TRUE(UnloadModel(*stub, "mlp").ok());
+  EXPECT_EQ(ModelReady(*stub, "demo_ensemble"), std::optional<bool>(false));
   EXPECT_TRUE(HasError(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(2, 1))).status,
-                       grpc::StatusCode::NOT_FOUND, {"unknown model 'demo_ensemble'"}));
+                       grpc::StatusCode::UNAVAILABLE,
+                       {"ensemble 'demo_ensemble' is not ready: member 'mlp' is not loaded"}));
   reasons.clear();
   EXPECT_EQ(IndexOf(*stub, "mlp", &reasons), (std::vector<std::string>{":UNAVAILABLE"}));
   EXPECT_NE(reasons.find("unloaded"), std::string::npos) << reasons;
+  ASSERT_TRUE(LoadModel(*stub, "mlp").ok());
+  EXPECT_TRUE(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(2, 1))).status.ok());
+  // Unloading the ensemble with unload_dependents takes its members along.
+  ASSERT_TRUE(UnloadModel(*stub, "demo_ensemble", /*dependents=*/true).ok());
+  EXPECT_TRUE(HasError(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(2, 1))).status,
+                       grpc::StatusCode::NOT_FOUND, {"unknown model 'demo_ensemble'"}));
+  EXPECT_EQ(IndexOf(*stub, "mlp"), (std::vector<std::string>{":UNAVAILABLE"}));
+  EXPECT_EQ(IndexOf(*stub, "cnn"), (std::vector<std::string>{":UNAVAILABLE"}));
+  EXPECT_EQ(IndexOf(*stub, "versioned"), (std::vector<std::string>{"2:READY"}));  // not a member
   EXPECT_TRUE(HasError(UnloadModel(*stub, "no_such_model"), grpc::StatusCode::NOT_FOUND, {"no_such_model"}));
   EXPECT_TRUE(ProcessAlive(server->pid()));
 }

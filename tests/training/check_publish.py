@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""ctest `training_publish`: ensemble-train --publish into a running server's repository.
+
+    check_publish.py --train-bin BIN --server-bin BIN --stubs DIR [--keep]
+
+1. Trains version 1 of a two-member Fashion-MNIST ensemble, barely (one
+   epoch at a learning rate too small to learn much), into REPO.
+2. Serves REPO with ensemble-server in poll mode (rescans every second) and
+   measures the ensemble's accuracy through the server on 2000 test images.
+3. Starts four clients sending the ensemble requests without a pause, then
+   trains properly (same members, a useful learning rate) with
+   `--publish REPO`: the members arrive as version 2, written aside and
+   renamed in.
+4. Waits until both members answer as version 2, stops the clients, and
+   checks: no request failed, the members' newest version is 2, and the
+   accuracy through the server rose by at least 5 points.
+
+Needs Debian's dataset-fashion-mnist and python3-grpcio, python3-numpy.
+Prints the figures it measured. Everything it writes is removed at the end
+unless --keep.
+"""
+import argparse
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import grpc
+import numpy as np
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MEMBERS = ["pub_mlp_a", "pub_mlp_b"]
+ENSEMBLE = "pub_ensemble"
+TEST_ROWS = 2000
+BATCH = 50
+
+
+def train_config(learning_rate):
+    return (
+        "run: publish-test\n"
+        f"data: {{dataset: fashion-mnist, path: {DATA}}}\n"
+        f"training: {{epochs: 1, batch_size: 64, optimizer: sgd, learning_rate: {learning_rate}, "
+        "schedule: constant, seed: 3}\n"
+        "checkpoint: {every_steps: 100000}\n"
+        "members:\n"
+        f"  - {{name: {MEMBERS[0]}, architecture: mlp, seed: 1}}\n"
+        f"  - {{name: {MEMBERS[1]}, architecture: mlp, seed: 2}}\n"
+        f"ensemble: {{name: {ENSEMBLE}, max_batch_size: 64}}\n"
+    )
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def fail(message, server_log=None):
+    print(f"FAIL: {message}", file=sys.stderr)
+    if server_log and os.path.exists(server_log):
+        with open(server_log) as f:
+            print("---- server log, tail ----\n" + "".join(f.readlines()[-40:]), file=sys.stderr)
+    sys.exit(1)
+
+
+def run_train(train_bin, work, name, learning_rate, extra):
+    config = os.path.join(work, f"{name}.yaml")
+    with open(config, "w") as f:
+        f.write(train_config(learning_rate))
+    start = time.monotonic()
+    proc = subprocess.run([train_bin, "--config", config, "--devices", "cpu:2", "--out", os.path.join(work, name)]
+                          + extra, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        fail(f"ensemble-train ({name}) exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    print(f"trained {name} in {time.monotonic() - start:.1f} s")
+    return proc.stdout
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train-bin", required=True)
+    parser.add_argument("--server-bin", required=True)
+    parser.add_argument("--stubs", required=True, help="folder of the generated Python stubs (build/python)")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = parser.parse_args()
+    sys.path.insert(0, args.stubs)
+    from proto import grpc_service_pb2 as pb, grpc_service_pb2_grpc as pb_grpc  # noqa: E402
+
+    images = read_idx(os.path.join(DATA, "t10k-images-idx3-ubyte.gz"))[:TEST_ROWS].astype(np.float32) / 255.0
+    labels = read_idx(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz"))[:TEST_ROWS].astype(np.int64)
+
+    work = tempfile.mkdtemp(prefix="es_publish_")
+    server = None
+    try:
+        run_train(args.train_bin, work, "v1", 0.00002, [])
+        repo = os.path.join(work, "v1")
+        log_path = os.path.join(work, "server.log")
+        log = open(log_path, "w")
+        server = subprocess.Popen([args.server_bin, "--config", os.path.join(repo, "server.yaml"), "--grpc-port", "0",
+                                   "--no-metrics", "--model-control-mode", "poll", "--repository-poll-secs", "1"],
+                                  stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+        line = server.stdout.readline()
+        if not line.startswith("grpc listening on "):
+            fail(f"the server did not start: {line!r}", log_path)
+        address = line.split()[-1]
+        channel = grpc.insecure_channel(address)
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+
+        def infer(model, batch, version=""):
+            request = pb.ModelInferRequest(model_name=model, model_version=version)
+            request.inputs.add(name="input", datatype="FP32", shape=[len(batch), 1, 28, 28])
+            request.raw_input_contents.append(np.ascontiguousarray(batch, dtype=np.float32).tobytes())
+            response = stub.ModelInfer(request, timeout=30)
+            probs = np.frombuffer(response.raw_output_contents[0], dtype=np.float32).reshape(len(batch), 10)
+            return response, probs
+
+        def accuracy():
+            correct = 0
+            for i in range(0, TEST_ROWS, BATCH):
+                _, probs = infer(ENSEMBLE, images[i:i + BATCH])
+                correct += int((probs.argmax(axis=1) == labels[i:i + BATCH]).sum())
+            return correct / TEST_ROWS
+
+        before = accuracy()
+        versions = {m: infer(m, images[:1])[0].model_version for m in MEMBERS}
+        print(f"version 1 through the server: ensemble accuracy {100 * before:.1f}% on {TEST_ROWS} test images; "
+              f"members answer as {versions}")
+        if set(versions.values()) != {"1"}:
+            fail(f"members should answer as version 1: {versions}", log_path)
+
+        stop = threading.Event()
+        counts = {"calls": 0, "failed": 0, "first_error": ""}
+        lock = threading.Lock()
+
+        def client(seed):
+            own = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(address))
+            rng = np.random.default_rng(seed)
+            while not stop.is_set():
+                batch = images[rng.integers(0, TEST_ROWS - 8):][:8]
+                request = pb.ModelInferRequest(model_name=ENSEMBLE)
+                request.inputs.add(name="input", datatype="FP32", shape=[8, 1, 28, 28])
+                request.raw_input_contents.append(np.ascontiguousarray(batch).tobytes())
+                try:
+                    own.ModelInfer(request, timeout=30)
+                    ok = True
+                except grpc.RpcError as error:
+                    ok, message = False, f"{error.code().name}: {error.details()}"
+                with lock:
+                    counts["calls"] += 1
+                    if not ok:
+                        counts["failed"] += 1
+                        counts["first_error"] = counts["first_error"] or message
+
+        clients = [threading.Thread(target=client, args=(s,)) for s in range(4)]
+        for t in clients:
+            t.start()
+        out = run_train(args.train_bin, work, "v2", 0.05, ["--publish", repo])
+        if "published into" not in out:
+            fail(f"ensemble-train --publish printed no summary:\n{out}")
+        print(out[out.index("published into"):].rstrip())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            versions = {m: infer(m, images[:1])[0].model_version for m in MEMBERS}
+            if set(versions.values()) == {"2"}:
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+        stop.set()
+        for t in clients:
+            t.join()
+        if set(versions.values()) != {"2"}:
+            fail(f"the members did not switch to version 2 within 30 s: {versions}", log_path)
+        after = accuracy()
+        print(f"version 2 through the server: ensemble accuracy {100 * after:.1f}% "
+              f"({100 * (after - before):+.1f} points); {counts['calls']} requests from 4 clients during the "
+              f"publish and rollout, {counts['failed']} failed")
+        if counts["failed"]:
+            fail(f"{counts['failed']} requests failed during the rollout; the first: {counts['first_error']}", log_path)
+        if after < before + 0.05:
+            fail(f"accuracy did not rise by 5 points: {before:.3f} -> {after:.3f}", log_path)
+        for name in os.listdir(repo):
+            if name.startswith(".publish"):
+                fail(f"the staging folder {name} was left in the repository")
+        server.send_signal(signal.SIGTERM)
+        if server.wait(timeout=30) != 0:
+            fail(f"the server exited {server.returncode} on SIGTERM", log_path)
+        server = None
+        print("PASS")
+        return 0
+    finally:
+        if server is not None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
