@@ -284,6 +284,7 @@ Status ModelRepository::LoadLocked(const std::string& name, int depth) {
     if (polling_ && failed_attempt_[name] == attempt) return Status::Ok();
     Status s = LoadTorchScript(name, std::move(fresh));
     failed_attempt_[name] = s.ok() ? "" : attempt;
+    if (s.ok() && on_served_) on_served_(*Find(name));
     return s;
   }
   MutexLock lock(&mu_);
@@ -292,7 +293,10 @@ Status ModelRepository::LoadLocked(const std::string& name, int depth) {
   if (state.config != nullptr && SameEnsemble(*state.config, *fresh)) return Status::Ok();
   state.config = Keep(std::move(fresh));
   state.versions = {{1, VersionState{State::kReady, ""}}};
+  const ModelConfig* served = state.config;
+  lock.Unlock();
   spdlog::info("ensemble '{}' loaded", name);
+  if (on_served_) on_served_(*served);
   return Status::Ok();
 }
 

@@ -71,6 +71,10 @@ class ModelRepository : public ModelCatalog {
   explicit ModelRepository(const ServerConfig* config);
   ~ModelRepository() override;
 
+  // Called (on the loading thread) with each model's config once it is
+  // served: for the figures kept per model. Set before Begin.
+  void SetOnServed(std::function<void(const ModelConfig&)> on_served) { on_served_ = std::move(on_served); }
+
   // Before the hosts start: the start-up set, as LOADING (its hosts load
   // it as they start). none and poll modes: every model of config->models;
   // explicit: `explicit_models` (and their members), read from disk now.
@@ -150,6 +154,7 @@ class ModelRepository : public ModelCatalog {
 
   const ServerConfig* config_;
   std::chrono::milliseconds control_timeout_;
+  std::function<void(const ModelConfig&)> on_served_;  // set before any load
   std::atomic<uint64_t> load_failures_{0};
   std::atomic<uint64_t> generation_{0};
 

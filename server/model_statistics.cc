@@ -25,17 +25,27 @@ void SaturatingAdd(std::atomic<uint64_t>& counter, uint64_t value) {
 
 }  // namespace
 
+ModelStatistics::Entry ModelStatistics::MakeEntry(const ModelConfig& model) {
+  auto counters = std::make_unique<ModelCounters>();
+  counters->max_batch = std::max<int64_t>(1, model.max_batch_size);
+  counters->batches = std::make_unique<ModelCounters::BatchCounter[]>(static_cast<size_t>(counters->max_batch) + 1);
+  const std::vector<int64_t> served = model.ServedVersions();
+  return Entry{std::to_string(served.empty() ? model.LatestVersion() : served.back()), model.is_ensemble(),
+               std::move(counters)};
+}
+
 ModelStatistics::ModelStatistics(const std::map<std::string, ModelConfig>& models) {
-  for (const auto& [name, model] : models) {
-    auto counters = std::make_unique<ModelCounters>();
-    counters->max_batch = std::max<int64_t>(1, model.max_batch_size);
-    counters->batches = std::make_unique<ModelCounters::BatchCounter[]>(static_cast<size_t>(counters->max_batch) + 1);
-    entries_.emplace(name, Entry{std::to_string(model.LatestVersion()), model.is_ensemble(), std::move(counters)});
-  }
+  for (const auto& [name, model] : models) entries_.emplace(name, MakeEntry(model));
+}
+
+void ModelStatistics::Track(const ModelConfig& model) {
+  std::unique_lock lock(mu_);
+  if (entries_.count(model.name) == 0) entries_.emplace(model.name, MakeEntry(model));
 }
 
 void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duration_ns, const StageTimes& stages,
                              uint64_t rows) {
+  std::shared_lock lock(mu_);
   auto it = entries_.find(model);
   if (it == entries_.end()) return;
   ModelCounters& c = *it->second.counters;
@@ -44,7 +54,7 @@ void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duratio
     SaturatingAdd(c.success_ns, duration_ns);
     SaturatingAdd(c.queue_ns, stages.queue_ns);
     SaturatingAdd(c.inference_count, rows);
-    if (it->second.ensemble) RecordExecution(model, static_cast<int64_t>(rows), stages.compute_ns);
+    if (it->second.ensemble) CountExecution(c, static_cast<int64_t>(rows), stages.compute_ns);
   } else {
     c.fail_count.fetch_add(1, kRelaxed);
     SaturatingAdd(c.fail_ns, duration_ns);
@@ -55,9 +65,13 @@ void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duratio
 }
 
 void ModelStatistics::RecordExecution(const std::string& model, int64_t rows, uint64_t compute_ns) {
+  std::shared_lock lock(mu_);
   auto it = entries_.find(model);
   if (it == entries_.end()) return;
-  ModelCounters& c = *it->second.counters;
+  CountExecution(*it->second.counters, rows, compute_ns);
+}
+
+void ModelStatistics::CountExecution(ModelCounters& c, int64_t rows, uint64_t compute_ns) {
   c.execution_count.fetch_add(1, kRelaxed);
   SaturatingAdd(c.compute_ns, compute_ns);
   if (rows >= 1 && rows <= c.max_batch) {
@@ -67,6 +81,7 @@ void ModelStatistics::RecordExecution(const std::string& model, int64_t rows, ui
 }
 
 bool ModelStatistics::Fill(const std::string& model, inference::ModelStatisticsResponse* response) const {
+  std::shared_lock lock(mu_);
   if (model.empty()) {
     for (const auto& [name, entry] : entries_) FillOne(name, entry, response);
     return true;

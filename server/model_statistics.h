@@ -8,14 +8,18 @@
 // Sums (durations, rows, a host's compute time) saturate at UINT64_MAX
 // rather than wrap, so a lying host or a long life cannot make a total small.
 //
-// Thread safety: Record*() are lock-free (relaxed atomics; the counters are
-// independent, a reader may see one a moment ahead of another). The map of
-// models is built in the constructor and read-only afterwards.
+// Thread safety: the counters are relaxed atomics (independent: a reader may
+// see one a moment ahead of another). The map of models grows while the
+// server runs (Track(), when a model is loaded); Record*() and Fill() take
+// its lock shared, Track() exclusive. Entries are never removed, so a model
+// unloaded and loaded again keeps its figures, as Triton's do.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
+#include <shared_mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +49,9 @@ class ModelStatistics {
  public:
   explicit ModelStatistics(const std::map<std::string, ModelConfig>& models);
 
+  // Adds a model loaded while the server runs (no-op when it is known).
+  void Track(const ModelConfig& model);
+
   // One finished request (any model).
   void Record(const std::string& model, bool ok, uint64_t duration_ns, const StageTimes& stages, uint64_t rows);
   // One execution of a model on a host: a batch of `rows` rows.
@@ -60,6 +67,10 @@ class ModelStatistics {
     std::unique_ptr<ModelCounters> counters;
   };
   void FillOne(const std::string& name, const Entry& entry, inference::ModelStatisticsResponse* response) const;
+  static Entry MakeEntry(const ModelConfig& model);
+  static void CountExecution(ModelCounters& counters, int64_t rows, uint64_t compute_ns);
+  // std::shared_mutex (not es::Mutex, which has no shared mode): guards entries_.
+  mutable std::shared_mutex mu_;
   std::map<std::string, Entry> entries_;
 };
 

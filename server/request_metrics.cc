@@ -61,7 +61,18 @@ RequestMetrics::RequestMetrics(const std::map<std::string, ModelConfig>& models)
   }
 }
 
+void RequestMetrics::Track(const ModelConfig& model) {
+  std::unique_lock lock(mu_);
+  if (models_.count(model.name) != 0) return;
+  const std::vector<int64_t> served = model.ServedVersions();
+  models_.emplace(model.name,
+                  std::make_unique<ModelMetrics>(model.name,
+                                                 std::to_string(served.empty() ? model.LatestVersion() : served.back()),
+                                                 model.is_ensemble()));
+}
+
 ModelMetrics* RequestMetrics::Find(const std::string& model) const {
+  std::shared_lock lock(mu_);
   auto it = models_.find(model);
   return it == models_.end() ? nullptr : it->second.get();
 }
@@ -104,6 +115,7 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
               MetricType::Histogram),
        &ModelMetrics::disagreement_, true},
   };
+  std::shared_lock lock(mu_);
   for (const auto& [name, m] : models_) {
     const Labels labels = {{"model", m->name()}, {"version", m->version()}};
     for (int code = 0; code < ModelMetrics::kCodes; ++code) {

@@ -27,6 +27,8 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
+#include <shared_mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +83,8 @@ class ModelMetrics {
 class RequestMetrics final : public prometheus::Collectable {
  public:
   explicit RequestMetrics(const std::map<std::string, ModelConfig>& models);
+  // Adds a model loaded while the server runs (no-op when it is known).
+  void Track(const ModelConfig& model);
 
   // The model's metrics, or nullptr for a name that is not served.
   ModelMetrics* Find(const std::string& model) const;
@@ -89,7 +93,11 @@ class RequestMetrics final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  std::map<std::string, std::unique_ptr<ModelMetrics>> models_;  // read-only after construction
+  // Grows as models are loaded (Track), never shrinks: Find() holds the
+  // shared lock only to look up, the ModelMetrics it returns live as long
+  // as this. std::shared_mutex: es::Mutex has no shared mode.
+  mutable std::shared_mutex mu_;
+  std::map<std::string, std::unique_ptr<ModelMetrics>> models_;
   std::atomic<uint64_t> unknown_model_{0};
 };
 

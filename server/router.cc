@@ -53,7 +53,19 @@ Status Router::LoadConfig(const RouterOptions& options) {
   config_.model_control_mode = mode;
   if (options.repository_poll_secs) config_.repository_poll_secs = *options.repository_poll_secs;
   repository_ = std::make_unique<ModelRepository>(&config_);
+  // Models loaded while the server runs get their statistics and metrics
+  // (the start-up set has them from the start: StartHosts, StartMetrics).
+  repository_->SetOnServed([this](const ModelConfig& model) {
+    if (stats_) stats_->Track(model);
+    if (request_metrics_) request_metrics_->Track(model);
+  });
   return repository_->Begin(options.load_models);
+}
+
+std::map<std::string, ModelConfig> Router::StartupModels() const {
+  std::map<std::string, ModelConfig> models;
+  for (const ModelConfig* model : repository_->Loaded()) models.emplace(model->name, *model);
+  return models;
 }
 
 Status Router::StartHosts(const RouterOptions& options) {
@@ -79,7 +91,7 @@ Status Router::StartHosts(const RouterOptions& options) {
   for (auto& h : hosts_) {
     if (!h->WaitFirstStart()) return Status::Unavailable(h->last_error());
   }
-  stats_ = std::make_unique<es::ModelStatistics>(config_.models);
+  stats_ = std::make_unique<es::ModelStatistics>(StartupModels());
   core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get());
   repository_->Attach(by_name, [core = core_.get()](const std::string& model, int64_t version) {
     return core->InFlight(model, version);
@@ -94,7 +106,7 @@ Status Router::StartHosts(const RouterOptions& options) {
 
 Status Router::StartMetrics(const RouterOptions& options) {
   if (!options.metrics) return Status::Ok();
-  request_metrics_ = std::make_shared<RequestMetrics>(config_.models);
+  request_metrics_ = std::make_shared<RequestMetrics>(StartupModels());
   std::vector<const HostSupervisor*> hosts;
   for (const auto& h : hosts_) hosts.push_back(h.get());
   host_metrics_ = std::make_shared<HostMetrics>(std::move(hosts));

@@ -70,6 +70,8 @@ class Router {
  private:
   Router() = default;
   Status LoadConfig(const RouterOptions& options);
+  // The models served at start (explicit mode: the --load-model ones).
+  std::map<std::string, ModelConfig> StartupModels() const;
   Status StartHosts(const RouterOptions& options);
   Status StartMetrics(const RouterOptions& options);
   Status StartGrpc(const RouterOptions& options);

@@ -286,6 +286,17 @@ TEST_F(LifecycleTest, ExplicitModeLoadsAndUnloadsOnRequest) {
   ASSERT_TRUE(LoadModel(*stub, "demo_ensemble").ok()) << server->LogTail();
   EXPECT_EQ(IndexOf(*stub, "mlp"), (std::vector<std::string>{"1:READY"}));
   EXPECT_TRUE(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(2, 1))).status.ok());
+  {
+    // A model loaded while the server runs has its statistics too.
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    inference::ModelStatisticsRequest req;
+    req.set_name("demo_ensemble");
+    inference::ModelStatisticsResponse resp;
+    ASSERT_TRUE(stub->ModelStatistics(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.model_stats_size(), 1);
+    EXPECT_EQ(resp.model_stats(0).inference_stats().success().count(), 1u);
+  }
 
   // A new version folder, then a load: the new version serves, the old leaves (latest 1).
   BringBack("2");
