@@ -1,7 +1,8 @@
 // ParseCommandLine: how every ensemble-serve binary reads its flags (CLI11),
 // so they all behave alike: --help prints the help and exits 0; a bad flag
 // prints one line "<tool>: <what is wrong> (see --help)" and exits 2, naming
-// an unknown option when there is one ("unknown option '--bogus'").
+// an unknown option or subcommand when there is one ("unknown option
+// '--bogus'", "unknown subcommand 'bogus'").
 //
 //   CLI::App app{"..."};  ...add options...
 //   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-train"))
@@ -18,18 +19,35 @@
 
 namespace es {
 
-// The first argument that looks like an option (-x, --name, --name=value)
-// and is none of `app`'s, or "". Only for apps without subcommands (whose
-// options live in the subcommands); a negative number is a value, not an
-// option.
-inline std::string FirstUnknownOption(CLI::App& app, int argc, char** argv) {
-  if (!app.get_subcommands([](CLI::App*) { return true; }).empty()) return "";
+// What is wrong with the first argument `app` does not know, or "": an
+// option (-x, --name, --name=value) that is none of the app's (nor, after a
+// subcommand, the subcommand's) gives "unknown option '--name'"; with
+// subcommands, a first word that names none gives "unknown subcommand
+// 'word'". An option's value is skipped (a negative number is a value, not
+// an option).
+inline std::string FirstUnknownArgument(CLI::App& app, int argc, char** argv) {
+  const bool has_subcommands = !app.get_subcommands([](CLI::App*) { return true; }).empty();
+  CLI::App* current = &app;
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
+    const std::string arg = argv[i];
     if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;
-    const std::string name = arg.substr(0, arg.find('='));
-    if (app.get_option_no_throw(name) == nullptr) return name;
+    const bool option = arg.size() >= 2 && arg[0] == '-' && !(arg[1] >= '0' && arg[1] <= '9') && arg[1] != '.';
+    if (option) {
+      const std::string name = arg.substr(0, arg.find('='));
+      CLI::Option* known = current->get_option_no_throw(name);
+      if (known == nullptr && current != &app) known = app.get_option_no_throw(name);  // fallthrough
+      if (known == nullptr) return "unknown option '" + name + "'";
+      if (arg.find('=') == std::string::npos && known->get_expected_min() > 0) ++i;  // its value
+      continue;
+    }
+    if (has_subcommands && current == &app) {
+      CLI::App* sub = nullptr;
+      for (CLI::App* candidate : app.get_subcommands([](CLI::App*) { return true; })) {
+        if (candidate->check_name(arg)) sub = candidate;
+      }
+      if (sub == nullptr) return "unknown subcommand '" + arg + "'";
+      current = sub;
+    }
   }
   return "";
 }
@@ -47,8 +65,8 @@ inline std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv,
   } catch (const CLI::ParseError& e) {
     // CLI11 reports a missing required option before an unknown one; the
     // unknown one is the user's actual mistake, so it is named first.
-    if (const std::string unknown = FirstUnknownOption(app, argc, argv); !unknown.empty()) {
-      std::fprintf(stderr, "%s: unknown option '%s' (see --help)\n", tool, unknown.c_str());
+    if (const std::string unknown = FirstUnknownArgument(app, argc, argv); !unknown.empty()) {
+      std::fprintf(stderr, "%s: %s (see --help)\n", tool, unknown.c_str());
     } else {
       std::fprintf(stderr, "%s: %s (see --help)\n", tool, e.what());
     }

@@ -8,9 +8,11 @@
 // the AVX-512 kernels. OpenBLAS reads OPENBLAS_CORETYPE only when it is
 // loaded, which is before main(), so the fix is to set it and exec again.
 //
-// Contract: UseTheCpusBlasKernels(argv) is called first thing in main() of
-// every program that computes with LibTorch, before it starts threads of its
-// own (OpenBLAS's own workers, started when it loads, end with the exec). It
+// Contract: UseTheCpusBlasKernels(argv) is called early in main() of every
+// program that computes with LibTorch (right after its flags are parsed, so
+// a bad flag is reported in one line), before it starts threads of its own
+// or computes anything (OpenBLAS's own workers, started when it loads, end
+// with the exec). It
 // returns at once unless (a) OpenBLAS is loaded, (b) OPENBLAS_CORETYPE is
 // unset, (c) OpenBLAS chose Prescott, and (d) the CPU has AVX or better; then
 // it sets OPENBLAS_CORETYPE (BlasCoreTypeFor) and re-executes the program

@@ -9,7 +9,6 @@
 #include "model_host/host_process.h"
 
 int main(int argc, char** argv) {
-  es::UseTheCpusBlasKernels(argv);
   es::HostOptions options;
   CLI::App app{"ensemble-model-host: one model-host process, spawned and supervised by ensemble-server"};
   app.add_option("--channel-fd", options.channel_fd, "inherited shared-memory channel descriptor")->required();
@@ -27,5 +26,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->capture_default_str();
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-model-host")) return *exit_code;
+  // After the flags (a bad one is then one line), before LibTorch's first
+  // BLAS call; the process may run again from the top (blas_kernels.h).
+  es::UseTheCpusBlasKernels(argv);
   return es::RunModelHost(options);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # benchmarks/gpu/pack.sh: run on the Debian machine before the GPU check.
 #
-# The GPU machine (../shared/GPU.md) has a CUDA LibTorch but no gRPC,
+# The GPU machine (docs/gpu.md) has a CUDA LibTorch but no gRPC,
 # prometheus-cpp, civetweb, spdlog, GoogleTest, ... and no package registry.
 # This packs, into one folder that travels with the working tree:
 #

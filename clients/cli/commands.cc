@@ -119,6 +119,15 @@ int Live(const es::client::Client& client, bool json, std::ostream& out) {
 
 int Ready(const es::client::Client& client, const std::string& model, bool json, std::ostream& out) {
   auto ready = model.empty() ? client.ServerReady() : client.ModelReady(model);
+  if (!ready.ok() && ready.status().code() == grpc::StatusCode::NOT_FOUND && !model.empty()) {
+    // A model the server does not serve is not ready: "no" (3), with the reason.
+    if (json) {
+      out << nlohmann::json{{"ready", false}, {"reason", ready.status().ToString()}}.dump() << "\n";
+    } else {
+      out << "model " << model << " not ready (" << ready.status().ToString() << ")\n";
+    }
+    return kExitNo;
+  }
   if (!ready.ok()) return Failed(ready.status(), model);
   if (json) {
     nlohmann::json j{{"ready", *ready}};
@@ -150,7 +159,16 @@ int Metadata(const es::client::Client& client, const std::string& model, const s
   auto meta = client.ModelMetadata(model, version);
   if (!meta.ok()) return Failed(meta.status(), model);
   if (json) {
-    out << ProtoJson(*meta);
+    // Protobuf's JSON writes int64 as strings; shapes are numbers to a reader.
+    nlohmann::json j = nlohmann::json::parse(ProtoJson(*meta));
+    for (const char* section : {"inputs", "outputs"}) {
+      if (!j.contains(section)) continue;
+      for (auto& tensor : j[section]) {
+        if (!tensor.contains("shape")) continue;
+        for (auto& d : tensor["shape"]) d = std::stoll(d.is_string() ? d.get<std::string>() : d.dump());
+      }
+    }
+    out << j.dump(2) << "\n";
     return kExitOk;
   }
   std::string versions;
@@ -252,7 +270,12 @@ int Infer(const es::client::Client& client, const InferArgs& args, bool json, st
     es::client::SetParameter(&request, "return_member_outputs", true);
     es::client::SetParameter(&request, "return_uncertainty", true);
   }
-  for (const auto& name : args.outputs) es::client::RequestOutput(&request, name);
+  // Each output once, however often it was asked for.
+  std::vector<std::string> asked;
+  for (const auto& name : args.outputs) {
+    if (std::find(asked.begin(), asked.end(), name) == asked.end()) asked.push_back(name);
+  }
+  for (const auto& name : asked) es::client::RequestOutput(&request, name);
 
   auto response = client.Infer(request);
   if (!response.ok()) return Failed(response.status(), args.model);

@@ -47,7 +47,9 @@ def raw_output(response, name):
     response.outputs."""
     for index, output in enumerate(response.outputs):
         if output.name == name:
-            dtype = {"FP32": np.float32, "FP64": np.float64, "INT64": np.int64}[output.datatype]
+            dtype = {"FP32": np.float32, "FP64": np.float64, "FP16": np.float16, "INT64": np.int64,
+                     "INT32": np.int32, "INT16": np.int16, "INT8": np.int8, "UINT8": np.uint8,
+                     "BOOL": np.bool_}[output.datatype]
             data = np.frombuffer(response.raw_output_contents[index], dtype=dtype)
             return data.reshape(tuple(output.shape))
     return None
@@ -79,18 +81,37 @@ def main(argv=None):
             request.parameters["return_uncertainty"].bool_param = True
 
         response = stub.ModelInfer(request, timeout=TIMEOUT_S)
-        probabilities = raw_output(response, meta.outputs[0].name)
+        first = raw_output(response, meta.outputs[0].name)
         entropy = raw_output(response, "entropy")
         disagreement = raw_output(response, "disagreement")
         print(f"response: model {response.model_name} version {response.model_version} id {response.id}")
-        for row in range(probabilities.shape[0]):
-            top = int(np.argmax(probabilities[row]))
-            label = f" {CLASSES[top]}" if probabilities.shape[1] == len(CLASSES) else ""
-            line = f"row {row}: top class {top}{label} (p={probabilities[row, top]:.4f})"
-            if entropy is not None:
-                line += f" entropy={entropy[row]:.4f} disagreement={disagreement[row]:.2f}"
-            print(line)
+        if first.ndim == 2 and first.shape[1] > 1:
+            print_classes(first, entropy, disagreement)
+        else:
+            print_plain(meta.outputs[0].name, first)
     return 0
+
+
+def print_classes(probabilities, entropy, disagreement):
+    """A classifier's output [batch, classes]: each row's top class."""
+    for row in range(probabilities.shape[0]):
+        top = int(np.argmax(probabilities[row]))
+        label = f" {CLASSES[top]}" if probabilities.shape[1] == len(CLASSES) else ""
+        line = f"row {row}: top class {top}{label} (p={probabilities[row, top]:.4f})"
+        if entropy is not None:
+            line += f" entropy={entropy[row]:.4f} disagreement={disagreement[row]:.2f}"
+        print(line)
+
+
+def print_plain(name, values):
+    """Any other output: each row's shape, a summary and its first values."""
+    rows = values if values.ndim > 1 else values.reshape(1, -1)
+    for row in range(rows.shape[0]):
+        flat = rows[row].ravel()
+        head = ", ".join(f"{v:.4g}" if np.issubdtype(flat.dtype, np.floating) else str(v) for v in flat[:6])
+        more = ", ..." if flat.size > 6 else ""
+        print(f"row {row}: {name} {list(rows[row].shape)} min={flat.min():.4g} max={flat.max():.4g} "
+              f"values [{head}{more}]")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ bool CheckOutputFolder(const es::TrainOptions& options, bool may_remove) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  es::UseTheCpusBlasKernels(argv);
   CLI::App app{"Trains an ensemble's members (one process per device, c10d all-reduce) and "
                "writes a model repository that ensemble-server serves as it is."};
   es::TrainOptions options;
@@ -93,6 +92,9 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-train")) {
     return *exit_code;
   }
+  // After the flags (a bad one is then one line), before the first BLAS
+  // call; the process may run again from the top (blas_kernels.h).
+  es::UseTheCpusBlasKernels(argv);
 
   es::StatusOr<es::TrainConfig> config = es::LoadTrainConfig(options.config_path);
   if (!config.ok()) {

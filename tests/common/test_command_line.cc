@@ -46,5 +46,44 @@ TEST(CommandLineTest, OtherMistakesAreOneLineAndKnownOptionsPass) {
   EXPECT_EQ(Parse({"--help"}, &err), 0);
 }
 
+// An app with subcommands (as ensemble-cli): a global --server, a
+// subcommand `ready` with a positional and its own --verbose flag.
+int ParseWithSubcommands(std::vector<std::string> args, std::string* err) {
+  CLI::App app{"test"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string server;
+  app.add_option("--server", server, "server");
+  std::string model;
+  bool verbose = false;
+  auto* ready = app.add_subcommand("ready", "ready?");
+  ready->add_option("model", model, "model");
+  ready->add_flag("--verbose", verbose, "more");
+  app.add_subcommand("live", "live?");
+  args.insert(args.begin(), "tool");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  const std::optional<int> code = ParseCommandLine(app, static_cast<int>(argv.size()), argv.data(), "tool");
+  *err = testing::internal::GetCapturedStderr();
+  testing::internal::GetCapturedStdout();
+  return code ? *code : -1;
+}
+
+TEST(CommandLineTest, SubcommandAppsNameTheUnknownWordOrOption) {
+  std::string err;
+  EXPECT_EQ(ParseWithSubcommands({"--bogus"}, &err), 2);
+  EXPECT_EQ(err, "tool: unknown option '--bogus' (see --help)\n");
+  EXPECT_EQ(ParseWithSubcommands({"bogus"}, &err), 2);
+  EXPECT_EQ(err, "tool: unknown subcommand 'bogus' (see --help)\n");
+  EXPECT_EQ(ParseWithSubcommands({"--server", "h:1", "ready", "m", "--bogus"}, &err), 2);
+  EXPECT_EQ(err, "tool: unknown option '--bogus' (see --help)\n");
+  EXPECT_EQ(ParseWithSubcommands({"--server", "h:1", "ready", "m", "--verbose"}, &err), -1) << err;
+  EXPECT_EQ(ParseWithSubcommands({"ready", "m", "--server=h:1"}, &err), -1) << err;  // fallthrough
+  EXPECT_EQ(ParseWithSubcommands({}, &err), 2);
+  EXPECT_NE(err.find("subcommand"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace es

@@ -36,6 +36,9 @@ fail() {
 }
 
 "$make_demo" --out "$work/repo" --seed 1 >"$work/make_demo.log" 2>&1 || fail "ensemble-make-demo: $(cat "$work/make_demo.log")"
+# A model that is not a classifier (its output is an image): printed plainly.
+/usr/bin/python3 "$(dirname "$client")/../make_echo_model.py" --out "$work/repo" --hosts cpu0 \
+  >>"$work/make_demo.log" 2>&1 || fail "make_echo_model.py: $(cat "$work/make_demo.log")"
 
 cat >"$work/server.yaml" <<EOF
 repository: $work/repo
@@ -73,6 +76,12 @@ grep -q '^response: model demo_ensemble version 1 id kserve_client-1$' <<<"$outp
 rows=$(grep -cE '^row [0-9]+: top class [0-9] [A-Za-z/ -]+ \(p=[01]\.[0-9]{4}\) entropy=[0-9.]+ disagreement=[01]\.[0-9]{2}$' \
   <<<"$output" || true)
 [[ "$rows" == "$batch" ]] || fail "expected $batch 'row N: top class' lines, got $rows"
+
+output=$(PYTHONPATH="$stubs" timeout 120 /usr/bin/python3 "$client" --server "$address" --model echo --batch 2 2>&1) ||
+  fail "client failed on the echo model: $output"
+echo "$output"
+rows=$(grep -cE '^row [0-9]+: output \[1, 28, 28\] min=[-0-9.e]+ max=[-0-9.e]+ values \[' <<<"$output" || true)
+[[ "$rows" == 2 ]] || fail "expected 2 plain 'row N: output [1, 28, 28] ...' lines for the echo model, got $rows"
 
 # A usage error exits 2 (argparse) without touching the server.
 set +e
