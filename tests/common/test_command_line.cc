@@ -9,15 +9,9 @@
 namespace es {
 namespace {
 
-// Runs ParseCommandLine on `args` (after the program name) for an app with
-// a required --config and an optional --port; returns the exit code (or -1
-// for "go on") and what went to stderr.
-int Parse(std::vector<std::string> args, std::string* err) {
-  CLI::App app{"test"};
-  std::string config;
-  int port = 0;
-  app.add_option("--config", config, "config")->required();
-  app.add_option("--port", port, "port");
+// Runs ParseCommandLine on `args` (after the program name) for `app`;
+// returns the exit code (or -1 for "go on") and what went to stderr.
+int RunParse(CLI::App& app, std::vector<std::string> args, std::string* err) {
   args.insert(args.begin(), "tool");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -27,6 +21,16 @@ int Parse(std::vector<std::string> args, std::string* err) {
   *err = testing::internal::GetCapturedStderr();
   testing::internal::GetCapturedStdout();
   return code ? *code : -1;
+}
+
+// An app with a required --config and an optional --port.
+int Parse(std::vector<std::string> args, std::string* err) {
+  CLI::App app{"test"};
+  std::string config;
+  int port = 0;
+  app.add_option("--config", config, "config")->required();
+  app.add_option("--port", port, "port");
+  return RunParse(app, std::move(args), err);
 }
 
 TEST(CommandLineTest, UnknownOptionIsNamedEvenWhenARequiredOneIsMissing) {
@@ -60,15 +64,7 @@ int ParseWithSubcommands(std::vector<std::string> args, std::string* err) {
   ready->add_option("model", model, "model");
   ready->add_flag("--verbose", verbose, "more");
   app.add_subcommand("live", "live?");
-  args.insert(args.begin(), "tool");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  testing::internal::CaptureStderr();
-  testing::internal::CaptureStdout();
-  const std::optional<int> code = ParseCommandLine(app, static_cast<int>(argv.size()), argv.data(), "tool");
-  *err = testing::internal::GetCapturedStderr();
-  testing::internal::GetCapturedStdout();
-  return code ? *code : -1;
+  return RunParse(app, std::move(args), err);
 }
 
 TEST(CommandLineTest, SubcommandAppsNameTheUnknownWordOrOption) {
