@@ -32,6 +32,7 @@ const char* CombineRuleName(CombineRule rule);
 struct EnsembleMember {
   std::string model;    // name of another (non-ensemble) model of the repository
   double weight = 1.0;  // used by weighted_mean; normalised over members
+  int64_t version = 0;  // the member's version to run; 0 = its highest ready one
 };
 
 struct EnsembleSpec {

@@ -114,8 +114,10 @@ StatusOr<CombineRule> ParseCombineRule(const yaml::Field& field) {
 }
 
 Status ParseMember(const yaml::Field& field, EnsembleMember* member) {
-  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"model", "weight"}));
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"model", "weight", "version"}));
   ES_RETURN_IF_ERROR(yaml::ReadRequiredString(field, "model", &member->model));
+  // Optional: pins the member's version (default: its highest ready one).
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "version", int64_t{1}, int64_t{1} << 40, &member->version));
   const yaml::Field weight = yaml::Child(field, "weight");
   if (!weight.present()) return Status::Ok();
   StatusOr<double> value = yaml::ReadDouble(weight);

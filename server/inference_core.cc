@@ -249,19 +249,20 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
       Status s = CombineMembers(*call->request, call->results, &combined);
       call->done(s, s.ok() ? std::move(combined) : InferResponse{});
     };
-    // A member computes on its own highest ready version (the ensemble's
-    // version is its own: 1).
     const ModelConfig* member = catalog_->Find(members[m].model);
     if (member == nullptr) {
       on_member(Status::Unavailable("model '" + members[m].model + "' is not loaded"), {});
       continue;
     }
-    StatusOr<int64_t> version = ResolveVersion(*catalog_, *member, "");
+    // A member pinned in the ensemble's config runs on that version; the
+    // others on their highest ready one.
+    const int64_t pin = members[m].version;
+    StatusOr<int64_t> version = ResolveVersion(*catalog_, *member, pin > 0 ? std::to_string(pin) : "");
     if (!version.ok()) {
       on_member(version.status(), {});
       continue;
     }
-    InferDone counted = CountedReady(member, &*version, /*pinned=*/false, std::move(on_member));
+    InferDone counted = CountedReady(member, &*version, /*pinned=*/pin > 0, std::move(on_member));
     if (counted == nullptr) continue;
     DispatcherFor(*member)->Infer(request, *version, std::move(counted));
   }

@@ -72,7 +72,7 @@ void FillEnsembleScheduling(const ModelConfig& model, inference::ModelEnsembling
   for (const EnsembleMember& member : model.ensemble.members) {
     auto* step = out->add_step();
     step->set_model_name(member.model);
-    step->set_model_version(-1);
+    step->set_model_version(member.version > 0 ? member.version : -1);  // -1: the highest ready version
     for (const TensorSpec& in : model.inputs) (*step->mutable_input_map())[in.name] = in.name;
     for (const TensorSpec& output : model.outputs) (*step->mutable_output_map())[output.name] = output.name;
   }

@@ -50,7 +50,8 @@ bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
   }
   for (size_t i = 0; i < a.ensemble.members.size(); ++i) {
     if (a.ensemble.members[i].model != b.ensemble.members[i].model ||
-        a.ensemble.members[i].weight != b.ensemble.members[i].weight) {
+        a.ensemble.members[i].weight != b.ensemble.members[i].weight ||
+        a.ensemble.members[i].version != b.ensemble.members[i].version) {
       return false;
     }
   }
@@ -148,11 +149,12 @@ std::vector<int64_t> ModelRepository::ReadyVersions(const ModelConfig& model) co
     for (const EnsembleMember& m : model.ensemble.members) {
       auto member = models_.find(m.model);
       if (member == models_.end() || member->second.config == nullptr) return {};
+      // A pinned member needs that version ready; otherwise any version.
       const auto& versions = member->second.versions;
-      if (std::none_of(versions.begin(), versions.end(),
-                       [](const auto& v) { return v.second.state == State::kReady; })) {
-        return {};
-      }
+      const bool ready = std::any_of(versions.begin(), versions.end(), [&m](const auto& v) {
+        return v.second.state == State::kReady && (m.version == 0 || v.first == m.version);
+      });
+      if (!ready) return {};
     }
     return {1};
   }

@@ -236,7 +236,12 @@ StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig&
         return Status::Unavailable("ensemble '" + model.name + "' is not ready: member '" + m.model +
                                    "' is not loaded");
       }
-      if (catalog.ReadyVersions(*member).empty()) {
+      const std::vector<int64_t> member_ready = catalog.ReadyVersions(*member);
+      if (m.version > 0 && std::find(member_ready.begin(), member_ready.end(), m.version) == member_ready.end()) {
+        return Status::Unavailable("ensemble '" + model.name + "' is not ready: member '" + m.model + "' version " +
+                                   std::to_string(m.version) + " (pinned in its config) is not ready");
+      }
+      if (member_ready.empty()) {
         return Status::Unavailable("ensemble '" + model.name + "' is not ready: member '" + m.model +
                                    "' has no version ready");
       }

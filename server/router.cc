@@ -97,10 +97,11 @@ Status Router::StartHosts(const RouterOptions& options) {
     return core->InFlight(model, version);
   });
   repository_->StartWorker();
-  spdlog::info("model control mode {}{}", ModelControlModeName(config_.model_control_mode),
-               config_.model_control_mode == ModelControlMode::kPoll
-                   ? " (rescanning every " + std::to_string(config_.repository_poll_secs) + " s)"
-                   : "");
+  if (config_.model_control_mode == ModelControlMode::kPoll) {
+    spdlog::info("model control mode poll (rescanning every {} s)", config_.repository_poll_secs);
+  } else {
+    spdlog::info("model control mode {}", ModelControlModeName(config_.model_control_mode));
+  }
   return Status::Ok();
 }
 

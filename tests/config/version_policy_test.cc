@@ -84,6 +84,22 @@ TEST_F(VersionPolicyTest, EnsemblesHaveNoPolicy) {
       << models.status().message();
 }
 
+TEST_F(ConfigTest, EnsembleMembersMayPinAVersion) {
+  std::string yaml = kEnsYaml;
+  yaml.replace(yaml.find("{model: cnn}"), 12, "{model: cnn, version: 3}");
+  WriteModel("ens", yaml);
+  StatusOr<std::map<std::string, ModelConfig>> models = LoadRepository(tree_.Path("repo"));
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  EXPECT_EQ(models->at("ens").ensemble.members[0].version, 0);  // follows the newest ready
+  EXPECT_EQ(models->at("ens").ensemble.members[1].version, 3);
+  yaml.replace(yaml.find("version: 3"), 10, "version: 0");
+  WriteModel("ens", yaml);
+  models = LoadRepository(tree_.Path("repo"));
+  ASSERT_FALSE(models.ok());
+  EXPECT_NE(models.status().message().find("ensemble.members[1].version"), std::string::npos)
+      << models.status().message();
+}
+
 TEST_F(ConfigTest, HostModelSpecRoundTrips) {
   StatusOr<std::map<std::string, ModelConfig>> models = LoadRepository(tree_.Path("repo"));
   ASSERT_TRUE(models.ok()) << models.status().ToString();

@@ -183,6 +183,14 @@ class LifecycleTest : public ::testing::Test {
 TEST_F(LifecycleTest, PolicyServesSeveralVersionsAndRequestsPickOne) {
   WatchdogScope watchdog(seconds(120), "LifecycleTest: versions side by side");
   AppendToConfig("versioned", "version_policy: {latest: {num_versions: 2}}\n");
+  // An ensemble that pins one member to version 2 and lets the other (a copy
+  // of the same model) follow its newest (3): it answers the mean, x + 2.5.
+  fs::copy(repo() / "versioned", repo() / "versioned_b", fs::copy_options::recursive);
+  fs::create_directories(repo() / "pinned");
+  ASSERT_TRUE(WriteTextFile(repo() / "pinned" / "config.yaml",
+                            "platform: ensemble\nmax_batch_size: 8\n"
+                            "ensemble:\n  combine: mean\n  members:\n"
+                            "    - {model: versioned, version: 2}\n    - {model: versioned_b}\n"));
   auto server = Start();
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   auto stub = server->Stub();
@@ -193,6 +201,14 @@ TEST_F(LifecycleTest, PolicyServesSeveralVersionsAndRequestsPickOne) {
     ASSERT_TRUE(a.status.ok()) << Describe(a.status);
     EXPECT_EQ(a.version, served);
     EXPECT_EQ(a.added, added);
+  }
+  {
+    const std::vector<float> x = {1, 2, 3, 4};
+    InferResult r = Infer(*stub, RawRequest("pinned", {1, 4}, x));
+    ASSERT_TRUE(r.status.ok()) << Describe(r.status);
+    Fp32Tensor out;
+    ASSERT_TRUE(GetFp32Output(r.response, "output", &out));
+    EXPECT_EQ(out.values, (std::vector<float>{3.5f, 4.5f, 5.5f, 6.5f}));
   }
   // Version 1 has a folder but the policy keeps only the newest two.
   EXPECT_TRUE(HasError(AskVersioned(*stub, "1").status, grpc::StatusCode::NOT_FOUND,
