@@ -1,14 +1,22 @@
-// ensemble-make-demo: writes the demo model repository (three untrained zoo
-// members and the ensemble over them), so the server has something to serve
-// before anything has been trained.
+// ensemble-make-demo: writes the demo model repository (three zoo members,
+// briefly trained on Fashion-MNIST, and the ensemble over them), so the
+// server has something meaningful to serve before anything has been trained
+// with ensemble-train.
 //
 //   ensemble-make-demo --out DIR [--seed N] [--force] [--max-batch-size N] [--hosts A,B]
+//                      [--train-steps N] [--data DIR]
+//
+// --train-steps 0 writes untrained members (seconds faster; what tests that
+// only need some model use).
 //
 // Exit codes: 0 written, 1 could not write (or DIR not empty without
 // --force), 2 usage error.
 #include <torch/script.h>
 
+#include <chrono>
 #include <cstdint>
+#include <iomanip>
+#include <optional>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -17,7 +25,10 @@
 #include <vector>
 
 #include "common/command_line.h"
+#include "model_host/blas_kernels.h"
+#include "model_host/demo_training.h"
 #include "model_host/model_zoo.h"
+#include "model_host/training/fashion_mnist.h"
 #include "model_host/served_config.h"
 
 namespace {
@@ -36,6 +47,8 @@ constexpr const char* kEnsembleName = "demo_ensemble";
 
 struct DemoOptions {
   uint64_t seed = 1;
+  int64_t train_steps = 300;  // per member; 0 = untrained
+  std::string data = es::kDebianFashionMnistDir;
   int64_t max_batch_size = 64;
   std::vector<std::string> hosts{"cpu0", "cpu1"};  // one host serves all when only one is named
 };
@@ -53,15 +66,26 @@ bool IsNonEmptyDirectory(const fs::path& dir) {
 // Writes the repository. With --force only the folders this tool owns are
 // replaced: a stale version folder left inside one would otherwise be served
 // as the latest version.
-void WriteRepository(const fs::path& out, const DemoOptions& options) {
+void WriteRepository(const fs::path& out, const DemoOptions& options, const es::Dataset* train,
+                     const es::Dataset* test) {
   for (size_t i = 0; i < std::size(kMembers); ++i) {
     const DemoMember& member = kMembers[i];
     const std::string& host = options.hosts[member.host % options.hosts.size()];
     const fs::path dir = out / member.name;
+    // Members differ by seed as well as by architecture.
+    torch::jit::Module module = es::BuildZooModel(member.name, options.seed + i);
+    if (train != nullptr) {
+      const auto start = std::chrono::steady_clock::now();
+      es::TrainDemoMember(module, *train, options.train_steps, options.seed + i);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cout << "trained " << member.name << ": " << options.train_steps << " steps in " << std::fixed
+                << std::setprecision(1) << seconds << " s, test accuracy " << 100 * es::DemoAccuracy(module, *test, 2000)
+                << "% (first 2000 test images)\n"
+                << std::flush;
+    }
     fs::remove_all(dir);
     fs::create_directories(dir / "1");
-    // Members differ by seed as well as by architecture, as trained ones will.
-    es::BuildZooModel(member.name, options.seed + i).save((dir / "1" / "model.pt").string());
+    module.save((dir / "1" / "model.pt").string());
     es::WriteTextFile((dir / "config.yaml").string(),
                       es::ClassifierMemberYaml(options.max_batch_size, {host}));
     std::cout << "wrote " << member.name << " (version 1, host " << host << ") to "
@@ -79,7 +103,8 @@ void WriteRepository(const fs::path& out, const DemoOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Writes the demo model repository: mlp, wide_mlp, cnn and demo_ensemble."};
+  CLI::App app{"Writes the demo model repository: mlp, wide_mlp, cnn (briefly trained on Fashion-MNIST) and "
+               "demo_ensemble."};
   std::string out;
   DemoOptions options;
   bool force = false;
@@ -90,6 +115,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch-size", options.max_batch_size, "max_batch_size of every model")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--train-steps", options.train_steps,
+                 "training steps per member on Fashion-MNIST (batches of 64, Adam); 0 writes untrained members")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->capture_default_str();
+  app.add_option("--data", options.data, "the Fashion-MNIST folder (Debian's dataset-fashion-mnist)")
+      ->capture_default_str();
   app.add_option("--hosts", options.hosts,
                  "Host names the members are placed on: mlp and wide_mlp on the first, cnn on the "
                  "second (default cpu0,cpu1, as config/demo.yaml names them)")
@@ -97,6 +128,7 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-make-demo")) {
     return *exit_code;
   }
+  es::UseTheCpusBlasKernels(argv);  // it trains: the CPU's own kernels (blas_kernels.h)
 
   if (options.hosts.empty() || options.hosts.front().empty()) {
     std::cerr << "ensemble-make-demo: --hosts needs at least one host name\n";
@@ -109,7 +141,19 @@ int main(int argc, char** argv) {
                 << " exists and is not empty; pass --force to overwrite the demo models in it\n";
       return 1;
     }
-    WriteRepository(dir, options);
+    std::optional<es::Dataset> train, test;
+    if (options.train_steps > 0) {
+      for (auto [split, out] : {std::pair{es::DataSplit::kTrain, &train}, std::pair{es::DataSplit::kTest, &test}}) {
+        es::StatusOr<es::Dataset> data = es::LoadFashionMnist(options.data, split);
+        if (!data.ok()) {
+          std::cerr << "ensemble-make-demo: " << data.status().message()
+                    << " (install dataset-fashion-mnist, give --data, or --train-steps 0 for untrained members)\n";
+          return 1;
+        }
+        *out = std::move(data).value();
+      }
+    }
+    WriteRepository(dir, options, train ? &*train : nullptr, test ? &*test : nullptr);
   } catch (const c10::Error& e) {
     std::cerr << "ensemble-make-demo: " << e.what_without_backtrace() << "\n";
     return 1;

@@ -21,7 +21,8 @@ target_include_directories(es_torch_runtime PUBLIC ${_es_torch_parts_root})
 target_link_libraries(es_torch_runtime PUBLIC ${TORCH_LIBRARIES} ensemble::common ${CMAKE_DL_LIBS})
 es_set_warnings(es_torch_runtime)
 
-add_executable(ensemble-make-demo ${CMAKE_CURRENT_LIST_DIR}/make_demo_main.cc)
-target_link_libraries(ensemble-make-demo PRIVATE ensemble::torch_runtime)
+add_executable(ensemble-make-demo ${CMAKE_CURRENT_LIST_DIR}/make_demo_main.cc ${CMAKE_CURRENT_LIST_DIR}/demo_training.cc)
+# Fashion-MNIST (es_training_data): the demo's members get a few hundred training steps.
+target_link_libraries(ensemble-make-demo PRIVATE ensemble::torch_runtime ensemble::training_data)
 es_link_cli11(ensemble-make-demo)
 es_set_warnings(ensemble-make-demo)

@@ -2,19 +2,24 @@
 """A small KServe v2 gRPC client for ensemble-server, using the generated stubs.
 
 It checks the server is live, reads a model's metadata, sends one ModelInfer
-request with a batch of random Fashion-MNIST-shaped images, and prints the top
-class of each row (with the ensemble's uncertainty when the model is one).
+request with a batch of random Fashion-MNIST-shaped images (or, with --data,
+real ones from the Fashion-MNIST test set), and prints the top class of each
+row: for an ensemble with its uncertainty and each member's vote, and with
+--data beside the image's true class.
 
 Run it with Debian's python3-grpcio, python3-protobuf and python3-numpy, and
 the stubs the build generates under build/python:
 
     PYTHONPATH=build/python /usr/bin/python3 clients/python/kserve_client.py \
-        --server 127.0.0.1:8001 --model demo_ensemble --batch 4
+        --server 127.0.0.1:8001 --model demo_ensemble --batch 4 \
+        --data /usr/share/datasets/fashion-mnist
 
 Any KServe v2 client works the same way (Triton's tritonclient included): the
 server speaks the standard `inference.GRPCInferenceService`.
 """
 import argparse
+import gzip
+import os
 import sys
 
 import grpc
@@ -34,6 +39,9 @@ def parse_args(argv):
     parser.add_argument("--model", default="demo_ensemble", help="model to query")
     parser.add_argument("--batch", type=int, default=4, help="rows of random input to send")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input")
+    parser.add_argument("--data", help="a Fashion-MNIST folder (Debian: /usr/share/datasets/fashion-mnist): send its "
+                        "test images from --first on instead of random input, and print their true classes")
+    parser.add_argument("--first", type=int, default=0, help="with --data: the first test image sent (default 0)")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be >= 1")
@@ -71,14 +79,20 @@ def main(argv=None):
 
         # Input shape from the metadata: -1 (the batch dimension) becomes --batch.
         shape = [args.batch if d == -1 else d for d in tensor.shape]
-        images = np.random.default_rng(args.seed).random(shape, dtype=np.float32)
+        labels = None
+        if args.data:
+            images, labels = fashion_mnist_test(args.data, args.first, args.batch)
+            images = images.reshape(shape)
+        else:
+            images = np.random.default_rng(args.seed).random(shape, dtype=np.float32)
 
         request = grpc_service_pb2.ModelInferRequest(model_name=args.model, id="kserve_client-1")
         request.inputs.add(name=tensor.name, datatype="FP32", shape=shape)
         request.raw_input_contents.append(images.tobytes())
         if meta.platform == "ensemble":
-            # Ask the ensemble for its per-row uncertainty as well.
+            # Ask the ensemble for its per-row uncertainty and its members' outputs as well.
             request.parameters["return_uncertainty"].bool_param = True
+            request.parameters["return_member_outputs"].bool_param = True
 
         response = stub.ModelInfer(request, timeout=TIMEOUT_S)
         first = raw_output(response, meta.outputs[0].name)
@@ -86,21 +100,53 @@ def main(argv=None):
         disagreement = raw_output(response, "disagreement")
         print(f"response: model {response.model_name} version {response.model_version} id {response.id}")
         if first.ndim == 2 and first.shape[1] > 1:
-            print_classes(first, entropy, disagreement)
+            suffix = "." + meta.outputs[0].name
+            votes = {o.name[:-len(suffix)]: raw_output(response, o.name)
+                     for o in response.outputs if o.name.endswith(suffix)}
+            print_classes(first, entropy, disagreement, votes, labels)
         else:
             print_plain(meta.outputs[0].name, first)
     return 0
 
 
-def print_classes(probabilities, entropy, disagreement):
-    """A classifier's output [batch, classes]: each row's top class."""
+def class_name(index, classes):
+    return f" {CLASSES[index]}" if classes == len(CLASSES) else ""
+
+
+def print_classes(probabilities, entropy, disagreement, votes, labels):
+    """A classifier's output [batch, classes]: each row's top class, the
+    members' votes when an ensemble sent them, the true class when known."""
+    classes = probabilities.shape[1]
     for row in range(probabilities.shape[0]):
         top = int(np.argmax(probabilities[row]))
-        label = f" {CLASSES[top]}" if probabilities.shape[1] == len(CLASSES) else ""
-        line = f"row {row}: top class {top}{label} (p={probabilities[row, top]:.4f})"
+        line = f"row {row}: top class {top}{class_name(top, classes)} (p={probabilities[row, top]:.4f})"
         if entropy is not None:
             line += f" entropy={entropy[row]:.4f} disagreement={disagreement[row]:.2f}"
+        if labels is not None:
+            truth = int(labels[row])
+            line += f" | true class {truth}{class_name(truth, classes)} ({'right' if truth == top else 'wrong'})"
         print(line)
+        if votes:
+            print("    votes: " + ", ".join(f"{member}{class_name(int(np.argmax(p[row])), classes)}"
+                                          for member, p in votes.items()))
+
+
+def read_idx(path):
+    """A gzip-compressed IDX file (Fashion-MNIST's format) as a numpy array."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def fashion_mnist_test(folder, first, count):
+    """`count` test images from `first` on, as float32 in [0, 1], and their labels."""
+    images = read_idx(os.path.join(folder, "t10k-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(folder, "t10k-labels-idx1-ubyte.gz"))
+    if first < 0 or first + count > len(labels):
+        raise SystemExit(f"kserve_client: --first {first} with --batch {count} is outside the {len(labels)} test images")
+    return images[first:first + count].astype(np.float32) / 255.0, labels[first:first + count]
 
 
 def print_plain(name, values):

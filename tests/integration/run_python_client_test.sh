@@ -77,6 +77,16 @@ rows=$(grep -cE '^row [0-9]+: top class [0-9] [A-Za-z/ -]+ \(p=[01]\.[0-9]{4}\) 
   <<<"$output" || true)
 [[ "$rows" == "$batch" ]] || fail "expected $batch 'row N: top class' lines, got $rows"
 
+# Real test images (Debian's dataset-fashion-mnist): the true class beside
+# the predicted one, and each member's vote.
+output=$(PYTHONPATH="$stubs" timeout 120 /usr/bin/python3 "$client" --server "$address" --model demo_ensemble \
+  --batch 3 --data /usr/share/datasets/fashion-mnist --first 10 2>&1) || fail "client failed with --data: $output"
+echo "$output"
+rows=$(grep -cE '^row [0-9]+: top class .* \| true class [0-9] [A-Za-z/ -]+ \((right|wrong)\)$' <<<"$output" || true)
+[[ "$rows" == 3 ]] || fail "expected 3 rows with their true class, got $rows"
+votes=$(grep -cE '^    votes: mlp [A-Za-z/ -]+, wide_mlp [A-Za-z/ -]+, cnn [A-Za-z/ -]+$' <<<"$output" || true)
+[[ "$votes" == 3 ]] || fail "expected 3 'votes:' lines, got $votes"
+
 output=$(PYTHONPATH="$stubs" timeout 120 /usr/bin/python3 "$client" --server "$address" --model echo --batch 2 2>&1) ||
   fail "client failed on the echo model: $output"
 echo "$output"

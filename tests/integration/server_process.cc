@@ -212,8 +212,10 @@ const std::string& DemoRepository() {
     dir = std::make_unique<TempDir>("es_demo_repo_");
     const fs::path out = dir->path() / "repo";
     std::string output;
-    const int rc =
-        RunCommand({ES_MAKE_DEMO_BIN, "--out", out.string(), "--seed", "1"}, std::chrono::seconds(180), &output);
+    // Untrained (--train-steps 0): these tests need models, not good ones,
+    // and each test process would spend seconds training them.
+    const int rc = RunCommand({ES_MAKE_DEMO_BIN, "--out", out.string(), "--seed", "1", "--train-steps", "0"},
+                              std::chrono::seconds(180), &output);
     if (rc != 0) {
       error = "ensemble-make-demo failed (rc " + std::to_string(rc) + "): " + output;
     } else {

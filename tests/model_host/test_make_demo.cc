@@ -35,7 +35,7 @@ std::string Slurp(const fs::path& path) {
 TEST(MakeDemoTest, WritesTheRepository) {
   es::testing::TempDir tmp;
   const fs::path repo = tmp.path() / "repo";
-  ASSERT_EQ(MakeDemo("--out " + repo.string() + " --seed 3"), 0);
+  ASSERT_EQ(MakeDemo("--out " + repo.string() + " --seed 3 --train-steps 0"), 0);
   for (const char* name : {"mlp", "wide_mlp", "cnn"}) {
     EXPECT_TRUE(fs::is_regular_file(repo / name / "1" / "model.pt")) << name;
   }
@@ -66,7 +66,7 @@ TEST(MakeDemoTest, WritesTheRepository) {
 
 TEST(MakeDemoTest, WrittenMemberServes) {
   es::testing::TempDir tmp;
-  ASSERT_EQ(MakeDemo("--out " + tmp.path().string()), 0);
+  ASSERT_EQ(MakeDemo("--out " + tmp.path().string() + " --train-steps 0"), 0);
   ModelConfig config;
   config.name = "wide_mlp";
   config.platform = "torchscript";
@@ -88,6 +88,43 @@ TEST(MakeDemoTest, WrittenMemberServes) {
   float sum = 0;
   for (float p : probs) sum += p;
   EXPECT_NEAR(sum, 1.0f, 1e-5f);
+}
+
+// Runs the tool with `args`; returns its exit code and what it printed.
+int MakeDemoOutput(const std::string& args, std::string* output) {
+  const std::string command = std::string(ES_MAKE_DEMO_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  output->clear();
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) *output += buffer;
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// By default the members are trained briefly on Debian's Fashion-MNIST: each
+// says so, with its test accuracy, which must be far above chance (10%).
+TEST(MakeDemoTest, MembersAreTrainedByDefault) {
+  es::testing::TempDir tmp;
+  std::string output;
+  ASSERT_EQ(MakeDemoOutput("--out " + tmp.path().string(), &output), 0) << output;
+  for (const std::string member : {"mlp", "wide_mlp", "cnn"}) {
+    const std::string prefix = "trained " + member + ": 300 steps in ";
+    const size_t at = output.find(prefix);
+    ASSERT_NE(at, std::string::npos) << output;
+    const size_t accuracy = output.find("test accuracy ", at);
+    ASSERT_NE(accuracy, std::string::npos) << output;
+    const double percent = std::atof(output.c_str() + accuracy + 14);
+    EXPECT_GT(percent, 60.0) << member << ": " << output;
+  }
+}
+
+TEST(MakeDemoTest, MissingDataIsOneClearError) {
+  es::testing::TempDir tmp;
+  std::string output;
+  EXPECT_EQ(MakeDemoOutput("--out " + (tmp.path() / "repo").string() + " --data /nonexistent", &output), 1);
+  EXPECT_NE(output.find("/nonexistent/train-images-idx3-ubyte.gz"), std::string::npos) << output;
+  EXPECT_NE(output.find("--train-steps 0"), std::string::npos) << output;
 }
 
 TEST(MakeDemoTest, RefusesANonEmptyDirectoryWithoutForce) {
