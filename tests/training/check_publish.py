@@ -20,7 +20,6 @@ Prints the figures it measured. Everything it writes is removed at the end
 unless --keep.
 """
 import argparse
-import gzip
 import os
 import shutil
 import signal
@@ -54,14 +53,6 @@ def train_config(learning_rate):
     )
 
 
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
 def fail(message, server_log=None):
     print(f"FAIL: {message}", file=sys.stderr)
     if server_log and os.path.exists(server_log):
@@ -91,10 +82,12 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
     sys.path.insert(0, args.stubs)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
     from proto import grpc_service_pb2 as pb, grpc_service_pb2_grpc as pb_grpc  # noqa: E402
+    from kserve_client import fashion_mnist_test  # noqa: E402  (the example client's reader)
 
-    images = read_idx(os.path.join(DATA, "t10k-images-idx3-ubyte.gz"))[:TEST_ROWS].astype(np.float32) / 255.0
-    labels = read_idx(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz"))[:TEST_ROWS].astype(np.int64)
+    images, labels = fashion_mnist_test(DATA, 0, TEST_ROWS)
+    labels = labels.astype(np.int64)
 
     work = tempfile.mkdtemp(prefix="es_publish_")
     server = None
