@@ -182,7 +182,11 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   }
   auto decoded = DecodeInferRequest(*req, *repository_, config_->limits);
   if (!decoded.ok()) {
-    stats_->Record(req->model_name(), false, 0, {}, 0);
+    // Counted against the version it would have gone to (none: not counted).
+    if (const es::ModelConfig* model = repository_->Find(req->model_name()); model != nullptr) {
+      const std::vector<int64_t> ready = repository_->ReadyVersions(*model);
+      if (!ready.empty()) stats_->Record(model->name, ready.back(), false, 0, {}, 0);
+    }
     return refuse(ToGrpcStatus(decoded.status()));
   }
   std::shared_ptr<InferRequest> request = std::move(decoded).value();
@@ -194,8 +198,8 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   core_->Infer(request, [this, reactor, resp, request, start, stats = stats_, metrics](const Status& status,
                                                                                       InferResponse response) {
     const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-    stats->Record(request->model->name, status.ok(), static_cast<uint64_t>(elapsed.count()), response.stages,
-                  static_cast<uint64_t>(request->batch_rows()));
+    stats->Record(request->model->name, request->version, status.ok(), static_cast<uint64_t>(elapsed.count()),
+                  response.stages, static_cast<uint64_t>(request->batch_rows()));
     if (metrics != nullptr) {
       metrics->Finished(static_cast<int>(status.code()), static_cast<uint64_t>(elapsed.count()), response,
                         request->batch_rows());
@@ -269,8 +273,11 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(grpc::CallbackSer
 grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerContext* ctx,
                                                          const inference::ModelStatisticsRequest* req,
                                                          inference::ModelStatisticsResponse* resp) {
-  if (!stats_->Fill(req->name(), resp)) {
-    return Reply(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown model '" + req->name() + "'"));
+  if (!stats_->Fill(req->name(), req->version(), resp)) {
+    return Reply(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                   req->version().empty() ? "unknown model '" + req->name() + "'"
+                                                          : "model '" + req->name() + "' has no statistics for version '" +
+                                                                req->version() + "'"));
   }
   return Reply(ctx, grpc::Status::OK);
 }

@@ -337,7 +337,9 @@ void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc
                            std::to_string(total_rows));
     }
   }
-  if (s.ok() && stats_ != nullptr) stats_->RecordExecution(model_->name, total_rows, completion->compute_ns);
+  if (s.ok() && stats_ != nullptr) {
+    stats_->RecordExecution(model_->name, batch.front().version, total_rows, completion->compute_ns);
+  }
   // Every request's answer is copied out of the arena first ...
   std::vector<InferResponse> responses;
   if (s.ok()) responses.reserve(batch.size());

@@ -25,13 +25,19 @@ void SaturatingAdd(std::atomic<uint64_t>& counter, uint64_t value) {
 
 }  // namespace
 
-ModelStatistics::Entry ModelStatistics::MakeEntry(const ModelConfig& model) {
+std::unique_ptr<ModelCounters> ModelStatistics::MakeCounters(int64_t max_batch) {
   auto counters = std::make_unique<ModelCounters>();
-  counters->max_batch = std::max<int64_t>(1, model.max_batch_size);
-  counters->batches = std::make_unique<ModelCounters::BatchCounter[]>(static_cast<size_t>(counters->max_batch) + 1);
-  const std::vector<int64_t> served = model.ServedVersions();
-  return Entry{std::to_string(served.empty() ? model.LatestVersion() : served.back()), model.is_ensemble(),
-               std::move(counters)};
+  counters->max_batch = max_batch;
+  counters->batches = std::make_unique<ModelCounters::BatchCounter[]>(static_cast<size_t>(max_batch) + 1);
+  return counters;
+}
+
+ModelStatistics::Entry ModelStatistics::MakeEntry(const ModelConfig& model) {
+  Entry entry;
+  entry.ensemble = model.is_ensemble();
+  entry.max_batch = std::max<int64_t>(1, model.max_batch_size);
+  for (int64_t v : model.ServedVersions()) entry.versions[v] = MakeCounters(entry.max_batch);
+  return entry;
 }
 
 ModelStatistics::ModelStatistics(const std::map<std::string, ModelConfig>& models) {
@@ -43,18 +49,36 @@ void ModelStatistics::Track(const ModelConfig& model) {
   if (entries_.count(model.name) == 0) entries_.emplace(model.name, MakeEntry(model));
 }
 
-void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duration_ns, const StageTimes& stages,
-                             uint64_t rows) {
-  std::shared_lock lock(mu_);
+ModelCounters* ModelStatistics::CountersFor(const std::string& model, int64_t version, bool* ensemble) {
+  if (version < 1) return nullptr;
+  {
+    std::shared_lock lock(mu_);
+    auto it = entries_.find(model);
+    if (it == entries_.end()) return nullptr;
+    *ensemble = it->second.ensemble;
+    auto v = it->second.versions.find(version);
+    if (v != it->second.versions.end()) return v->second.get();
+  }
+  std::unique_lock lock(mu_);  // a version loaded while serving: its first figures
   auto it = entries_.find(model);
-  if (it == entries_.end()) return;
-  ModelCounters& c = *it->second.counters;
+  if (it == entries_.end()) return nullptr;
+  std::unique_ptr<ModelCounters>& counters = it->second.versions[version];
+  if (counters == nullptr) counters = MakeCounters(it->second.max_batch);
+  return counters.get();
+}
+
+void ModelStatistics::Record(const std::string& model, int64_t version, bool ok, uint64_t duration_ns,
+                             const StageTimes& stages, uint64_t rows) {
+  bool ensemble = false;
+  ModelCounters* counters = CountersFor(model, version, &ensemble);
+  if (counters == nullptr) return;
+  ModelCounters& c = *counters;
   if (ok) {
     c.success_count.fetch_add(1, kRelaxed);
     SaturatingAdd(c.success_ns, duration_ns);
     SaturatingAdd(c.queue_ns, stages.queue_ns);
     SaturatingAdd(c.inference_count, rows);
-    if (it->second.ensemble) CountExecution(c, static_cast<int64_t>(rows), stages.compute_ns);
+    if (ensemble) CountExecution(c, static_cast<int64_t>(rows), stages.compute_ns);
   } else {
     c.fail_count.fetch_add(1, kRelaxed);
     SaturatingAdd(c.fail_ns, duration_ns);
@@ -64,11 +88,10 @@ void ModelStatistics::Record(const std::string& model, bool ok, uint64_t duratio
                             kRelaxed);
 }
 
-void ModelStatistics::RecordExecution(const std::string& model, int64_t rows, uint64_t compute_ns) {
-  std::shared_lock lock(mu_);
-  auto it = entries_.find(model);
-  if (it == entries_.end()) return;
-  CountExecution(*it->second.counters, rows, compute_ns);
+void ModelStatistics::RecordExecution(const std::string& model, int64_t version, int64_t rows, uint64_t compute_ns) {
+  bool ensemble = false;
+  ModelCounters* counters = CountersFor(model, version, &ensemble);
+  if (counters != nullptr) CountExecution(*counters, rows, compute_ns);
 }
 
 void ModelStatistics::CountExecution(ModelCounters& c, int64_t rows, uint64_t compute_ns) {
@@ -80,24 +103,31 @@ void ModelStatistics::CountExecution(ModelCounters& c, int64_t rows, uint64_t co
   }
 }
 
-bool ModelStatistics::Fill(const std::string& model, inference::ModelStatisticsResponse* response) const {
+bool ModelStatistics::Fill(const std::string& model, const std::string& version,
+                           inference::ModelStatisticsResponse* response) const {
   std::shared_lock lock(mu_);
   if (model.empty()) {
-    for (const auto& [name, entry] : entries_) FillOne(name, entry, response);
+    for (const auto& [name, entry] : entries_) {
+      for (const auto& [v, counters] : entry.versions) FillOne(name, v, *counters, response);
+    }
     return true;
   }
   auto it = entries_.find(model);
   if (it == entries_.end()) return false;
-  FillOne(it->first, it->second, response);
-  return true;
+  bool found = false;
+  for (const auto& [v, counters] : it->second.versions) {
+    if (!version.empty() && std::to_string(v) != version) continue;
+    FillOne(it->first, v, *counters, response);
+    found = true;
+  }
+  return found || version.empty();
 }
 
-void ModelStatistics::FillOne(const std::string& name, const Entry& entry,
+void ModelStatistics::FillOne(const std::string& name, int64_t version, const ModelCounters& c,
                               inference::ModelStatisticsResponse* response) const {
-  const ModelCounters& c = *entry.counters;
   auto* s = response->add_model_stats();
   s->set_name(name);
-  s->set_version(entry.version);
+  s->set_version(std::to_string(version));
   s->set_last_inference(c.last_inference_ms.load());
   s->set_inference_count(c.inference_count.load());
   s->set_execution_count(c.execution_count.load());

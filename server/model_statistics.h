@@ -8,6 +8,8 @@
 // Sums (durations, rows, a host's compute time) saturate at UINT64_MAX
 // rather than wrap, so a lying host or a long life cannot make a total small.
 //
+// Figures are kept per model version, as Triton's are.
+//
 // Thread safety: the counters are relaxed atomics (independent: a reader may
 // see one a moment ahead of another). The map of models grows while the
 // server runs (Track(), when a model is loaded); Record*() and Fill() take
@@ -52,23 +54,31 @@ class ModelStatistics {
   // Adds a model loaded while the server runs (no-op when it is known).
   void Track(const ModelConfig& model);
 
-  // One finished request (any model).
-  void Record(const std::string& model, bool ok, uint64_t duration_ns, const StageTimes& stages, uint64_t rows);
-  // One execution of a model on a host: a batch of `rows` rows.
-  void RecordExecution(const std::string& model, int64_t rows, uint64_t compute_ns);
-  // Fills the response for one model, or every model when `model` is empty;
-  // false when the model is unknown.
-  bool Fill(const std::string& model, inference::ModelStatisticsResponse* response) const;
+  // One finished request (any model) computed on `version`.
+  void Record(const std::string& model, int64_t version, bool ok, uint64_t duration_ns, const StageTimes& stages,
+              uint64_t rows);
+  // One execution of a model version on a host: a batch of `rows` rows.
+  void RecordExecution(const std::string& model, int64_t version, int64_t rows, uint64_t compute_ns);
+  // Fills the response for one model (every version of it when `version`
+  // is empty, as Triton does), or every model when `model` is empty; false
+  // when the model, or that version of it, is unknown.
+  bool Fill(const std::string& model, const std::string& version, inference::ModelStatisticsResponse* response) const;
 
  private:
   struct Entry {
-    std::string version;
     bool ensemble = false;  // an ensemble's execution is its request
-    std::unique_ptr<ModelCounters> counters;
+    int64_t max_batch = 1;
+    // By version; a version gets its counters when first served or used.
+    std::map<int64_t, std::unique_ptr<ModelCounters>> versions;
   };
-  void FillOne(const std::string& name, const Entry& entry, inference::ModelStatisticsResponse* response) const;
+  void FillOne(const std::string& name, int64_t version, const ModelCounters& counters,
+               inference::ModelStatisticsResponse* response) const;
   static Entry MakeEntry(const ModelConfig& model);
+  static std::unique_ptr<ModelCounters> MakeCounters(int64_t max_batch);
   static void CountExecution(ModelCounters& counters, int64_t rows, uint64_t compute_ns);
+  // The counters of (model, version), made on first use; nullptr for an
+  // unknown model or a version < 1. Stable: counters are never removed.
+  ModelCounters* CountersFor(const std::string& model, int64_t version, bool* ensemble);
   // std::shared_mutex (not es::Mutex, which has no shared mode): guards entries_.
   mutable std::shared_mutex mu_;
   std::map<std::string, Entry> entries_;

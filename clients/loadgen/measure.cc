@@ -52,27 +52,29 @@ std::optional<ServerCounters> ReadServerCounters(const es::client::Client& clien
                                                  const std::string& version) {
   auto r = client.ModelStatistics(model, version, es::client::CallOptions{std::chrono::milliseconds(5000)});
   if (!r.ok()) return std::nullopt;
+  // One entry per version of the model (all of them when `version` is
+  // empty, as a server may serve several): their sum.
+  std::optional<ServerCounters> sum;
   for (const auto& m : r->model_stats()) {
     if (m.name() != model) continue;
     const auto& s = m.inference_stats();
-    ServerCounters c;
-    c.success_count = s.success().count();
-    c.success_ns = s.success().ns();
-    c.fail_count = s.fail().count();
-    c.fail_ns = s.fail().ns();
-    c.queue_count = s.queue().count();
-    c.queue_ns = s.queue().ns();
-    c.compute_input_count = s.compute_input().count();
-    c.compute_input_ns = s.compute_input().ns();
-    c.compute_infer_count = s.compute_infer().count();
-    c.compute_infer_ns = s.compute_infer().ns();
-    c.compute_output_count = s.compute_output().count();
-    c.compute_output_ns = s.compute_output().ns();
-    c.inference_count = m.inference_count();
-    c.execution_count = m.execution_count();
-    return c;
+    ServerCounters& c = sum ? *sum : sum.emplace();
+    c.success_count += s.success().count();
+    c.success_ns += s.success().ns();
+    c.fail_count += s.fail().count();
+    c.fail_ns += s.fail().ns();
+    c.queue_count += s.queue().count();
+    c.queue_ns += s.queue().ns();
+    c.compute_input_count += s.compute_input().count();
+    c.compute_input_ns += s.compute_input().ns();
+    c.compute_infer_count += s.compute_infer().count();
+    c.compute_infer_ns += s.compute_infer().ns();
+    c.compute_output_count += s.compute_output().count();
+    c.compute_output_ns += s.compute_output().ns();
+    c.inference_count += m.inference_count();
+    c.execution_count += m.execution_count();
   }
-  return std::nullopt;
+  return sum;
 }
 
 ServerStages StagesBetween(const std::optional<ServerCounters>& a, const std::optional<ServerCounters>& b) {

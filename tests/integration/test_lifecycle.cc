@@ -215,6 +215,25 @@ TEST_F(LifecycleTest, PolicyServesSeveralVersionsAndRequestsPickOne) {
                        {"model 'versioned' has no served version '1'", "served: 2, 3"}));
   EXPECT_TRUE(HasError(AskVersioned(*stub, "x7").status, grpc::StatusCode::NOT_FOUND, {"'x7'"}));
 
+  // Statistics are per version: each has its own figures.
+  for (const auto& [version, code] :
+       std::vector<std::pair<std::string, grpc::StatusCode>>{{"2", grpc::StatusCode::OK},
+                                                             {"3", grpc::StatusCode::OK},
+                                                             {"1", grpc::StatusCode::NOT_FOUND}}) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    inference::ModelStatisticsRequest req;
+    req.set_name("versioned");
+    req.set_version(version);
+    inference::ModelStatisticsResponse resp;
+    const grpc::Status status = stub->ModelStatistics(&ctx, req, &resp);
+    EXPECT_EQ(status.error_code(), code) << version << ": " << Describe(status);
+    if (!status.ok()) continue;
+    ASSERT_EQ(resp.model_stats_size(), 1) << version;
+    EXPECT_EQ(resp.model_stats(0).version(), version);
+    EXPECT_GE(resp.model_stats(0).inference_stats().success().count(), 1u) << version;
+  }
+
   // Metadata lists the served versions; the index has one READY entry per version.
   {
     grpc::ClientContext ctx;

@@ -27,7 +27,7 @@ class ModelStatisticsTest : public ::testing::Test {
 
   const inference::ModelStatistics& Get() {
     response_.Clear();
-    EXPECT_TRUE(stats_.Fill("mlp", &response_));
+    EXPECT_TRUE(stats_.Fill("mlp", "", &response_));
     return response_.model_stats(0);
   }
 
@@ -38,9 +38,9 @@ class ModelStatisticsTest : public ::testing::Test {
 TEST_F(ModelStatisticsTest, CountsRequestsAndExecutions) {
   StageTimes stages;
   stages.queue_ns = 5;
-  stats_.Record("mlp", true, 100, stages, 3);
-  stats_.Record("mlp", false, 40, stages, 1);
-  stats_.RecordExecution("mlp", 3, 70);
+  stats_.Record("mlp", 2, true, 100, stages, 3);
+  stats_.Record("mlp", 2, false, 40, stages, 1);
+  stats_.RecordExecution("mlp", 2, 3, 70);
   const auto& s = Get();
   EXPECT_EQ(s.version(), "2");
   EXPECT_EQ(s.inference_stats().success().count(), 1u);
@@ -54,20 +54,42 @@ TEST_F(ModelStatisticsTest, CountsRequestsAndExecutions) {
   ASSERT_EQ(s.batch_stats_size(), 1);
   EXPECT_EQ(s.batch_stats(0).batch_size(), 3u);
   EXPECT_EQ(s.batch_stats(0).compute_infer().ns(), 70u);
-  EXPECT_FALSE(stats_.Fill("nope", &response_));
+  EXPECT_FALSE(stats_.Fill("nope", "", &response_));
+  EXPECT_FALSE(stats_.Fill("mlp", "7", &response_));
+}
+
+// Each version has its own figures; a version first used while serving
+// (a rollout) gets them then; asking for one version gives just it.
+TEST_F(ModelStatisticsTest, FiguresArePerVersion) {
+  stats_.Record("mlp", 2, true, 10, {}, 1);
+  stats_.Record("mlp", 3, true, 20, {}, 1);
+  stats_.Record("mlp", 3, true, 30, {}, 2);
+  stats_.Record("mlp", 0, true, 30, {}, 2);  // no version: not counted
+  response_.Clear();
+  ASSERT_TRUE(stats_.Fill("mlp", "", &response_));
+  ASSERT_EQ(response_.model_stats_size(), 2);
+  EXPECT_EQ(response_.model_stats(0).version(), "2");
+  EXPECT_EQ(response_.model_stats(0).inference_stats().success().count(), 1u);
+  EXPECT_EQ(response_.model_stats(1).version(), "3");
+  EXPECT_EQ(response_.model_stats(1).inference_stats().success().count(), 2u);
+  EXPECT_EQ(response_.model_stats(1).inference_count(), 3u);
+  response_.Clear();
+  ASSERT_TRUE(stats_.Fill("mlp", "3", &response_));
+  ASSERT_EQ(response_.model_stats_size(), 1);
+  EXPECT_EQ(response_.model_stats(0).inference_stats().success().ns(), 50u);
 }
 
 TEST_F(ModelStatisticsTest, SumsSaturateInsteadOfWrapping) {
   // A lying host reports a compute time near 2^64 twice: unchecked, the sum
   // wraps to a small number.
-  stats_.RecordExecution("mlp", 2, kMax - 10);
-  stats_.RecordExecution("mlp", 2, 100);
+  stats_.RecordExecution("mlp", 2, 2, kMax - 10);
+  stats_.RecordExecution("mlp", 2, 2, 100);
   StageTimes stages;
   stages.queue_ns = kMax;
-  stats_.Record("mlp", true, kMax - 1, stages, kMax);
-  stats_.Record("mlp", true, 5, stages, 7);
-  stats_.Record("mlp", false, kMax, stages, 1);
-  stats_.Record("mlp", false, kMax, stages, 1);
+  stats_.Record("mlp", 2, true, kMax - 1, stages, kMax);
+  stats_.Record("mlp", 2, true, 5, stages, 7);
+  stats_.Record("mlp", 2, false, kMax, stages, 1);
+  stats_.Record("mlp", 2, false, kMax, stages, 1);
   const auto& s = Get();
   EXPECT_EQ(s.inference_stats().compute_infer().ns(), kMax);
   EXPECT_EQ(s.batch_stats(0).compute_infer().ns(), kMax);
