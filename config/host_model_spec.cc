@@ -59,7 +59,7 @@ Status DecodeTensors(const json& spec, const char* key, std::vector<TensorSpec>*
 }  // namespace
 
 std::string EncodeHostModelSpec(const ModelConfig& model) {
-  const json spec = {{"name", model.name},
+  const json spec = {{"name", model.HostKey()},
                      {"platform", model.platform},
                      {"directory", model.directory},
                      {"max_batch_size", model.max_batch_size},

@@ -20,7 +20,8 @@
 
 namespace es {
 
-// The spec of a torchscript model (its version travels beside it).
+// The spec of a torchscript model (its version travels beside it); its
+// name is the model's HostKey(), what requests for it name on the channel.
 std::string EncodeHostModelSpec(const ModelConfig& model);
 
 // The inverse; an error names the field that is missing or wrong. Every

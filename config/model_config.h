@@ -87,8 +87,14 @@ struct ModelConfig {
   int64_t max_compute_ms = 0;
   DynamicBatching dynamic_batching;  // torchscript models with max_batch_size > 0
   EnsembleSpec ensemble;             // only for platform == "ensemble"
+  // The name the hosts hold this config's versions under; "" = `name`. A
+  // config.yaml change that alters what a version computes is loaded under
+  // a new one ("mlp@2") beside the old, so requests already given to the
+  // old config finish on it (server/model_repository.h).
+  std::string host_key;
 
   bool is_ensemble() const { return platform == "ensemble"; }
+  const std::string& HostKey() const { return host_key.empty() ? name : host_key; }
   bool batched() const { return max_batch_size > 0; }
   // "<directory>/<version>/model.pt"
   std::string ModelPath(int64_t version) const;

@@ -125,16 +125,23 @@ ModelDispatcher* InferenceCore::DispatcherFor(const ModelConfig& model) {
 
 InferDone InferenceCore::CountedReady(const ModelConfig*& model, int64_t* version, bool pinned, InferDone done) {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    Enter(model->name, *version);
+    Enter(model->HostKey(), *version);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ModelRepository::Retire
-    const std::vector<int64_t> ready = catalog_->ReadyVersions(*model);
-    if (std::find(ready.begin(), ready.end(), *version) != ready.end()) {
-      return LeaveThen(model->name, *version, std::move(done));
-    }
-    Leave(model->name, *version);  // being unloaded: this request must not reach it
-    if (pinned) break;
+    // Still the served config (a reload switches configs before it retires
+    // the old one's host key), and the version still takes requests.
     const ModelConfig* current = catalog_->Find(model->name);
+    const std::vector<int64_t> ready = catalog_->ReadyVersions(*model);
+    if (current == model && std::find(ready.begin(), ready.end(), *version) != ready.end()) {
+      return LeaveThen(model->HostKey(), *version, std::move(done));
+    }
+    Leave(model->HostKey(), *version);  // being replaced or unloaded: this request must not reach it
     if (current == nullptr) break;
+    if (pinned) {
+      const std::vector<int64_t> now_ready = catalog_->ReadyVersions(*current);
+      if (std::find(now_ready.begin(), now_ready.end(), *version) == now_ready.end()) break;
+      model = current;
+      continue;
+    }
     StatusOr<int64_t> next = ResolveVersion(*catalog_, *current, "");
     if (!next.ok()) break;
     model = current;

@@ -49,7 +49,8 @@ class InferenceCore {
   // hosts is up; an ensemble when it has a ready version and all its members are ready.
   bool ModelReady(const ModelConfig& model);
 
-  int64_t InFlight(const std::string& model, int64_t version) const;
+  // Requests given to (host key, version) not answered yet (ModelConfig::HostKey).
+  int64_t InFlight(const std::string& host_key, int64_t version) const;
 
  private:
   void RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done);

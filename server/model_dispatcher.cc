@@ -306,7 +306,7 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
   }
   const auto submitted = Clock::now();
   Status s = conn->Submit(
-      model_->name, batch->front().version, inputs, OutputPlanFor(rows),
+      model_->HostKey(), batch->front().version, inputs, OutputPlanFor(rows),
       [this, batch, dispatched, submitted, attempt](const Status& status, const ipc::CompletionDesc* completion,
                                                     const uint8_t* arena) {
         // The host died with the batch in flight: one more try on a replica.

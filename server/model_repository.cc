@@ -20,13 +20,21 @@ std::string Describe(const std::string& model, int64_t version) {
   return "model '" + model + "' version " + std::to_string(version);
 }
 
+// The spec as if the config had no host key of its own (a reloaded config
+// carries the key it was loaded under; one just read from disk none).
+std::string SpecWithoutKey(const ModelConfig& m) {
+  ModelConfig plain = m;
+  plain.host_key.clear();
+  return EncodeHostModelSpec(plain);
+}
+
 // Whether two configs of one model are served alike: the hosts compute the
 // same thing (spec), in the same places, batched and limited the same way.
 // Version folders aside: those are compared on their own.
 bool SameServing(const ModelConfig& a, const ModelConfig& b) {
   const DynamicBatching& x = a.dynamic_batching;
   const DynamicBatching& y = b.dynamic_batching;
-  return EncodeHostModelSpec(a) == EncodeHostModelSpec(b) && a.hosts == b.hosts &&
+  return SpecWithoutKey(a) == SpecWithoutKey(b) && a.hosts == b.hosts &&
          a.instances_per_host == b.instances_per_host && a.max_compute_ms == b.max_compute_ms &&
          x.enabled == y.enabled && x.max_queue_delay_us == y.max_queue_delay_us &&
          x.preferred_batch_sizes == y.preferred_batch_sizes && x.max_queue_size == y.max_queue_size &&
@@ -176,18 +184,32 @@ std::vector<const ModelConfig*> ModelRepository::Loaded() const {
 
 std::vector<HostModelLoad> ModelRepository::AssignmentOf(const std::string& host) const {
   std::vector<HostModelLoad> loads;
+  std::set<std::pair<std::string, int64_t>> seen;
+  const auto add = [&](const ModelConfig* config, int64_t version) {
+    if (config == nullptr || config->is_ensemble()) return;
+    if (std::find(config->hosts.begin(), config->hosts.end(), host) == config->hosts.end()) return;
+    if (seen.insert({config->HostKey(), version}).second) {
+      loads.push_back({config->HostKey(), version, EncodeHostModelSpec(*config)});
+    }
+  };
   MutexLock lock(&mu_);
   for (const auto& [name, state] : models_) {
+    // Served versions with the served config; what a load in progress brings
+    // (new versions, or every version under a changed config's new key)
+    // with the config being loaded. Versions on their way out: neither.
     for (const auto& [version, v] : state.versions) {
-      // A version being loaded goes with the config being loaded; the rest
-      // with the served one. Versions on their way out are not reloaded.
-      const ModelConfig* config = v.state == State::kLoading && state.loading != nullptr ? state.loading : state.config;
-      if (config == nullptr || config->is_ensemble() || v.state == State::kUnloading ||
-          v.state == State::kUnavailable) {
-        continue;
+      // (LOADING without a load in progress: the start-up set, loaded by
+      // the hosts as they start.)
+      if (v.state == State::kReady || (v.state == State::kLoading && state.loading == nullptr)) {
+        add(state.config, version);
       }
-      if (std::find(config->hosts.begin(), config->hosts.end(), host) == config->hosts.end()) continue;
-      loads.push_back({name, version, EncodeHostModelSpec(*config)});
+    }
+    if (state.loading == nullptr) continue;
+    for (int64_t version : state.loading->ServedVersions()) {
+      auto it = state.versions.find(version);
+      if (it != state.versions.end() && (it->second.state == State::kLoading || it->second.state == State::kReady)) {
+        add(state.loading, version);
+      }
     }
   }
   return loads;
@@ -322,6 +344,18 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
       return Status::Ok();  // nothing changed on disk
     }
     reload_all = old == nullptr || !SameServing(*old, *fresh_config);
+    // A served model whose config changed is loaded under a new host key,
+    // beside the old one: requests already given to the old config finish
+    // there. Otherwise the key stays (new versions join the old ones).
+    if (old != nullptr) {
+      if (reload_all) {
+        fresh_config->host_key = name;
+        fresh_config->host_key.push_back('@');
+        fresh_config->host_key.append(std::to_string(++key_generations_[name]));
+      } else {
+        fresh_config->host_key = old->host_key;
+      }
+    }
     fresh = Keep(std::move(fresh_config));
     state.loading = fresh;
     for (int64_t v : target) {
@@ -359,15 +393,14 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
         }
       }
     }
-    // Versions it loaded that were not served before go again.
-    std::vector<int64_t> extra;
-    for (int64_t v : loaded) {
-      if (!std::binary_search(ready.begin(), ready.end(), v)) extra.push_back(v);
-    }
+    // What it loaded goes again: new versions, or everything under a new
+    // key (the served key's versions were not touched).
     for (const std::string& host : fresh->hosts) {
       auto h = hosts_.find(host);
       if (h == hosts_.end()) continue;
-      for (int64_t v : extra) (void)h->second->Control(ipc::RequestKind::kUnload, {name, v, ""}, control_timeout_);
+      for (int64_t v : loaded) {
+        (void)h->second->Control(ipc::RequestKind::kUnload, {fresh->HostKey(), v, ""}, control_timeout_);
+      }
     }
     RecordFailure(name, failed);
     return failed;
@@ -387,26 +420,24 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
     }
   }
   for (int64_t v : loaded) spdlog::info("{} is ready", Describe(name, v));
-  // Hosts that served the old config and do not serve the new one drop its versions.
-  std::vector<std::string> hosts = fresh->hosts;
-  if (old != nullptr) {
-    for (const std::string& h : old->hosts) {
-      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  if (old != nullptr && old->HostKey() != fresh->HostKey()) {
+    // A changed config: the versions that leave are out of routing already
+    // (the new config does not serve them); everything under the old key
+    // drains and goes from the old config's hosts.
+    {
+      MutexLock lock(&mu_);
+      generation_.fetch_add(1);  // what hosts must hold changes
+      for (int64_t v : leaving) models_[name].versions.erase(v);
     }
-  }
-  if (!leaving.empty()) Retire(*fresh, leaving, hosts);
-  if (old != nullptr && old->hosts != fresh->hosts) {
-    std::vector<std::string> dropped;
-    for (const std::string& h : old->hosts) {
-      if (std::find(fresh->hosts.begin(), fresh->hosts.end(), h) == fresh->hosts.end()) dropped.push_back(h);
-    }
-    if (!dropped.empty()) Retire(*old, target, dropped, /*hosts_only=*/true);
+    Retire(*old, ready, old->hosts, /*hosts_only=*/true);
+  } else if (!leaving.empty()) {
+    Retire(*fresh, leaving, fresh->hosts);
   }
   return Status::Ok();
 }
 
 Status ModelRepository::LoadOnHosts(const ModelConfig& model, int64_t version) {
-  const HostModelLoad load{model.name, version, EncodeHostModelSpec(model)};
+  const HostModelLoad load{model.HostKey(), version, EncodeHostModelSpec(model)};
   std::vector<HostSupervisor*> took;
   int live = 0;
   for (const std::string& host : model.hosts) {
@@ -444,10 +475,10 @@ void ModelRepository::Retire(const ModelConfig& model, const std::vector<int64_t
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const auto deadline = Clock::now() + milliseconds(config_->limits.drain_timeout_ms);
   for (int64_t v : versions) {
-    while (in_flight_ && in_flight_(model.name, v) > 0 && Clock::now() < deadline) {
+    while (in_flight_ && in_flight_(model.HostKey(), v) > 0 && Clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(2));
     }
-    if (in_flight_ && in_flight_(model.name, v) > 0) {
+    if (in_flight_ && in_flight_(model.HostKey(), v) > 0) {
       spdlog::warn("{}: requests still in flight after drain_timeout_ms; unloading anyway", Describe(model.name, v));
     }
   }
@@ -455,7 +486,7 @@ void ModelRepository::Retire(const ModelConfig& model, const std::vector<int64_t
     auto it = hosts_.find(host);
     if (it == hosts_.end()) continue;
     for (int64_t v : versions) {
-      Status s = it->second->Control(ipc::RequestKind::kUnload, {model.name, v, ""}, control_timeout_);
+      Status s = it->second->Control(ipc::RequestKind::kUnload, {model.HostKey(), v, ""}, control_timeout_);
       if (!s.ok() && it->second->ready())
         spdlog::warn("host '{}': unloading {}: {}", host, Describe(model.name, v), s.message());
     }

@@ -9,9 +9,10 @@
 // channels (HostSupervisor::Control), and a restarted host gets
 // AssignmentOf(its name): exactly what it held.
 //
-// Rollout without downtime: a new version (or a version whose config
-// changed) is loaded on every live host of the model and only then takes
-// requests (READY); a version leaving the policy is first taken out of
+// Rollout without downtime: a new version (or, when config.yaml changed,
+// every version, under a new host key beside the old: ModelConfig::host_key)
+// is loaded on every live host of the model and only then takes requests
+// (READY); a version leaving the policy is first taken out of
 // request routing (UNLOADING), then waits until the requests already given
 // to it have been answered (bounded by limits.drain_timeout_ms), and only
 // then is unloaded from the hosts. A load that fails (broken model.pt, bad
@@ -63,8 +64,8 @@ class ModelRepository : public ModelCatalog {
     std::string reason;
   };
 
-  // How many requests given to (model, version) are not answered yet: the
-  // unload of a version waits for 0.
+  // How many requests given to (host key, version) are not answered yet:
+  // the unload of a version waits for 0.
   using InFlightCount = std::function<int64_t(const std::string& model, int64_t version)>;
 
   // `config` outlives the repository; its `models` is the start-up set.
@@ -163,6 +164,7 @@ class ModelRepository : public ModelCatalog {
   InFlightCount in_flight_ ABSL_GUARDED_BY(control_mu_);
   bool polling_ ABSL_GUARDED_BY(control_mu_) = false;
   std::map<std::string, std::string> failed_attempt_ ABSL_GUARDED_BY(control_mu_);  // by model: LoadAttempt
+  std::map<std::string, int64_t> key_generations_ ABSL_GUARDED_BY(control_mu_);     // by model: host keys made
 
   mutable Mutex mu_;
   std::map<std::string, ModelState> models_ ABSL_GUARDED_BY(mu_);

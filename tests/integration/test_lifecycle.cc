@@ -426,10 +426,28 @@ TEST_F(LifecycleTest, PollModeRollsNewVersionsInUnderLoad) {
     BringBack(v);
     ASSERT_TRUE(WaitForVersion(*stub, v, seconds(20))) << "version " << v << " not served\n" << server->LogTail();
   }
+  // A config.yaml change that alters what the version computes with (its
+  // dims), written aside and renamed over: loaded under a new host key
+  // beside the old, then switched to, still under load.
+  const fs::path config = repo() / "versioned" / "config.yaml";
+  std::string yaml = ReadTextFile(config);
+  for (size_t at = yaml.find("dims: [4]"); at != std::string::npos; at = yaml.find("dims: [4]")) {
+    yaml.replace(at, 9, "dims: [-1]");
+  }
+  ASSERT_TRUE(WriteTextFile(repo() / "versioned" / ".config.yaml.new", yaml));
+  fs::rename(repo() / "versioned" / ".config.yaml.new", config);
+  const auto until_switch = std::chrono::steady_clock::now() + seconds(20);
+  while (server->LogTail(400000).find("model 'versioned@1' version 3") == std::string::npos &&
+         std::chrono::steady_clock::now() < until_switch) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  std::this_thread::sleep_for(milliseconds(1500));  // traffic on the new config, the old one retired
   traffic.Stop();
-  std::printf("poll rollout 1 -> 2 -> 3 under 4 clients: %d calls, %zu failed\n", traffic.calls(),
-              traffic.failures().size());
+  std::printf("poll rollout 1 -> 2 -> 3, then a config change, under 4 clients: %d calls, %zu failed\n",
+              traffic.calls(), traffic.failures().size());
   EXPECT_TRUE(traffic.failures().empty()) << traffic.failures().front();
+  EXPECT_NE(server->LogTail(400000).find("loaded model 'versioned@1' version 3"), std::string::npos)
+      << server->LogTail();
   EXPECT_EQ(IndexOf(*stub, "versioned"), (std::vector<std::string>{"3:READY"}));
 
   // A model folder that goes away is unloaded at the next poll.
