@@ -70,6 +70,9 @@ struct InferResponse {
   // Ensembles: per-row member disagreement, filled whether or not the client
   // asked for it (the monitoring histogram needs it); empty otherwise.
   std::vector<float> disagreement;
+  // Ensembles: the version each member computed on, "mlp:3,cnn:2" (the
+  // response parameter `member_versions`); empty otherwise.
+  std::string member_versions;
 };
 
 // Called exactly once per request, from whichever thread finished it.

@@ -17,6 +17,7 @@ struct EnsembleCall {
   std::atomic<int64_t>* load = nullptr;  // the ensemble's in-flight count
   Mutex mu;
   std::vector<InferResponse> results ABSL_GUARDED_BY(mu);  // one per member
+  std::vector<int64_t> versions ABSL_GUARDED_BY(mu);       // the version each member runs on
   Status error ABSL_GUARDED_BY(mu);                        // the first member error
   std::atomic<size_t> remaining{0};
 };
@@ -231,6 +232,7 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
   {
     MutexLock lock(&call->mu);  // not shared yet; the lock keeps the analysis simple
     call->results.resize(members.size());
+    call->versions.resize(members.size());
   }
   call->remaining.store(members.size());
   for (size_t m = 0; m < members.size(); ++m) {
@@ -254,6 +256,13 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
       }
       InferResponse combined;
       Status s = CombineMembers(*call->request, call->results, &combined);
+      const auto& members = call->request->model->ensemble.members;
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (i > 0) combined.member_versions.push_back(',');
+        combined.member_versions.append(members[i].model);
+        combined.member_versions.push_back(':');
+        combined.member_versions.append(std::to_string(call->versions[i]));
+      }
       call->done(s, s.ok() ? std::move(combined) : InferResponse{});
     };
     const ModelConfig* member = catalog_->Find(members[m].model);
@@ -271,6 +280,10 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
     }
     InferDone counted = CountedReady(member, &*version, /*pinned=*/pin > 0, std::move(on_member));
     if (counted == nullptr) continue;
+    {
+      MutexLock lock(&call->mu);  // before the dispatch: the combine reads it after every member answered
+      call->versions[m] = *version;
+    }
     DispatcherFor(*member)->Infer(request, *version, std::move(counted));
   }
 }

@@ -357,6 +357,11 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
 void EncodeInferResponse(const InferRequest& request, InferResponse response, inference::ModelInferResponse* proto) {
   proto->set_model_name(request.model->name);
   proto->set_model_version(std::to_string(request.version));
+  // An ensemble's own version is 1; which versions of its members computed
+  // the answer is a response parameter (a rollout shows in it).
+  if (!response.member_versions.empty()) {
+    (*proto->mutable_parameters())["member_versions"].set_string_param(response.member_versions);
+  }
   proto->set_id(request.id);
   auto emit = [proto](InferOutput& out) {
     auto* t = proto->add_outputs();

@@ -209,6 +209,9 @@ TEST_F(LifecycleTest, PolicyServesSeveralVersionsAndRequestsPickOne) {
     Fp32Tensor out;
     ASSERT_TRUE(GetFp32Output(r.response, "output", &out));
     EXPECT_EQ(out.values, (std::vector<float>{3.5f, 4.5f, 5.5f, 6.5f}));
+    // Which member versions computed it, in the response.
+    ASSERT_TRUE(r.response.parameters().count("member_versions"));
+    EXPECT_EQ(r.response.parameters().at("member_versions").string_param(), "versioned:2,versioned_b:3");
   }
   // Version 1 has a folder but the policy keeps only the newest two.
   EXPECT_TRUE(HasError(AskVersioned(*stub, "1").status, grpc::StatusCode::NOT_FOUND,
