@@ -68,6 +68,23 @@ std::string EncodeHostModelSpec(const ModelConfig& model) {
   return spec.dump();
 }
 
+std::string ServingSignature(const ModelConfig& m) {
+  const DynamicBatching& b = m.dynamic_batching;
+  std::string s = EncodeHostModelSpec(m);
+  const auto add = [&s](const std::string& part) {
+    s.push_back('|');
+    s.append(part);
+  };
+  for (const std::string& h : m.hosts) add(h);
+  for (int64_t v : {int64_t{m.instances_per_host}, m.max_compute_ms, int64_t{b.enabled}, b.max_queue_delay_us,
+                    b.max_queue_size, int64_t{b.priority_levels}, int64_t{b.default_priority}, b.max_queue_bytes}) {
+    add(std::to_string(v));
+  }
+  s.append("|preferred");
+  for (int64_t p : b.preferred_batch_sizes) add(std::to_string(p));
+  return s;
+}
+
 StatusOr<ModelConfig> DecodeHostModelSpec(std::string_view text) {
   const json spec = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (spec.is_discarded() || !spec.is_object()) return Status::InvalidArgument("model spec: not a JSON object");

@@ -24,6 +24,12 @@ namespace es {
 // name is the model's HostKey(), what requests for it name on the channel.
 std::string EncodeHostModelSpec(const ModelConfig& model);
 
+// What a model's serving depends on besides its versions: its spec (host
+// key included), hosts, instances, execution limit and batching. Two
+// configs with one signature are served alike: they share a dispatcher, and
+// a reload that changes only the version folders keeps the host key.
+std::string ServingSignature(const ModelConfig& model);
+
 // The inverse; an error names the field that is missing or wrong. Every
 // field is checked as config.yaml's would be (the text crossed a process
 // boundary). Fields a host does not use (hosts, batching, ensemble) are

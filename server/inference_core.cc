@@ -79,30 +79,6 @@ Status CombineMembers(const InferRequest& request, std::vector<InferResponse>& r
 
 }  // namespace
 
-namespace {
-
-// What a dispatcher depends on: the model's tensors, hosts, batching and
-// limits (a rollout's new config that differs only in its versions has the
-// same signature).
-std::string ServingSignature(const ModelConfig& m) {
-  const DynamicBatching& b = m.dynamic_batching;
-  std::string s = EncodeHostModelSpec(m);
-  const auto add = [&s](const std::string& part) {
-    s.push_back('|');
-    s.append(part);
-  };
-  for (const std::string& h : m.hosts) add(h);
-  for (int64_t v : {int64_t{m.instances_per_host}, m.max_compute_ms, int64_t{b.enabled}, b.max_queue_delay_us,
-                    b.max_queue_size, int64_t{b.priority_levels}, int64_t{b.default_priority}, b.max_queue_bytes}) {
-    add(std::to_string(v));
-  }
-  s.append("|preferred");
-  for (int64_t p : b.preferred_batch_sizes) add(std::to_string(p));
-  return s;
-}
-
-}  // namespace
-
 InferenceCore::InferenceCore(const ServerConfig* config, const ModelCatalog* catalog,
                              const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats)
     : config_(config), catalog_(catalog), hosts_(hosts), stats_(stats) {}
@@ -130,12 +106,9 @@ InferDone InferenceCore::CountedReady(const ModelConfig*& model, int64_t* versio
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ModelRepository::Retire
     // Still the served config (a reload switches configs before it retires
     // the old one's host key), and the version still takes requests.
-    const ModelConfig* current = catalog_->Find(model->name);
-    const std::vector<int64_t> ready = catalog_->ReadyVersions(*model);
-    if (current == model && std::find(ready.begin(), ready.end(), *version) != ready.end()) {
-      return LeaveThen(model->HostKey(), *version, std::move(done));
-    }
+    if (catalog_->Serves(*model, *version)) return LeaveThen(model->HostKey(), *version, std::move(done));
     Leave(model->HostKey(), *version);  // being replaced or unloaded: this request must not reach it
+    const ModelConfig* current = catalog_->Find(model->name);
     if (current == nullptr) break;
     if (pinned) {
       const std::vector<int64_t> now_ready = catalog_->ReadyVersions(*current);

@@ -13,6 +13,7 @@
 // Thread safety: implementations are safe to call from any thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,13 @@ class ModelCatalog {
   virtual const ModelConfig* Find(const std::string& name) const = 0;
   // Its versions that take requests now (READY), ascending; {1} for a ready ensemble.
   virtual std::vector<int64_t> ReadyVersions(const ModelConfig& model) const = 0;
+  // Whether `model` is still the served config of its name and `version` of
+  // it takes requests now (asked once per request).
+  virtual bool Serves(const ModelConfig& model, int64_t version) const {
+    if (Find(model.name) != &model) return false;
+    const std::vector<int64_t> ready = ReadyVersions(model);
+    return std::find(ready.begin(), ready.end(), version) != ready.end();
+  }
 };
 
 class StaticCatalog : public ModelCatalog {

@@ -20,34 +20,26 @@ std::string Describe(const std::string& model, int64_t version) {
   return "model '" + model + "' version " + std::to_string(version);
 }
 
-// The spec as if the config had no host key of its own (a reloaded config
-// carries the key it was loaded under; one just read from disk none).
-std::string SpecWithoutKey(const ModelConfig& m) {
+// A config's serving signature as if it had no host key of its own (a
+// reloaded config carries the key it was loaded under; one just read from
+// disk none).
+std::string SignatureWithoutKey(const ModelConfig& m) {
   ModelConfig plain = m;
   plain.host_key.clear();
-  return EncodeHostModelSpec(plain);
+  return ServingSignature(plain);
 }
 
-// Whether two configs of one model are served alike: the hosts compute the
-// same thing (spec), in the same places, batched and limited the same way.
-// Version folders aside: those are compared on their own.
-bool SameServing(const ModelConfig& a, const ModelConfig& b) {
-  const DynamicBatching& x = a.dynamic_batching;
-  const DynamicBatching& y = b.dynamic_batching;
-  return SpecWithoutKey(a) == SpecWithoutKey(b) && a.hosts == b.hosts &&
-         a.instances_per_host == b.instances_per_host && a.max_compute_ms == b.max_compute_ms &&
-         x.enabled == y.enabled && x.max_queue_delay_us == y.max_queue_delay_us &&
-         x.preferred_batch_sizes == y.preferred_batch_sizes && x.max_queue_size == y.max_queue_size &&
-         x.priority_levels == y.priority_levels && x.default_priority == y.default_priority &&
-         x.max_queue_bytes == y.max_queue_bytes;
-}
+// Whether two configs of one model are served alike (version folders aside).
+bool SameServing(const ModelConfig& a, const ModelConfig& b) { return SignatureWithoutKey(a) == SignatureWithoutKey(b); }
 
-// What a load of a torchscript model tried: its spec and placement and the
+// What a load of a torchscript model tried: how it is served and the
 // version folders found.
 std::string LoadAttempt(const ModelConfig& m) {
-  std::string s = EncodeHostModelSpec(m);
-  for (const std::string& h : m.hosts) s += "|" + h;
-  for (int64_t v : m.versions) s += "|v" + std::to_string(v);
+  std::string s = SignatureWithoutKey(m);
+  for (int64_t v : m.versions) {
+    s.append("|v");
+    s.append(std::to_string(v));
+  }
   return s;
 }
 
@@ -96,24 +88,13 @@ const ModelConfig* ModelRepository::Keep(std::unique_ptr<ModelConfig> config) {
 
 Status ModelRepository::Begin(const std::vector<std::string>& explicit_models) {
   if (config_->model_control_mode == ModelControlMode::kExplicit) {
-    // Loaded one by one (members first), each from its folder: a broken
-    // model that nobody asked for does not stop the server.
+    // Loaded one by one (members first), each from its folder, as a load
+    // call would (the hosts, not started yet, load them as they start): a
+    // broken model that nobody asked for does not stop the server.
+    MutexLock control(&control_mu_);
     for (const std::string& name : explicit_models) {
-      StatusOr<std::vector<std::string>> members = RepositoryEnsembleMembers(*config_, name);
-      if (!members.ok())
-        return Status(members.status().code(), "--load-model " + name + ": " + members.status().message());
-      std::vector<std::string> order = *members;
-      order.push_back(name);
-      for (const std::string& model : order) {
-        if (Find(model) != nullptr) continue;
-        StatusOr<ModelConfig> loaded = LoadRepositoryModel(*config_, model, ServedConfigs());
-        if (!loaded.ok())
-          return Status(loaded.status().code(), "--load-model " + name + ": " + loaded.status().message());
-        MutexLock lock(&mu_);
-        ModelState& state = models_[model];
-        state.config = Keep(std::make_unique<ModelConfig>(std::move(loaded).value()));
-        for (int64_t v : state.config->ServedVersions()) state.versions[v] = VersionState{State::kLoading, ""};
-      }
+      Status s = LoadLocked(name, 0);
+      if (!s.ok()) return Status(s.code(), "--load-model " + name + ": " + s.message());
     }
     return Status::Ok();
   }
@@ -171,6 +152,15 @@ std::vector<int64_t> ModelRepository::ReadyVersions(const ModelConfig& model) co
     if (v.state == State::kReady) ready.push_back(version);
   }
   return ready;
+}
+
+bool ModelRepository::Serves(const ModelConfig& model, int64_t version) const {
+  if (model.is_ensemble()) return ModelCatalog::Serves(model, version);
+  MutexLock lock(&mu_);
+  auto it = models_.find(model.name);
+  if (it == models_.end() || it->second.config != &model) return false;
+  auto v = it->second.versions.find(version);
+  return v != it->second.versions.end() && v->second.state == State::kReady;
 }
 
 std::vector<const ModelConfig*> ModelRepository::Loaded() const {

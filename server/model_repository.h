@@ -87,6 +87,7 @@ class ModelRepository : public ModelCatalog {
   // ModelCatalog.
   const ModelConfig* Find(const std::string& name) const override;
   std::vector<int64_t> ReadyVersions(const ModelConfig& model) const override;
+  bool Serves(const ModelConfig& model, int64_t version) const override;  // one lookup, no allocation
 
   // The configs of the models served now (loaded), by name.
   std::vector<const ModelConfig*> Loaded() const;
