@@ -16,6 +16,9 @@ namespace {
 
 constexpr const char* kMeta[] = {"meta/step",        "meta/epoch",        "meta/batch_in_epoch",
                                  "meta/total_steps", "meta/global_batch", "meta/seed"};
+// Added later: optional when read, so older checkpoints still resume.
+constexpr const char* kTimeMeta[] = {"meta/train_seconds", "meta/step_seconds_sum", "meta/allreduce_seconds_sum",
+                                     "meta/steps_timed"};
 
 void SyncFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -33,6 +36,11 @@ void WriteCheckpointFile(const std::string& path, const CheckpointData& data) {
                           data.total_steps, data.global_batch, data.seed};
   for (size_t i = 0; i < std::size(kMeta); ++i) {
     archive.write(kMeta[i], at::scalar_tensor(meta[i], at::kLong));
+  }
+  const double times[] = {data.train_seconds, data.step_seconds_sum, data.allreduce_seconds_sum,
+                          static_cast<double>(data.steps_timed)};
+  for (size_t i = 0; i < std::size(kTimeMeta); ++i) {
+    archive.write(kTimeMeta[i], at::scalar_tensor(times[i], at::kDouble));
   }
   for (const auto& [name, tensor] : data.tensors) archive.write(name, tensor);
   const std::string tmp = path + ".tmp";
@@ -57,6 +65,16 @@ StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
       at::Tensor value;
       archive.read(kMeta[i], value);
       *meta[i] = value.item<int64_t>();
+    }
+    double* times[] = {&data.train_seconds, &data.step_seconds_sum, &data.allreduce_seconds_sum, nullptr};
+    for (size_t i = 0; i < std::size(kTimeMeta); ++i) {
+      at::Tensor value;
+      if (!archive.try_read(kTimeMeta[i], value)) continue;
+      if (times[i] != nullptr) {
+        *times[i] = value.item<double>();
+      } else {
+        data.steps_timed = static_cast<int64_t>(value.item<double>());
+      }
     }
     for (const std::string& key : archive.keys()) {
       if (key.rfind("meta/", 0) == 0) continue;

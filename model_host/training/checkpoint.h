@@ -37,6 +37,12 @@ struct CheckpointData {
   int64_t total_steps = 0;
   int64_t global_batch = 0;
   int64_t seed = 0;
+  // The run's time so far, over every resume, so that the report of a
+  // resumed run is the whole run's (older checkpoints lack them: 0).
+  double train_seconds = 0;
+  double step_seconds_sum = 0;       // over the steps timed
+  double allreduce_seconds_sum = 0;  // over the steps timed
+  int64_t steps_timed = 0;
   std::vector<std::pair<std::string, at::Tensor>> tensors;
 };
 

@@ -86,16 +86,32 @@ StatusOr<c10::Device> RankDevice(const TrainOptions& options, const RankEnv& env
 }
 
 void SetUpLogging(const TrainOptions& options, int rank) {
-  spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%l] %v");
+  // On a terminal, rank 0 redraws a progress line (TrainMetrics); every log
+  // line first clears it ("\r" + erase line), so the two never share a line.
+  const std::string clear = isatty(STDERR_FILENO) ? "\r\033[K" : "";
+  spdlog::set_pattern(clear + "[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%l] %v");
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 }
+
+// The run's time, this process's part added to what earlier (resumed)
+// processes of the same run spent.
+struct RunTimes {
+  double train_seconds = 0;
+  double step_seconds_sum = 0;
+  double allreduce_seconds_sum = 0;
+  int64_t steps_timed = 0;
+};
 
 // Where the training loop stands, for checkpoints, and what that position
 // means (schedule length, global batch, data order).
 CheckpointData MakeCheckpoint(const EnsembleTrainer& trainer, const OptimSpec& optim,
                               int64_t total_steps, int64_t epoch, int64_t next_batch,
-                              int64_t batches_per_epoch) {
+                              int64_t batches_per_epoch, const RunTimes& times) {
   CheckpointData data;
+  data.train_seconds = times.train_seconds;
+  data.step_seconds_sum = times.step_seconds_sum;
+  data.allreduce_seconds_sum = times.allreduce_seconds_sum;
+  data.steps_timed = times.steps_timed;
   data.total_steps = total_steps;
   data.global_batch = optim.batch_size;
   data.seed = static_cast<int64_t>(optim.seed);
@@ -122,6 +138,8 @@ class RankRun {
   Status CheckSameRun(const CheckpointData& saved, const std::string& path) const;
   Status Train();
   Status Finish();
+  // The whole run's times so far: the earlier processes' plus this one's.
+  RunTimes TimesSoFar(Clock::time_point train_start) const;
 
   const TrainOptions& options_;
   const TrainConfig& config_;
@@ -136,9 +154,21 @@ class RankRun {
   int64_t start_epoch_ = 0;
   int64_t start_batch_ = 0;
   int64_t total_steps_ = 0;
-  double train_seconds_ = 0;
+  RunTimes before_;           // what the processes this one resumed spent
+  RunTimes run_times_;        // the whole run's, once Train() is done
   bool stopped_early_ = false;
+  bool nothing_left_ = false;  // resumed a finished run
 };
+
+RunTimes RankRun::TimesSoFar(Clock::time_point train_start) const {
+  RunTimes t = before_;
+  t.train_seconds += std::chrono::duration<double>(Clock::now() - train_start).count();
+  const int64_t n = metrics_->steps_recorded();
+  t.step_seconds_sum += metrics_->mean_step_seconds() * static_cast<double>(n);
+  t.allreduce_seconds_sum += metrics_->mean_allreduce_seconds() * static_cast<double>(n);
+  t.steps_timed += n;
+  return t;
+}
 
 Status RankRun::Prepare() {
   StatusOr<c10::Device> device = RankDevice(options_, env_);
@@ -186,8 +216,15 @@ Status RankRun::Prepare() {
     ES_RETURN_IF_ERROR(trainer_->SyncInitialParameters());
     start_epoch_ = saved->epoch;
     start_batch_ = saved->batch_in_epoch;
-    spdlog::info("resumed from {}: step {}, epoch {}, batch {}", checkpoint, saved->step,
-                 start_epoch_ + 1, start_batch_);
+    before_ = {saved->train_seconds, saved->step_seconds_sum, saved->allreduce_seconds_sum, saved->steps_timed};
+    if (saved->step >= total_steps_) {
+      nothing_left_ = true;
+      spdlog::info("{} is the end of a finished run (step {} of {}): nothing left to train", checkpoint,
+                   saved->step, total_steps_);
+    } else {
+      spdlog::info("resumed from {}: step {} of {}, epoch {}/{}, batch {}", checkpoint, saved->step, total_steps_,
+                   start_epoch_ + 1, config_.optim.epochs, start_batch_);
+    }
   } else {
     ES_RETURN_IF_ERROR(trainer_->SyncInitialParameters());
   }
@@ -200,10 +237,13 @@ Status RankRun::Prepare() {
   for (const MemberSpec& member : config_.members) names.push_back(member.name);
   const int port = options_.metrics_port <= 0 ? options_.metrics_port
                                               : options_.metrics_port + env_.local_rank;
-  const bool progress = env_.rank == 0 && isatty(STDERR_FILENO);
+  const TrainMetrics::Progress progress = env_.rank != 0                ? TrainMetrics::Progress::kNone
+                                          : isatty(STDERR_FILENO) ? TrainMetrics::Progress::kTerminalLine
+                                                                  : TrainMetrics::Progress::kLogLines;
   StatusOr<std::unique_ptr<TrainMetrics>> metrics =
       TrainMetrics::Start(env_.rank, names, options_.metrics_address, port, trainer_->step(),
-                          total_steps_, progress);
+                          total_steps_, progress,
+                          std::chrono::milliseconds(static_cast<int64_t>(options_.progress_every_s * 1000)));
   if (!metrics.ok()) return metrics.status();
   metrics_ = std::move(metrics).value();
   if (!metrics_->address().empty()) {
@@ -235,6 +275,7 @@ Status RankRun::CheckSameRun(const CheckpointData& saved, const std::string& pat
 }
 
 Status RankRun::Train() {
+  if (nothing_left_) return Status::Ok();
   const Clock::time_point start = Clock::now();
   const int64_t every = config_.checkpoint.every_steps;
   for (int64_t epoch = start_epoch_; epoch < config_.optim.epochs && !stopped_early_; ++epoch) {
@@ -264,7 +305,7 @@ Status RankRun::Train() {
         // At the limit the checkpoint is the point of stopping: wait for it.
         checkpoints_->Submit(
             MakeCheckpoint(*trainer_, config_.optim, total_steps_, epoch, batch->index + 1,
-                           loader_->batches_per_epoch()),
+                           loader_->batches_per_epoch(), TimesSoFar(start)),
             /*wait=*/at_limit);
         metrics_->SetCheckpoints(checkpoints_->written(), checkpoints_->skipped());
       }
@@ -282,11 +323,11 @@ Status RankRun::Train() {
     if (checkpoints_ && !stopped_early_) {
       checkpoints_->Submit(MakeCheckpoint(*trainer_, config_.optim, total_steps_, epoch,
                                           loader_->batches_per_epoch(),
-                                          loader_->batches_per_epoch()),
+                                          loader_->batches_per_epoch(), TimesSoFar(start)),
                            /*wait=*/true);
     }
   }
-  train_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+  run_times_ = TimesSoFar(start);
   if (checkpoints_) {
     if (Status flushed = checkpoints_->Flush(); !flushed.ok()) {
       // Logged when it happened; the trained members are still worth writing.
@@ -307,6 +348,11 @@ Status RankRun::Finish() {
     spdlog::info("stopped at step {} (--max-steps); continue with --resume", trainer_->step());
     return Status::Ok();
   }
+  if (nothing_left_) {
+    std::cout << "nothing left to do: the run in " << options_.out << " had finished (step " << trainer_->step()
+              << " of " << total_steps_ << "); its report.json and model repository are left as they were\n";
+    return Status::Ok();
+  }
   Evaluation evaluation = trainer_->Evaluate(data_.test.images);
   TrainReport report = ScoreEvaluation(config_, evaluation, data_.test.labels);
   report.dataset = config_.data.dataset;
@@ -314,9 +360,11 @@ Status RankRun::Finish() {
   report.epochs = config_.optim.epochs;
   report.steps = trainer_->step();
   report.global_batch = config_.optim.batch_size;
-  report.train_seconds = train_seconds_;
-  report.mean_step_seconds = metrics_->mean_step_seconds();
-  report.mean_allreduce_seconds = metrics_->mean_allreduce_seconds();
+  // The whole run's figures, over every resume.
+  report.train_seconds = run_times_.train_seconds;
+  const double timed = static_cast<double>(std::max<int64_t>(run_times_.steps_timed, 1));
+  report.mean_step_seconds = run_times_.step_seconds_sum / timed;
+  report.mean_allreduce_seconds = run_times_.allreduce_seconds_sum / timed;
 
   StatusOr<std::vector<std::string>> devices = ParseDevices(options_.devices);
   if (!devices.ok()) return devices.status();

@@ -86,6 +86,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--metrics-address", options.metrics_address, "Address /metrics listens on")
       ->capture_default_str();
+  app.add_option("--progress-every", options.progress_every_s,
+                 "Seconds between progress log lines when stderr is not a terminal (on a terminal one line is "
+                 "redrawn every second)")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();

@@ -1,5 +1,7 @@
 #include "model_host/training/train_metrics.h"
 
+#include <spdlog/spdlog.h>
+
 #include <unistd.h>
 
 #include <prometheus/counter.h>
@@ -15,6 +17,7 @@
 
 namespace es {
 namespace {
+
 
 // Step times range from ~1 ms (tiny synthetic models) to seconds (big
 // batches of CNNs); all-reduce waits from microseconds up.
@@ -44,15 +47,17 @@ void AtomicAdd(std::atomic<double>& target, double value) {
 
 StatusOr<std::unique_ptr<TrainMetrics>> TrainMetrics::Start(
     int rank, const std::vector<std::string>& members, const std::string& listen_address, int port,
-    int64_t first_step, int64_t total_steps, bool progress) {
+    int64_t first_step, int64_t total_steps, Progress progress, std::chrono::milliseconds log_every) {
   std::unique_ptr<TrainMetrics> m(new TrainMetrics());
   m->first_step_ = first_step;
   m->steps_done_.store(first_step);
   m->total_steps_ = total_steps;
   {
     MutexLock lock(&m->mu_);  // before the reporter starts; the lock satisfies the analysis
-    m->progress_ = progress;
+    m->progress_ = progress == Progress::kTerminalLine;
   }
+  m->log_progress_ = progress == Progress::kLogLines;
+  m->log_every_ = log_every;
   m->registry_ = std::make_shared<prometheus::Registry>();
   const std::map<std::string, std::string> rank_label{{"rank", std::to_string(rank)}};
   auto& loss = prometheus::BuildGauge()
@@ -140,7 +145,10 @@ void TrainMetrics::Record(const StepStats& step, int64_t steps_done) {
   steps_done_.store(steps_done);
 }
 
-void TrainMetrics::SetEpoch(int64_t epoch) { epoch_->Set(static_cast<double>(epoch)); }
+void TrainMetrics::SetEpoch(int64_t epoch) {
+  epoch_->Set(static_cast<double>(epoch));
+  epoch_now_.store(epoch);
+}
 
 void TrainMetrics::SetCheckpoints(int64_t written, int64_t skipped) {
   // Counters only go up: add what is new since the last call.
@@ -165,6 +173,9 @@ void TrainMetrics::Report() {
   const Clock::time_point start = Clock::now();
   Clock::time_point last = start;
   int64_t last_samples = samples_done_.load();
+  Clock::time_point last_logged = start;
+  Clock::time_point logged_at = start;
+  int64_t logged_samples = last_samples;
   MutexLock lock(&mu_);
   while (!cv_.WaitFor(&mu_, std::chrono::seconds(1), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; })) {
     const Clock::time_point now = Clock::now();
@@ -173,16 +184,27 @@ void TrainMetrics::Report() {
     samples_per_second_->Set(rate);
     last = now;
     last_samples = samples;
-    if (!progress_) continue;
+    const bool log_now = log_progress_ && now - last_logged >= log_every_;
+    if (!progress_ && !log_now) continue;
     const int64_t done = steps_done_.load();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     const int64_t here = done - first_step_;
     const std::string eta =
         here > 0 ? FormatDuration(elapsed / here * (total_steps_ - done)) : std::string("?");
-    std::fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
-                 static_cast<long long>(done), static_cast<long long>(total_steps_),
-                 last_loss_.load(), rate, eta.c_str());
-    std::fflush(stderr);
+    if (progress_) {
+      std::fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                   static_cast<long long>(done), static_cast<long long>(total_steps_),
+                   last_loss_.load(), rate, eta.c_str());
+      std::fflush(stderr);
+      continue;
+    }
+    last_logged = now;
+    // The rate over the whole interval, not the last second's.
+    const double interval_rate = (samples - logged_samples) / std::chrono::duration<double>(now - logged_at).count();
+    logged_samples = samples;
+    logged_at = now;
+    spdlog::info("progress: epoch {}, step {}/{}, loss {:.4f}, {:.0f} samples/s, ETA {}", epoch_now_.load() + 1,
+                 done, total_steps_, last_loss_.load(), interval_rate, eta);
   }
 }
 

@@ -3,8 +3,11 @@
 //
 // The training thread records each step (Record) into gauges, counters and
 // histograms labelled with the rank (and member); a background reporter
-// thread turns the step counter into samples/s once a second and, when
-// stderr is a terminal, redraws one progress line with the ETA. The
+// thread turns the step counter into samples/s once a second and shows
+// progress (epoch, step/total, loss, samples/s, ETA): on a terminal it
+// redraws one line every second (log lines clear it first: SetUpLogging's
+// pattern); otherwise (CI, nohup, systemd, Kubernetes) it logs one progress
+// line every `log_every` (--progress-every), so a long run is never silent. The
 // /metrics endpoint (MetricsHttpServer; why not the router's exposer is said
 // there) serves the registry from its own thread. Without a port nothing
 // listens, but the
@@ -24,6 +27,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,13 +51,15 @@ struct StepStats;
 
 class TrainMetrics {
  public:
-  // port < 0: no endpoint; 0: a free port. `progress`: draw the progress line.
+  enum class Progress { kNone, kTerminalLine, kLogLines };
+  // port < 0: no endpoint; 0: a free port. `progress`: how progress is shown.
   // Steps are counted over the whole run: `first_step` were done before (resume).
   static StatusOr<std::unique_ptr<TrainMetrics>> Start(int rank,
                                                        const std::vector<std::string>& members,
                                                        const std::string& listen_address, int port,
                                                        int64_t first_step, int64_t total_steps,
-                                                       bool progress);
+                                                       Progress progress,
+                                                       std::chrono::milliseconds log_every = std::chrono::seconds(10));
   ~TrainMetrics();
 
   void Record(const StepStats& step, int64_t steps_done);
@@ -67,6 +73,7 @@ class TrainMetrics {
   std::string address() const;
   // Mean step and all-reduce seconds over the run so far.
   double mean_step_seconds() const;
+  int64_t steps_recorded() const { return steps_recorded_.load(); }
   double mean_allreduce_seconds() const;
 
  private:
@@ -97,6 +104,9 @@ class TrainMetrics {
   Mutex mu_;
   CondVar cv_;
   bool progress_ ABSL_GUARDED_BY(mu_) = false;  // a progress line is being redrawn
+  bool log_progress_ = false;                   // progress as log lines (set before the reporter starts)
+  std::chrono::milliseconds log_every_{10000};   // between progress log lines
+  std::atomic<int64_t> epoch_now_{0};
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<MetricsHttpServer> endpoint_;
   std::thread reporter_;

@@ -25,6 +25,8 @@ struct TrainOptions {
   int metrics_port = -1;    // -1: no /metrics; 0: free ports; P: rank r on P + local rank
   std::string metrics_address = "127.0.0.1";
   std::string log_level = "info";
+  // Progress when stderr is not a terminal: one log line this often.
+  double progress_every_s = 10;
 };
 
 // "cpu:2" -> {"cpu:0", "cpu:1"}; "cuda:0,1" -> {"cuda:0", "cuda:1"}; an error

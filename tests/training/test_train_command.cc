@@ -183,7 +183,29 @@ TEST(TrainCommandTest, TrainedRepositoryIsServedAsIsAndAnswersAsTheTrainerEvalua
   }
 }
 
+// ---- progress ----------------------------------------------------------------
+
+// Under CI, nohup, systemd or Kubernetes stderr is no terminal: progress
+// comes as a log line every --progress-every seconds instead of silence.
+TEST(TrainCommandTest, ProgressIsLoggedWhenStderrIsNotATerminal) {
+  it::WatchdogScope watchdog(seconds(240), "progress");
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", SyntheticConfig(24, 1000));  // ~3 s here
+  std::string output;
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", dir.Path("out"), "--progress-every", "1"},
+                  &output), 0)
+      << output;
+  const std::regex line(R"(\[rank 0\] \[info\] progress: epoch \d+, step \d+/768, loss [0-9.]+, \d+ samples/s, ETA \S+)");
+  EXPECT_TRUE(std::regex_search(output, line)) << output;
+  EXPECT_EQ(output.find("\r"), std::string::npos) << "terminal redraws in a pipe";
+}
+
 // ---- resume ------------------------------------------------------------------
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 TEST(TrainCommandTest, ResumeContinuesFromTheCheckpointsStep) {
   it::WatchdogScope watchdog(seconds(240), "resume");
@@ -210,7 +232,20 @@ TEST(TrainCommandTest, ResumeContinuesFromTheCheckpointsStep) {
   output.clear();
   ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", split.string(), "--resume"}, &output), 0)
       << output;
-  EXPECT_NE(output.find("step 45, epoch 2, batch 13"), std::string::npos) << output;
+  EXPECT_NE(output.find("step 45 of 64, epoch 2/2, batch 13"), std::string::npos) << output;
+
+  // Resuming a finished run has nothing to do and says so; the report (and
+  // its timings) stay as they were instead of being rewritten with zeros.
+  const fs::path again = dir.path() / "again";
+  fs::copy(straight, again, fs::copy_options::recursive);
+  const std::string report_before = ReadText(again / "report.json");
+  output.clear();
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", again.string(), "--resume"}, &output), 0)
+      << output;
+  EXPECT_NE(output.find("nothing left to do: the run in " + again.string() + " had finished (step 64 of 64)"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(ReadText(again / "report.json"), report_before) << "resuming a finished run rewrote its report";
   // Resuming with another schedule length is refused, not silently retrained.
   output.clear();
   const fs::path other = dir.path() / "other";
@@ -225,6 +260,9 @@ TEST(TrainCommandTest, ResumeContinuesFromTheCheckpointsStep) {
   const nlohmann::json b = ReadJson(split / "report.json");
   EXPECT_EQ(a["steps"], 64);
   EXPECT_EQ(b["steps"], 64);
+  // The resumed run reports the whole run's timings (both processes').
+  EXPECT_GT(b["train_seconds"].get<double>(), 0.0);
+  EXPECT_GT(b["mean_step_seconds"].get<double>(), 0.0);
   // Same data order, same optimizer state, same schedule: the same model.
   const nlohmann::json sa = ReadJson(straight / "eval_samples.json");
   const nlohmann::json sb = ReadJson(split / "eval_samples.json");
