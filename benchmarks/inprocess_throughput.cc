@@ -1,8 +1,11 @@
 // bench-inprocess: the compute limit of a model on this machine, measured in
-// one process with LibTorch directly (no server): `--threads` workers (one
-// intra-op thread each, as each host has) run forward back to back on the
-// same ModelRunner at each batch size; prints rows/s per batch size and the
-// best. The baseline for "the server reaches N% of in-process throughput".
+// one process with LibTorch directly (no server): `--threads` workers run
+// forward back to back on the same ModelRunner at each batch size; prints
+// rows/s per batch size and the best. The baseline for "the server reaches
+// N% of in-process throughput", so each worker computes as a host does: one
+// intra-op thread, one BLAS thread (OpenBLAS's own pool is limited to the
+// calling thread), pinned to a core of its own (worker k on CPU k). The
+// cores used are printed.
 //
 //   bench-inprocess --repo DIR --model mlp [--threads 2] [--batches 1,8,16,32,64] [--seconds 2]
 #include <torch/torch.h>
@@ -47,6 +50,10 @@ int main(int argc, char** argv) {
   }
   const es::ModelConfig& config = it->second;
   torch::set_num_threads(1);
+  const int blas_threads = es::LimitBlasThreads(1);
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  std::string cores;
+  for (int t = 0; t < threads; ++t) cores += (t ? "," : "") + std::to_string(t % std::max(cpus, 1));
   auto runner = es::ModelRunner::Load(config, config.LatestVersion(), "cpu");
   if (!runner.ok()) {
     std::fprintf(stderr, "bench-inprocess: %s\n", runner.status().message().c_str());
@@ -56,13 +63,16 @@ int main(int argc, char** argv) {
   for (int64_t d : config.inputs[0].dims) sample *= d;
   double best = 0;
   int64_t best_batch = 0;
-  std::printf("model %s, %d thread(s)\n%8s %14s\n", model.c_str(), threads, "batch", "rows/s");
+  std::printf("model %s, %d worker(s) on CPU(s) %s, each 1 intra-op thread and %s\n%8s %14s\n", model.c_str(),
+              threads, cores.c_str(), blas_threads > 0 ? "1 BLAS thread (OpenBLAS)" : "no OpenBLAS", "batch",
+              "rows/s");
   for (int64_t batch : batches) {
     std::atomic<int64_t> rows{0};
     std::atomic<bool> stop{false};
     std::vector<std::thread> workers;
     for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&] {
+      workers.emplace_back([&, t] {
+        es::PinThisThread(t % std::max(cpus, 1));
         // Uniform [0, 1) like ensemble-loadgen's requests: a constant input
         // runs the demo cnn about 1.4 times faster than random data does.
         std::vector<float> input(static_cast<size_t>(batch * sample));

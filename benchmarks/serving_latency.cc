@@ -132,7 +132,11 @@ int main(int argc, char** argv) {
   } else {
     members.push_back(it->second);
   }
+  // The floor computes as a host does: one intra-op thread, one BLAS thread,
+  // on one core (CPU 0).
   torch::set_num_threads(1);
+  const bool openblas = es::LimitBlasThreads(1) > 0;
+  es::PinThisThread(0);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(0, 1);
   std::vector<float> input(static_cast<size_t>(batch) * 784);
@@ -143,8 +147,10 @@ int main(int argc, char** argv) {
   ThroughServer(server, model, input, batch, 200);  // warm-up
   const Percentiles remote = Summarise(ThroughServer(server, model, input, batch, requests));
 
-  std::printf("model %s, batch %lld, %d requests at concurrency 1\n", model.c_str(),
-              static_cast<long long>(batch), requests);
+  std::printf("model %s, batch %lld, %d requests at concurrency 1; in-process floor on CPU 0 with 1 intra-op "
+              "thread and %s\n",
+              model.c_str(), static_cast<long long>(batch), requests,
+              openblas ? "1 BLAS thread (OpenBLAS)" : "no OpenBLAS");
   std::printf("%-34s %10s %10s %10s\n", "", "p50 us", "p90 us", "p99 us");
   std::printf("%-34s %10.1f %10.1f %10.1f\n", "in-process members, sequential", local.p50, local.p90, local.p99);
   std::printf("%-34s %10.1f %10.1f %10.1f\n", "through ensemble-server (gRPC)", remote.p50, remote.p90, remote.p99);

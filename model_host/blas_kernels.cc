@@ -1,5 +1,8 @@
 #include "model_host/blas_kernels.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -63,6 +66,23 @@ void UseTheCpusBlasKernels(char** argv) {
   if (std::strncmp(base != nullptr ? base + 1 : self, "ld-", 3) == 0) return;
   execv(self, argv);
   std::fprintf(stderr, "note: could not run again (%s); going on with the generic kernels\n", std::strerror(errno));
+}
+
+int LimitBlasThreads(int threads) {
+  using SetThreads = void (*)(int);
+  using GetThreads = int (*)();
+  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (set == nullptr || get == nullptr) return 0;
+  set(threads);
+  return get();
+}
+
+bool PinThisThread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
 }
 
 }  // namespace es

@@ -50,4 +50,15 @@ std::string LoadedBlasCoreName();
 
 void UseTheCpusBlasKernels(char** argv);
 
+// Makes OpenBLAS compute on the calling thread only (no pool of its own),
+// as in a host, whose OPENBLAS_NUM_THREADS is its `threads`: an in-process
+// baseline whose workers each use one intra-op thread is otherwise not one
+// thread per worker at all (OpenBLAS's pool spreads each product over every
+// core). Returns OpenBLAS's thread count afterwards, or 0 without OpenBLAS.
+int LimitBlasThreads(int threads);
+
+// Pins the calling thread to `cpu` (as a host is pinned to its CPU); false
+// when the CPU cannot be used.
+bool PinThisThread(int cpu);
+
 }  // namespace es
