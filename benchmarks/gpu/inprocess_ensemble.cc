@@ -160,10 +160,14 @@ int main(int argc, char** argv) {
                    device_name.c_str());
       return 1;
     }
+    // One intra-op thread and one BLAS thread per worker, as a host has (on
+    // CPU the BLAS pool would otherwise spread each product over every core).
     torch::set_num_threads(1);
+    const bool openblas = es::LimitBlasThreads(1) > 0;
     Members members = LoadMembers(*models, it->second, device);
-    std::printf("bench-gpu-inprocess: %s (%zu members) on %s, %d thread(s), %s input\n", ensemble_name.c_str(),
-                members.modules.size(), device_name.c_str(), threads, pinned ? "pinned" : "pageable");
+    std::printf("bench-gpu-inprocess: %s (%zu members) on %s, %d thread(s) of 1 intra-op thread and %s, %s input\n",
+                ensemble_name.c_str(), members.modules.size(), device_name.c_str(), threads,
+                openblas ? "1 BLAS thread (OpenBLAS)" : "no OpenBLAS", pinned ? "pinned" : "pageable");
     std::printf("%8s %14s %12s %12s %10s\n", "batch", "rows/s", "p50_us", "p99_us", "calls");
     for (int64_t batch : batches) {
       results.push_back(MeasureBatch(members, device, batch, threads, seconds, pinned));
