@@ -210,7 +210,7 @@ start_python_baseline() {
 # --- 2. ensemble-server --------------------------------------------------------
 SERVER_LOG=$OUT/server.log
 step "starting ensemble-server ($OUT/server.yaml)"
-start_server "$OUT/server.yaml" "$SERVER_LOG" --grpc-port 0 --metrics-port 0 --log-level warn
+start_server "$OUT/server.yaml" "$SERVER_LOG" --grpc-port 0 --metrics-port 0 --http-port 0 --log-level warn
 load es_mlp_b1 mlp 1 "$SWEEP"
 load es_demo_b1 demo_ensemble 1 "$SWEEP"
 load es_demo_big demo_ensemble "$BIG_BATCH" "$BIG_SWEEP"

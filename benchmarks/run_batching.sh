@@ -92,7 +92,7 @@ load() {
 LOG=$OUT/server.log
 FLOOR_PID=""
 trap 'stop_server; [ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' EXIT
-start_server "$OUT/server.yaml" "$LOG" --grpc-port 0 --metrics-port 0 --log-level warn
+start_server "$OUT/server.yaml" "$LOG" --grpc-port 0 --metrics-port 0 --http-port 0 --log-level warn
 HOSTS=$(cat /proc/"$SERVER_PID"/task/*/children)  # the model-host processes
 run_server_step() { load "$1" "$SERVER_ADDR" "$2" "$3" "$4" "$SERVER_PID" "$HOSTS"; }  # NAME MODEL CONCURRENCY BATCH
 for m in mlp mlp_batched cnn cnn_batched light_ensemble light_ensemble_batched; do

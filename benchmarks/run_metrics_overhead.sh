@@ -51,7 +51,7 @@ scrape_every_second() {
   done
 }
 
-start_server config/demo.yaml "$WORK/on.log" --grpc-port 0 --metrics-port 0 --log-level warn
+start_server config/demo.yaml "$WORK/on.log" --grpc-port 0 --metrics-port 0 --http-port 0 --log-level warn
 ON_PID=$SERVER_PID ON_ADDR=$SERVER_ADDR
 for _ in $(seq 1 50); do
   METRICS=$(sed -n 's/^metrics listening on //p' "$WORK/on.log")
@@ -61,7 +61,7 @@ done
 [ -n "$METRICS" ] || { echo "no 'metrics listening on' line" >&2; cat "$WORK/on.log" >&2; exit 1; }
 scrape_every_second "${METRICS%:*}" "${METRICS##*:}" &
 SCRAPER_PID=$!
-start_server config/demo.yaml "$WORK/off.log" --grpc-port 0 --no-metrics --log-level warn
+start_server config/demo.yaml "$WORK/off.log" --grpc-port 0 --no-metrics --http-port 0 --log-level warn
 OFF_PID=$SERVER_PID OFF_ADDR=$SERVER_ADDR
 
 # cpu_ticks PID: user + system clock ticks of a process so far.

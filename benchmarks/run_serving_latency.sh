@@ -10,5 +10,5 @@ source scripts/lib/server.sh
 [ -d build/demo_repo ] || "$BIN/ensemble-make-demo" --out build/demo_repo
 LOG=$(mktemp)
 trap 'stop_server; rm -f "$LOG"' EXIT
-start_server config/demo.yaml "$LOG" --grpc-port 0 --metrics-port 0 --log-level warn
+start_server config/demo.yaml "$LOG" --grpc-port 0 --metrics-port 0 --http-port 0 --log-level warn
 "$BIN/bench-serving-latency" --server "$SERVER_ADDR" --repo build/demo_repo "$@"

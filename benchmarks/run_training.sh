@@ -58,7 +58,7 @@ PY
 BIN=build/bin
 # shellcheck source=scripts/lib/server.sh
 source scripts/lib/server.sh
-start_server "$OUT/server.yaml" "$OUT/server.log" --grpc-port 0 --metrics-port 0
+start_server "$OUT/server.yaml" "$OUT/server.log" --grpc-port 0 --metrics-port 0 --http-port 0
 trap stop_server EXIT
 build/bin/ensemble-cli --server "$SERVER_ADDR" infer fmnist_ensemble --plain --top-k 1 \
   --input "input=$OUT/test4.npy"

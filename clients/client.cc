@@ -1,5 +1,8 @@
 #include "clients/client.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <utility>
 
 namespace es::client {
@@ -62,7 +65,51 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cli
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxReceiveMessageSize(options.max_receive_bytes);
   args.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.ssl) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.ssl_root_certs;
+    ssl.pem_cert_chain = options.ssl_cert_chain;
+    ssl.pem_private_key = options.ssl_private_key;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(address, credentials, args);
+}
+
+Status ReadTlsFiles(const std::string& ca_file, const std::string& cert_file, const std::string& key_file,
+                    ClientOptions* options) {
+  if (cert_file.empty() != key_file.empty()) {
+    return Status(grpc::StatusCode::INVALID_ARGUMENT,
+                  "a client certificate needs its key and a key its certificate (both --ssl-cert and --ssl-key)");
+  }
+  // Certificates are kilobytes; a bound keeps a wrong path (a device, a
+  // huge file) from being read whole.
+  constexpr std::streamsize kMaxBytes = 1 << 20;
+  for (const auto& [path, out] : {std::pair<const std::string*, std::string*>{&ca_file, &options->ssl_root_certs},
+                                  {&cert_file, &options->ssl_cert_chain},
+                                  {&key_file, &options->ssl_private_key}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path, std::ios::binary);
+    if (!in) {
+      return Status(grpc::StatusCode::INVALID_ARGUMENT, "cannot open '" + *path + "': " + std::strerror(errno));
+    }
+    std::string text(static_cast<size_t>(kMaxBytes) + 1, '\0');
+    in.read(text.data(), kMaxBytes + 1);
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (in.bad() || text.size() > static_cast<size_t>(kMaxBytes) || text.find("-----BEGIN ") == std::string::npos) {
+      return Status(grpc::StatusCode::INVALID_ARGUMENT, "'" + *path + "' is not a PEM file");
+    }
+    *out = std::move(text);
+  }
+  options->ssl = true;
+  return Status();
+}
+
+void AddCallCredentials(grpc::ClientContext* ctx, const ClientOptions& options) {
+  if (options.token.empty()) return;
+  std::string value = "Bearer ";
+  value += options.token;
+  ctx->AddMetadata("authorization", value);
 }
 
 std::unique_ptr<Client> Client::Create(const std::string& address, const ClientOptions& options) {
@@ -75,6 +122,7 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& opti
 void Client::SetDeadline(grpc::ClientContext* ctx, const CallOptions& call) const {
   const auto timeout = call.timeout.count() > 0 ? call.timeout : options_.timeout;
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  AddCallCredentials(ctx, options_);
 }
 
 Result<bool> Client::ServerLive(const CallOptions& call) const {

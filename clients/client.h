@@ -21,6 +21,8 @@
 //    calls in flight (the destructor does not wait for them), and must not
 //    be destroyed inside a callback (gRPC would join its own thread).
 //  - Thread-safe: one Client may be shared by any number of threads.
+//  - TLS and tokens: ClientOptions::ssl (with ReadTlsFiles) and ::token;
+//    every call of a Client carries the token.
 //  - One Client is one channel, and every channel MakeChannel() returns is
 //    a connection of its own (a local subchannel pool: gRPC never shares a
 //    TCP connection between two of them).
@@ -44,14 +46,39 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{30000};  // default deadline of every call
   // Largest message received (responses); -1 = no limit.
   int max_receive_bytes = -1;
+  // TLS (grpc::SslCredentials) when `ssl`; the PEM texts, not paths (see
+  // ReadTlsFiles). Empty root_certs = gRPC's default roots (the system's).
+  // cert_chain and private_key together: the client certificate of mTLS.
+  bool ssl = false;
+  // ({} initializers: aggregate initialization with the first fields only,
+  // ClientOptions{timeout}, stays free of missing-initializer warnings.)
+  std::string ssl_root_certs{};
+  std::string ssl_cert_chain{};
+  std::string ssl_private_key{};
+  // Bearer token: every call carries `authorization: Bearer TOKEN` (empty =
+  // none). Per-call metadata, so it works on plaintext channels too (where
+  // it is readable on the wire: use TLS beyond loopback).
+  std::string token{};
 };
+
+// Reads the PEM files named (each may be empty = not used) into *options
+// and sets options->ssl. An error (INVALID_ARGUMENT) names the file that
+// cannot be read, and a cert without a key (or a key without a cert).
+Status ReadTlsFiles(const std::string& ca_file, const std::string& cert_file, const std::string& key_file,
+                    ClientOptions* options);
+
+// Adds options.token's `authorization` metadata to `ctx` (nothing when the
+// token is empty). For contexts of raw or generic stub calls; the Client's
+// own calls (and SetDeadline) add it already.
+void AddCallCredentials(grpc::ClientContext* ctx, const ClientOptions& options);
 
 struct CallOptions {
   // 0 = the client's default.
   std::chrono::milliseconds timeout{0};
 };
 
-// A channel to `address` ("HOST:PORT"), insecure, with the options' arguments.
+// A channel to `address` ("HOST:PORT") with the options' arguments: TLS
+// when options.ssl, plaintext otherwise.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const ClientOptions& options = {});
 
 class Client {
@@ -87,8 +114,10 @@ class Client {
                                                                  const CallOptions& call = {}) const;
 
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  const ClientOptions& options() const { return options_; }
   inference::GRPCInferenceService::Stub& stub() const { return *stub_; }
-  // Sets `ctx`'s deadline from `call` (or the default); for raw stub calls.
+  // Sets `ctx`'s deadline from `call` (or the default) and the client's
+  // token metadata (AddCallCredentials); for raw stub calls.
   void SetDeadline(grpc::ClientContext* ctx, const CallOptions& call) const;
 
  private:

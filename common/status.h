@@ -32,6 +32,7 @@ enum class StatusCode : int {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 // The canonical upper-case name of a code, e.g. "INVALID_ARGUMENT".
@@ -52,6 +53,8 @@ class [[nodiscard]] Status {
   static Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
+  static Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

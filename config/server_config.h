@@ -69,6 +69,24 @@ struct Limits {
 enum class ModelControlMode { kNone, kExplicit, kPoll };
 const char* ModelControlModeName(ModelControlMode mode);
 
+// TLS for the gRPC and HTTP front ends (`tls:` in the server config).
+// Paths are absolute after loading (relative ones are taken from the config
+// file's folder). Empty cert = no TLS.
+struct TlsConfig {
+  std::string cert;       // PEM certificate chain the server presents
+  std::string key;        // PEM private key of `cert`
+  std::string client_ca;  // PEM CA bundle; set = clients must present a certificate it signed (mTLS)
+  bool enabled() const { return !cert.empty(); }
+};
+
+// Bearer-token authentication (`auth:` in the server config); see
+// server/auth_policy.h for the roles and what each may call.
+struct AuthConfig {
+  std::string tokens_file;    // empty = no authentication
+  bool open_health = true;    // health (live/ready) answers without a token, for probes
+  bool enabled() const { return !tokens_file.empty(); }
+};
+
 struct ServerConfig {
   std::string path;            // the config file itself
   std::string repository;      // absolute path of the model repository
@@ -78,6 +96,12 @@ struct ServerConfig {
   int grpc_port = 8001;
   int metrics_port = 8002;
   int http_port = 8000;
+  bool http_enabled = true;     // false: no HTTP/REST front end (--no-http)
+  // /metrics listens here when set (e.g. "0.0.0.0" while inference stays on
+  // listen_address); empty = listen_address.
+  std::string metrics_address;
+  TlsConfig tls;
+  AuthConfig auth;
   std::string log_level = "info";
   std::vector<HostConfig> hosts;
   Limits limits;

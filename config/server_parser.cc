@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -246,12 +248,95 @@ Status ResolveRepository(const yaml::Field& root, std::string* repository) {
   return Status::Ok();
 }
 
+// --- tls:, auth:, metrics_address (issue 15) ---------------------------------
+
+// "true"/"false" (YAML 1.2 core; yes/no/on/off are refused: they read as
+// strings elsewhere and a typo should not silently mean false).
+Status ReadOptionalBool(const yaml::Field& map, std::string_view key, bool* out) {
+  const yaml::Field field = yaml::Child(map, key);
+  if (!field.present()) return Status::Ok();
+  if (field.node.IsScalar()) {
+    const std::string& text = field.node.Scalar();
+    if (text == "true" || text == "false") {
+      *out = text == "true";
+      return Status::Ok();
+    }
+  }
+  return yaml::Error(field, "expected true or false");
+}
+
+// A file the server reads at start-up (certificates, keys, tokens): relative
+// to the config file's folder, made absolute, and checked to be a readable
+// regular file now, so a typo fails at load with the config line, not later
+// at the first TLS handshake or request.
+Status ResolveReadableFile(const yaml::Field& map, std::string_view key, std::string* path_out) {
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(map, key, path_out));
+  const yaml::Field field = yaml::Child(map, key);
+  if (!field.present()) return Status::Ok();
+  if (path_out->empty()) return yaml::Error(field, "empty path");
+  fs::path path(*path_out);
+  if (path.is_relative()) path = fs::path(map.file).parent_path() / path;
+  std::error_code ec;
+  path = fs::absolute(path, ec).lexically_normal();
+  const std::string shown = path.string();
+  if (ec || !fs::exists(path, ec)) {
+    return yaml::Error(field, "file '" + shown + "' does not exist (relative paths start at the config file's folder)");
+  }
+  if (!fs::is_regular_file(path, ec)) return yaml::Error(field, "'" + shown + "' is not a regular file");
+  if (::access(shown.c_str(), R_OK) != 0) {
+    return yaml::Error(field, "file '" + shown + "' is not readable: " + std::strerror(errno));
+  }
+  *path_out = shown;
+  return Status::Ok();
+}
+
+// tls: {cert, key, client_ca}. cert and key come together; client_ca (mTLS)
+// needs them: a server that asks clients for certificates must itself speak TLS.
+Status ParseTls(const yaml::Field& field, TlsConfig* tls) {
+  if (!field.present()) return Status::Ok();
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"cert", "key", "client_ca"}));
+  ES_RETURN_IF_ERROR(ResolveReadableFile(field, "cert", &tls->cert));
+  ES_RETURN_IF_ERROR(ResolveReadableFile(field, "key", &tls->key));
+  ES_RETURN_IF_ERROR(ResolveReadableFile(field, "client_ca", &tls->client_ca));
+  if (tls->cert.empty()) {
+    for (const char* key : {"key", "client_ca"}) {
+      const yaml::Field given = yaml::Child(field, key);
+      if (given.present()) return yaml::Error(given, "needs tls.cert (the server's own certificate)");
+    }
+    return yaml::Error(field, "tls needs cert and key (PEM files)");
+  }
+  if (tls->key.empty()) return yaml::Error(yaml::Child(field, "cert"), "needs tls.key (the certificate's private key)");
+  return Status::Ok();
+}
+
+// auth: {tokens_file, open_health}. The tokens themselves are read by
+// AuthPolicy::Load at start-up (server/auth_policy.h), which names a bad line.
+Status ParseAuth(const yaml::Field& field, AuthConfig* auth) {
+  if (!field.present()) return Status::Ok();
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"tokens_file", "open_health"}));
+  ES_RETURN_IF_ERROR(ResolveReadableFile(field, "tokens_file", &auth->tokens_file));
+  ES_RETURN_IF_ERROR(ReadOptionalBool(field, "open_health", &auth->open_health));
+  if (auth->tokens_file.empty()) return yaml::Error(field, "auth needs tokens_file");
+  return Status::Ok();
+}
+
+Status ParseMetricsAddress(const yaml::Field& root, std::string* address) {
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "metrics_address", address));
+  const yaml::Field field = yaml::Child(root, "metrics_address");
+  // A host only: the port is metrics_port (or --metrics-port).
+  if (field.present() && (address->empty() || address->find_first_of(" /") != std::string::npos)) {
+    return yaml::Error(field, "expected a host address such as 127.0.0.1 or 0.0.0.0 (the port is metrics_port)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"repository", "listen_address", "grpc_port",
                                            "metrics_port", "http_port", "log_level", "hosts",
-                                           "limits", "model_control_mode", "repository_poll_secs"}));
+                                           "limits", "model_control_mode", "repository_poll_secs",
+                                           "metrics_address", "tls", "auth"}));
   ES_RETURN_IF_ERROR(ResolveRepository(root, &config->repository));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "listen_address", &config->listen_address));
   // Port 0 asks for a free port (the server prints the one it got).
@@ -264,6 +349,9 @@ Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   // At most a day: a poll that rare is no poll.
   ES_RETURN_IF_ERROR(
       yaml::ReadOptionalInt(root, "repository_poll_secs", int64_t{1}, int64_t{86400}, &config->repository_poll_secs));
+  ES_RETURN_IF_ERROR(ParseMetricsAddress(root, &config->metrics_address));
+  ES_RETURN_IF_ERROR(ParseTls(yaml::Child(root, "tls"), &config->tls));
+  ES_RETURN_IF_ERROR(ParseAuth(yaml::Child(root, "auth"), &config->auth));
   ES_RETURN_IF_ERROR(ParseHosts(yaml::Child(root, "hosts"), &config->hosts));
   return ParseLimits(yaml::Child(root, "limits"), &config->limits);
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -44,6 +45,31 @@ StatusOr<pid_t> Spawn(const LaunchSpec& spec) {
   CPU_ZERO(&cpus);
   for (int cpu : spec.cpu_affinity) CPU_SET(cpu, &cpus);
 
+  // What the child says (on its stderr, which may be a pipe the parent
+  // reads) when it cannot become the program: built here, written with
+  // write(2) there.
+  std::string cpus_text;
+  for (int cpu : spec.cpu_affinity) {
+    if (!cpus_text.empty()) cpus_text.push_back(',');
+    cpus_text.append(std::to_string(cpu));
+  }
+  const std::string affinity_error =
+      "launcher: cannot pin the process to CPU(s) " + cpus_text + " (sched_setaffinity failed)\n";
+  const std::string exec_error = "launcher: cannot execute " + spec.binary + "\n";
+  auto say = [](const std::string& text) {
+    if (write(STDERR_FILENO, text.data(), text.size()) < 0) {
+      // nothing else can be done between fork and exec
+    }
+  };
+
+  constexpr size_t kMaxPassFds = 16;
+  if (spec.pass_fds.size() > kMaxPassFds) return Status::InvalidArgument("too many descriptors to pass");
+  int staged[kMaxPassFds];
+  // Copies go above every target, so no copy is overwritten by a later move.
+  int staging_fd = 0;
+  for (const auto& [from, to] : spec.pass_fds) staging_fd = std::max(staging_fd, to + 1);
+  const std::string pass_error = "launcher: cannot pass the descriptors to the child (fcntl/dup2 failed)\n";
+
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return Status::Internal(std::string("fork: ") + std::strerror(errno));
@@ -56,15 +82,29 @@ StatusOr<pid_t> Spawn(const LaunchSpec& spec) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGPIPE, SIG_DFL);
-    if (!spec.cpu_affinity.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) _exit(125);
-    for (const auto& [from, to] : spec.pass_fds) {
-      if (from == to) {
-        fcntl(to, F_SETFD, 0);  // keep it across exec
-      } else if (dup2(from, to) < 0) {
+    // Descriptors first: a stderr passed in hears the failures below.
+    // Two steps, so that one pass's target cannot be another's source
+    // (the channel's fd number may be the one stderr's pipe has): every
+    // source is first copied above all of them, then moved to its place.
+    for (size_t i = 0; i < spec.pass_fds.size() && i < kMaxPassFds; ++i) {
+      staged[i] = fcntl(spec.pass_fds[i].first, F_DUPFD_CLOEXEC, staging_fd);
+      if (staged[i] < 0) {
+        say(pass_error);  // stderr is still the parent's here
         _exit(126);
       }
     }
+    for (size_t i = 0; i < spec.pass_fds.size() && i < kMaxPassFds; ++i) {
+      if (dup2(staged[i], spec.pass_fds[i].second) < 0) {  // dup2 clears close-on-exec
+        say(pass_error);
+        _exit(126);
+      }
+    }
+    if (!spec.cpu_affinity.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+      say(affinity_error);
+      _exit(125);
+    }
     execve(argv[0], argv.data(), envp.data());
+    say(exec_error);
     _exit(127);
   }
   return pid;

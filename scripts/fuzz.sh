@@ -26,7 +26,7 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   exit 2
 fi
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-read -r -a targets <<< "${FUZZ_TARGETS:-request_decode server_config model_config channel_attach completion_check npy}"
+read -r -a targets <<< "${FUZZ_TARGETS:-request_decode server_config model_config channel_attach completion_check npy http_infer http_answer}"
 
 for tool in clang clang++; do
   command -v "$tool" >/dev/null || { echo "fuzz.sh: $tool not found (apt-get install clang)" >&2; exit 1; }

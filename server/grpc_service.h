@@ -3,12 +3,10 @@
 // validates and submits, then returns; the answer is finished later from the
 // host's completion thread, so no gRPC thread waits on a model.
 //
-// Admission: at most limits.max_inflight_calls ModelInfer calls are held at
-// once, counted from arrival until gRPC is done with the call (so a call
-// whose answer its client never reads still counts); beyond it a call is
-// answered RESOURCE_EXHAUSTED at once, naming the limit. With
-// max_request_bytes and the models' output sizes this bounds the memory
-// clients can make the router hold.
+// Admission, decoding, statistics and metrics of inference calls are
+// InferCalls' (shared with the stream and HTTP front ends): a ModelInfer call
+// holds its place until gRPC is done with it (OnDone), so a call whose answer
+// its client never reads still counts.
 //
 // This layer is thin on purpose: protocol in, Status out; one function
 // (ToGrpcStatus) maps the core's Status onto grpc::Status.
@@ -19,31 +17,52 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 
 #include "config/server_config.h"
 #include "proto/grpc_service.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
+#include "server/auth_policy.h"
+#include "server/infer_calls.h"
 #include "server/inference_core.h"
 #include "server/model_repository.h"
 #include "server/model_statistics.h"
-#include "server/request_metrics.h"
+#include "server/shm_registry.h"
 
 namespace es {
 
 grpc::Status ToGrpcStatus(const Status& status);
 
+// The call's `authorization` metadata checked against `auth` for `access`.
+Status Authorize(const grpc::CallbackServerContext& ctx, const AuthPolicy& auth, Access access);
+
 class KServeService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  // `metrics` may be null (ensemble-server --no-metrics): nothing is recorded.
+  // `auth` checks each call's token (see auth_policy.h for who may call what).
+  // `shm`: the system shared-memory regions (null: the RPCs answer UNAVAILABLE).
   KServeService(const ServerConfig* config, ModelRepository* repository, InferenceCore* core,
-                es::ModelStatistics* stats, RequestMetrics* metrics = nullptr);
+                es::ModelStatistics* stats, InferCalls* calls, const AuthPolicy* auth,
+                SharedMemoryRegistry* shm = nullptr);
 
-  // False once draining has begun: readiness goes down before we stop.
-  void SetAcceptingRequests(bool accepting) { accepting_.store(accepting); }
+  // Ready: accepting calls (not draining) and every served model ready.
   bool ServerIsReady() const;
-  // Waits until no ModelInfer call is in flight or `deadline` passes; true if
-  // the calls all finished.
-  bool WaitForInFlight(std::chrono::steady_clock::time_point deadline) const;
+
+  // The answers behind the RPCs, without transport or authorization (the
+  // caller checks the token): the RPC handlers below and the HTTP front end
+  // (server/http_routes.cc, which turns them into JSON) share them.
+  void AnswerServerMetadata(inference::ServerMetadataResponse* resp) const;
+  Status AnswerModelReady(const inference::ModelReadyRequest& req, inference::ModelReadyResponse* resp) const;
+  Status AnswerModelMetadata(const inference::ModelMetadataRequest& req,
+                             inference::ModelMetadataResponse* resp) const;
+  Status AnswerModelConfig(const inference::ModelConfigRequest& req, inference::ModelConfigResponse* resp) const;
+  // `req.ready()`: only the versions that are ready (Triton's `ready` flag).
+  void AnswerRepositoryIndex(const inference::RepositoryIndexRequest& req,
+                             inference::RepositoryIndexResponse* resp) const;
+  Status AnswerModelStatistics(const inference::ModelStatisticsRequest& req,
+                               inference::ModelStatisticsResponse* resp) const;
+  // `done` runs once, maybe from the repository's worker thread.
+  void LoadModel(const inference::RepositoryModelLoadRequest& req, std::function<void(const Status&)> done);
+  void UnloadModel(const inference::RepositoryModelUnloadRequest& req, std::function<void(const Status&)> done);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* req,
                                        inference::ServerLiveResponse* resp) override;
@@ -59,6 +78,10 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
                                           inference::ModelMetadataResponse* resp) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* req,
                                        inference::ModelInferResponse* resp) override;
+  // Triton's bidirectional streaming (server/grpc_stream.h): many requests
+  // in flight per stream, answers by request id, errors as error_message.
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>* ModelStreamInfer(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const inference::ModelConfigRequest* req,
                                         inference::ModelConfigResponse* resp) override;
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
@@ -78,6 +101,19 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
                                                   const inference::RepositoryModelUnloadRequest* req,
                                                   inference::RepositoryModelUnloadResponse* resp) override;
+  // Triton's system shared-memory extension (server/shm_registry.h). Status:
+  // every region, or the one named (NOT_FOUND). Register: admin. Unregister
+  // (admin): the one named, or all with an empty name; a name not registered
+  // is OK, as in Triton.
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx,
+                                                     const inference::SystemSharedMemoryStatusRequest* req,
+                                                     inference::SystemSharedMemoryStatusResponse* resp) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
+                                                       const inference::SystemSharedMemoryRegisterRequest* req,
+                                                       inference::SystemSharedMemoryRegisterResponse* resp) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
+                                                         const inference::SystemSharedMemoryUnregisterRequest* req,
+                                                         inference::SystemSharedMemoryUnregisterResponse* resp) override;
 
  private:
   // es:: because inside this class `ModelConfig` names the RPC handler.
@@ -90,25 +126,22 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   ModelRepository* repository_;
   InferenceCore* core_;
   es::ModelStatistics* stats_;
-  RequestMetrics* metrics_;  // null when metrics are off
-  std::atomic<bool> accepting_{true};
-  std::atomic<int> in_flight_{0};  // ModelInfer calls between decode and Finish (what a drain waits for)
-  // ModelInfer calls from arrival until gRPC is done with them (OnDone),
-  // answers not yet read by their clients included: at most
-  // limits.max_inflight_calls are admitted, the rest are refused at once.
-  std::atomic<int64_t> held_calls_{0};
+  InferCalls* calls_;
+  const AuthPolicy* auth_;
+  SharedMemoryRegistry* shm_;  // may be null
 };
 
 // grpc.health.v1.Health: SERVING when the server is ready (service "" or
 // "inference.GRPCInferenceService"), NOT_SERVING otherwise.
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
-  explicit HealthService(const KServeService* kserve) : kserve_(kserve) {}
+  HealthService(const KServeService* kserve, const AuthPolicy* auth) : kserve_(kserve), auth_(auth) {}
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
                                   grpc::health::v1::HealthCheckResponse* resp) override;
 
  private:
   const KServeService* kserve_;
+  const AuthPolicy* auth_;
 };
 
 }  // namespace es

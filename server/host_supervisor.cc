@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "model_host/launcher.h"
+#include "server/stderr_tail.h"
 
 namespace es {
 namespace {
@@ -301,13 +302,23 @@ void HostSupervisor::MonitorLoop() {
     }
     if (stopping_.load()) break;
     restarts_.fetch_add(1);
-    if (Clock::now() - started > kStableUptime) backoff = kInitialBackoff;
+    if (Clock::now() - started > kStableUptime) {
+      spdlog::debug("host '{}': it had run longer than {} s, so the backoff starts again at {} ms", host_.name,
+                    std::chrono::duration_cast<std::chrono::seconds>(kStableUptime).count(), kInitialBackoff.count());
+      backoff = kInitialBackoff;
+    }
     spdlog::warn("host '{}': restarting in {} ms (restart #{})", host_.name, backoff.count(), restarts_.load());
     MutexLock lock(&mu_);
     cv_.WaitFor(&mu_, backoff, [this] { return stopping_.load(); });
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
   NoteFirstStart(false);
+}
+
+std::string HostSupervisor::LastWords() {
+  // The host is dead: its last bytes are in the pipe or on their way.
+  const std::string line = stderr_tail_ ? stderr_tail_->LastLine(std::chrono::milliseconds(200)) : "";
+  return line.empty() ? "" : "its last words on stderr: '" + line + "'";
 }
 
 void HostSupervisor::NoteFirstStart(bool ok) {
@@ -327,10 +338,18 @@ bool HostSupervisor::RunIncarnation() {
     return false;
   }
   std::shared_ptr<HostConnection> conn = std::move(created).value();
+  // The host's stderr passes through the router's, and its last line says
+  // why, should the host exit before it can say so in its channel.
+  auto tail = StderrTail::Create();
+  if (!tail.ok()) {
+    SetError("host '" + host_.name + "': " + tail.status().message());
+    return false;
+  }
+  stderr_tail_ = std::move(tail).value();
   LaunchSpec spec;
   spec.binary = host_binary_;
   spec.args = HostArguments(host_, limits_);
-  spec.pass_fds = {{conn->channel().fd(), kChildChannelFd}};
+  spec.pass_fds = {{conn->channel().fd(), kChildChannelFd}, {stderr_tail_->write_fd(), STDERR_FILENO}};
   spec.cpu_affinity = host_.cpu_affinity;
   // OpenBLAS starts its own thread pool when it loads, before the host can
   // configure LibTorch; size it to the host's share of the machine.
@@ -339,6 +358,8 @@ bool HostSupervisor::RunIncarnation() {
   const auto level = spdlog::level::to_string_view(spdlog::get_level());
   spec.env.emplace_back("SPDLOG_LEVEL", std::string(level.data(), level.size()));
   auto spawned = Spawn(spec);
+  stderr_tail_->CloseWriteEnd();  // the host holds it now: end of file comes when it is gone
+  stderr_tail_->Start();
   if (!spawned.ok()) {
     SetError("host '" + host_.name + "': cannot start " + host_binary_ + ": " + spawned.status().message());
     return false;
@@ -397,7 +418,8 @@ Status HostSupervisor::WaitReady(HostConnection* conn, pid_t pid, int pidfd, Clo
       int st = 0;
       ReapChild(pid, &st);
       pid_.store(0);
-      const std::string msg = HostMessage(conn);
+      std::string msg = HostMessage(conn);
+      if (msg.empty()) msg = LastWords();
       return Status::Unavailable(who + " " + DescribeWaitStatus(st) + " during start-up" +
                                  (msg.empty() ? "" : ": " + msg));
     }
@@ -415,6 +437,10 @@ std::map<uint64_t, Status> HostSupervisor::Watch(HostConnection* conn, pid_t pid
       int st = 0;
       ReapChild(pid, &st);
       pid_.store(0);
+      // The last words go to the log only: last_error reaches clients in
+      // UNAVAILABLE messages, and a host's stderr is the operator's business.
+      const std::string words = LastWords();
+      if (!words.empty()) spdlog::error("host '{}' (pid {}): {}", host_.name, pid, words);
       SetError(who + " " + DescribeWaitStatus(st));
       return owed;
     }

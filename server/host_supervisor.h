@@ -50,6 +50,7 @@
 #include "common/mutex.h"
 #include "config/server_config.h"
 #include "server/host_connection.h"
+#include "server/stderr_tail.h"
 
 namespace es {
 
@@ -134,6 +135,8 @@ class HostSupervisor {
   std::string KillReason(HostConnection* conn, pid_t pid, std::map<uint64_t, Status>* owed);
   void Reap(pid_t pid, int pidfd, std::chrono::milliseconds grace, HostConnection* conn);
   void SetError(const std::string& error);
+  // "its last words on stderr: '...'" of the host that just exited, or "".
+  std::string LastWords();
   // Wakes WaitFirstStart() once, with the outcome of the first incarnation.
   void NoteFirstStart(bool ok);
   void Publish(std::shared_ptr<HostConnection> conn);
@@ -171,6 +174,7 @@ class HostSupervisor {
   uint64_t cpu_reaped_ns_ = 0;    // the current incarnation's CPU time from wait4
   uint64_t violations_dead_ = 0;  // protocol violations of the incarnations that ended
   int64_t spawned_ns_ = 0;        // steady clock, when the current incarnation was spawned
+  std::unique_ptr<StderrTail> stderr_tail_;  // the current incarnation's stderr
 
   mutable Mutex mu_;
   CondVar cv_;

@@ -3,7 +3,8 @@
 // without gRPC, and torch-free as the whole router is.
 //
 // An InferRequest borrows its input bytes: they live in the gRPC request (or
-// in `scratch` for typed contents that needed conversion) until the done
+// in `scratch` for typed contents that needed conversion, or in
+// `shm_scratch` for inputs read from a shared-memory region) until the done
 // callback has run. Outputs own their bytes, copied once out of the arena.
 #pragma once
 
@@ -15,15 +16,16 @@
 #include <vector>
 
 #include "common/datatype.h"
-#include "config/model_config.h"
 #include "common/status.h"
+#include "config/model_config.h"
+#include "server/shm_registry.h"
 
 namespace es {
 
 struct InferInput {
   const TensorSpec* spec = nullptr;  // the config's input this is (inputs are in config order)
   DataType datatype = DataType::kInvalid;
-  std::vector<int64_t> shape;        // full shape, batch dim included when batched
+  std::vector<int64_t> shape;  // full shape, batch dim included when batched
   const uint8_t* data = nullptr;
   size_t bytes = 0;
 };
@@ -35,19 +37,33 @@ struct InferOutput {
   std::string data;  // raw little-endian bytes, as KServe v2 raw_output_contents
 };
 
+// A requested output that goes into a registered shared-memory region
+// (parameters shared_memory_region / _offset / _byte_size) instead of the
+// response message.
+struct SharedMemoryOutput {
+  std::string region;                                   // the name the client registered
+  uint64_t offset = 0;                                  // inside the region
+  uint64_t byte_size = 0;                               // room the client gave
+  std::shared_ptr<SharedMemoryRegistry::Region> place;  // opened at decode: stays open if unregistered meanwhile
+};
+
 struct InferRequest {
   const ModelConfig* model = nullptr;
   int64_t version = 0;
   bool version_pinned = false;  // the client named the version (else: the highest ready one)
   std::string id;
-  std::vector<InferInput> inputs;           // config order
+  std::vector<InferInput> inputs;              // config order
   std::vector<std::string> requested_outputs;  // empty = all
-  bool return_member_outputs = false;       // ensembles only
-  bool return_uncertainty = false;          // ensembles only
+  bool return_member_outputs = false;          // ensembles only
+  bool return_uncertainty = false;             // ensembles only
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  int priority = 0;                          // 1 = highest; 0 = the model's default
-  std::function<bool()> cancelled;           // true once the client gave up (may be empty)
-  std::vector<std::unique_ptr<std::string>> scratch;  // converted typed contents
+  int priority = 0;                                     // 1 = highest; 0 = the model's default
+  std::function<bool()> cancelled;                      // true once the client gave up (may be empty)
+  std::vector<std::unique_ptr<std::string>> scratch;    // converted typed contents
+  std::vector<std::unique_ptr<uint8_t[]>> shm_scratch;  // inputs read from shared memory
+  // Parallel to requested_outputs (empty when none is in shared memory):
+  // where each one goes; a null `place` = in the response message.
+  std::vector<SharedMemoryOutput> output_shm;
   int64_t batch_rows() const {
     return model->batched() && !inputs.empty() && !inputs[0].shape.empty() ? inputs[0].shape[0] : 1;
   }

@@ -20,6 +20,7 @@ struct EnsembleCall {
   std::vector<int64_t> versions ABSL_GUARDED_BY(mu);       // the version each member runs on
   Status error ABSL_GUARDED_BY(mu);                        // the first member error
   std::atomic<size_t> remaining{0};
+  std::chrono::steady_clock::time_point start;  // when the members were called
 };
 
 // The slowest member's stages (the members run in parallel).
@@ -208,10 +209,20 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
     call->versions.resize(members.size());
   }
   call->remaining.store(members.size());
+  call->start = std::chrono::steady_clock::now();
   for (size_t m = 0; m < members.size(); ++m) {
-    auto on_member = [call, m, name = members[m].model](const Status& status, InferResponse response) {
+    auto on_member = [this, call, m, name = members[m].model](const Status& status, InferResponse response) {
       {
         MutexLock lock(&call->mu);
+        // A member call is a request of the member model in its statistics
+        // (as in Triton: where a user looks for what the member served);
+        // not when it never reached a version (0: not loaded, not ready).
+        if (stats_ != nullptr && call->versions[m] > 0) {
+          const auto elapsed = std::chrono::steady_clock::now() - call->start;
+          stats_->Record(name, call->versions[m], status.ok(),
+                         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()),
+                         response.stages, static_cast<uint64_t>(call->request->batch_rows()));
+        }
         if (!status.ok() && call->error.ok()) {
           call->error = Status(status.code(), "ensemble '" + call->request->model->name + "' member '" + name +
                                                   "': " + status.message());

@@ -1,5 +1,7 @@
 #include "server/model_dispatcher.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace es {
@@ -23,13 +25,15 @@ Status NameModel(const ModelConfig& model, const Status& status) {
   return Status(status.code(), "model '" + model.name + "': " + status.message());
 }
 
-// Why a queued request must not run, or OK.
-Status Dropping(const InferRequest& r, Clock::time_point now, Clock::time_point enqueued) {
+// Why a queued request must not run on `model`, or OK. `model` is the
+// dispatcher's: for an ensemble's member call, the member (the request is
+// the ensemble's, and shares its deadline and cancellation).
+Status Dropping(const ModelConfig& model, const InferRequest& r, Clock::time_point now, Clock::time_point enqueued) {
   if (now >= r.deadline) {
-    return Status::DeadlineExceeded("model '" + r.model->name + "': deadline exceeded after " +
+    return Status::DeadlineExceeded("model '" + model.name + "': deadline exceeded after " +
                                     std::to_string(Ns(now - enqueued) / 1000) + " µs in the queue; not computed");
   }
-  if (r.cancelled && r.cancelled()) return Status::Cancelled("model '" + r.model->name + "': request cancelled");
+  if (r.cancelled && r.cancelled()) return Status::Cancelled("model '" + model.name + "': request cancelled");
   return Status::Ok();
 }
 
@@ -163,7 +167,7 @@ ModelDispatcher::Clock::time_point ModelDispatcher::OldestLocked() const {
 void ModelDispatcher::PurgeLocked(Clock::time_point now, Dropped* dropped) {
   for (auto& q : queues_) {
     for (auto it = q.begin(); it != q.end();) {
-      Status why = Dropping(*it->request, now, it->enqueued);
+      Status why = Dropping(*model_, *it->request, now, it->enqueued);
       if (why.ok()) {
         ++it;
         continue;
@@ -236,9 +240,26 @@ ModelDispatcher::Batch ModelDispatcher::FormBatchLocked(Clock::time_point now, D
 }
 
 void ModelDispatcher::DispatchAll(std::vector<Batch> batches, Dropped dropped) {
-  for (auto& [queued, why] : dropped) queued.done(why, {});
+  for (auto& [queued, why] : dropped) {
+    spdlog::debug("{} (request '{}')", why.message(), queued.request->id);
+    queued.done(why, {});
+  }
   const auto now = Clock::now();
-  for (auto& b : batches) Dispatch(std::make_shared<Batch>(std::move(b)), now, 0);
+  for (auto& b : batches) {
+    if (spdlog::should_log(spdlog::level::debug) && !b.empty()) {
+      // What an operator tuning max_queue_delay_us or preferred sizes needs:
+      // how full each batch left and how long its oldest request waited.
+      int64_t rows = 0;
+      auto oldest = now;
+      for (const Queued& q : b) {
+        rows += q.request->batch_rows();
+        oldest = std::min(oldest, q.enqueued);
+      }
+      spdlog::debug("model '{}' version {}: batch of {} row(s) from {} request(s), oldest waited {} us",
+                    model_->name, b.front().version, rows, b.size(), Ns(now - oldest) / 1000);
+    }
+    Dispatch(std::make_shared<Batch>(std::move(b)), now, 0);
+  }
 }
 
 std::shared_ptr<HostConnection> ModelDispatcher::PickHost(std::string* why_none) const {

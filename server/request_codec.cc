@@ -19,8 +19,12 @@ using inference::ModelInferRequest;
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s.push_back(',');
+    s += std::to_string(shape[i]);
+  }
+  s.push_back(']');
+  return s;
 }
 
 bool HasTypedContents(const InferTensorContents& c) {
@@ -145,6 +149,57 @@ Status CheckShape(const ModelConfig& model, const TensorSpec& spec, const std::v
   return Status::Ok();
 }
 
+// A tensor's shared-memory parameters (Triton's system shared-memory
+// extension): `shared_memory_region` (string) names a registered region,
+// `shared_memory_byte_size` (int64) is required with it, and
+// `shared_memory_offset` (int64) is optional (0); neither may come without
+// the region.
+struct ShmParams {
+  bool used = false;
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
+template <typename Tensor>
+StatusOr<ShmParams> ParseShmParams(const Tensor& tensor, const std::string& where) {
+  ShmParams out;
+  const auto& params = tensor.parameters();
+  const auto region = params.find("shared_memory_region");
+  if (region != params.end()) {
+    if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+      return Status::InvalidArgument(where + "parameter 'shared_memory_region' must be a string");
+    }
+    out.used = true;
+    out.region = region->second.string_param();
+  }
+  auto read_size = [&](const char* key, bool required, uint64_t* value) -> Status {
+    const auto it = params.find(key);
+    if (it == params.end()) {
+      if (required && out.used) {
+        return Status::InvalidArgument(where + "parameter '" + key + "' must be given with 'shared_memory_region'");
+      }
+      return Status::Ok();
+    }
+    if (!out.used) {
+      return Status::InvalidArgument(where + "parameter '" + key + "' is given without 'shared_memory_region'");
+    }
+    if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param || it->second.int64_param() < 0) {
+      return Status::InvalidArgument(where + "parameter '" + key + "' must be an int64 >= 0");
+    }
+    *value = static_cast<uint64_t>(it->second.int64_param());
+    return Status::Ok();
+  };
+  ES_RETURN_IF_ERROR(read_size("shared_memory_offset", false, &out.offset));
+  ES_RETURN_IF_ERROR(read_size("shared_memory_byte_size", true, &out.byte_size));
+  return out;
+}
+
+// `status` with `where` (the model and tensor) in front of its message.
+Status Within(const std::string& where, const Status& status) {
+  return status.ok() ? status : Status(status.code(), where + status.message());
+}
+
 // now + `micros`, saturating at time_point::max() (no deadline) instead of
 // overflowing: the clock counts nanoseconds, so INT64_MAX µs does not fit.
 std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::steady_clock::time_point now, int64_t micros) {
@@ -190,7 +245,7 @@ Status ReadParameters(const ModelInferRequest& proto, InferRequest* request) {
   return Status::Ok();
 }
 
-Status CheckRequestedOutputs(const ModelInferRequest& proto, InferRequest* request) {
+Status CheckRequestedOutputs(const ModelInferRequest& proto, const SharedMemoryRegistry* shm, InferRequest* request) {
   const ModelConfig& model = *request->model;
   std::set<std::string> known;
   for (const auto& o : model.outputs) known.insert(o.name);
@@ -212,7 +267,22 @@ Status CheckRequestedOutputs(const ModelInferRequest& proto, InferRequest* reque
                                      "' requested more than once");
     }
     request->requested_outputs.push_back(out.name());
+    const std::string where = "model '" + model.name + "' output '" + out.name() + "': ";
+    StatusOr<ShmParams> params = ParseShmParams(out, where);
+    if (!params.ok()) return params.status();
+    if (!params->used) continue;
+    if (shm == nullptr) {
+      return Status::InvalidArgument(where + "shared-memory outputs are not available on this path");
+    }
+    // Opened now: the region is checked before the run, and an unregister
+    // during the run leaves this request its descriptor.
+    StatusOr<std::shared_ptr<SharedMemoryRegistry::Region>> place =
+        shm->Open(params->region, params->offset, params->byte_size);
+    if (!place.ok()) return Within(where, place.status());
+    request->output_shm.resize(request->requested_outputs.size());
+    request->output_shm.back() = {params->region, params->offset, params->byte_size, std::move(place).value()};
   }
+  if (!request->output_shm.empty()) request->output_shm.resize(request->requested_outputs.size());
   return Status::Ok();
 }
 
@@ -259,12 +329,13 @@ StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig&
   return version;
 }
 
-StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto, const ServerConfig& config) {
-  return DecodeInferRequest(proto, StaticCatalog(&config), config.limits);
+StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto, const ServerConfig& config,
+                                                           const SharedMemoryRegistry* shm) {
+  return DecodeInferRequest(proto, StaticCatalog(&config), config.limits, shm);
 }
 
 StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto, const ModelCatalog& catalog,
-                                                           const Limits& limits) {
+                                                           const Limits& limits, const SharedMemoryRegistry* shm) {
   const ModelConfig* model = catalog.Find(proto.model_name());
   if (model == nullptr) return Status::NotFound("unknown model '" + proto.model_name() + "'");
   auto request = std::make_shared<InferRequest>();
@@ -275,18 +346,37 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
   request->version = *version;
   request->version_pinned = !proto.model_version().empty();
   ES_RETURN_IF_ERROR(ReadParameters(proto, request.get()));
-  ES_RETURN_IF_ERROR(CheckRequestedOutputs(proto, request.get()));
+  ES_RETURN_IF_ERROR(CheckRequestedOutputs(proto, shm, request.get()));
 
   const int n = proto.inputs_size();
   if (static_cast<size_t>(n) != model->inputs.size()) {
     return Status::InvalidArgument("model '" + model->name + "' expects " + std::to_string(model->inputs.size()) +
                                    " input(s), the request has " + std::to_string(n));
   }
-  const bool raw = proto.raw_input_contents_size() > 0;
-  if (raw && proto.raw_input_contents_size() != n) {
-    return Status::InvalidArgument("model '" + model->name + "': " + std::to_string(proto.raw_input_contents_size()) +
-                                   " raw_input_contents for " + std::to_string(n) + " input(s)");
+  // Triton's rule: raw_input_contents holds the inputs that are not in
+  // shared memory, in the order of `inputs`; a shared-memory input takes no
+  // entry.
+  std::vector<ShmParams> input_shm(static_cast<size_t>(n));
+  int in_message = 0;
+  for (int i = 0; i < n; ++i) {
+    const auto& in = proto.inputs(i);
+    StatusOr<ShmParams> params = ParseShmParams(in, "model '" + model->name + "' input '" + in.name() + "': ");
+    if (!params.ok()) return params.status();
+    input_shm[static_cast<size_t>(i)] = std::move(params).value();
+    if (!input_shm[static_cast<size_t>(i)].used) ++in_message;
   }
+  const bool raw = proto.raw_input_contents_size() > 0;
+  if (raw && proto.raw_input_contents_size() != in_message) {
+    return Status::InvalidArgument("model '" + model->name + "': " + std::to_string(proto.raw_input_contents_size()) +
+                                   " raw_input_contents for " + std::to_string(in_message) + " input(s)" +
+                                   (in_message < n ? " not in shared memory" : ""));
+  }
+  int raw_index = 0;
+  struct ShmRead {
+    size_t input;  // in request->inputs (config order)
+    int tensor;    // in proto.inputs()
+  };
+  std::vector<ShmRead> shm_reads;
   request->inputs.resize(model->inputs.size());
   std::vector<bool> seen(model->inputs.size(), false);
   uint64_t total_bytes = 0;
@@ -327,11 +417,25 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
     }
     total_bytes = *sum;
     const bool typed = in.has_contents() && HasTypedContents(in.contents());
+    const ShmParams& in_shm = input_shm[static_cast<size_t>(i)];
+    if (in_shm.used) {
+      if (typed) return Status::InvalidArgument(where + "both shared memory and typed contents given; use one");
+      if (shm == nullptr) {
+        return Status::InvalidArgument(where + "shared-memory inputs are not available on this path");
+      }
+      if (in_shm.byte_size != input.bytes) {
+        return Status::InvalidArgument(where + "shared_memory_byte_size is " + std::to_string(in_shm.byte_size) +
+                                       ", shape " + ShapeString(input.shape) + " of " + DataTypeName(*type) +
+                                       " needs " + std::to_string(input.bytes));
+      }
+      shm_reads.push_back({index, i});  // read once every cheap check has passed (below)
+      continue;
+    }
     if (raw && typed) {
       return Status::InvalidArgument(where + "both raw_input_contents and typed contents given; use one");
     }
     if (raw) {
-      const std::string& bytes = proto.raw_input_contents(i);
+      const std::string& bytes = proto.raw_input_contents(raw_index++);
       if (bytes.size() != input.bytes) {
         return Status::InvalidArgument(where + "raw content has " + std::to_string(bytes.size()) + " bytes, shape " +
                                        ShapeString(input.shape) + " of " + DataTypeName(*type) + " needs " +
@@ -351,10 +455,22 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
       }
     }
   }
+  // The shared-memory inputs, last: a request that fails a check reads nothing.
+  for (const ShmRead& read : shm_reads) {
+    InferInput& input = request->inputs[read.input];
+    const ShmParams& params = input_shm[static_cast<size_t>(read.tensor)];
+    const std::string where = "model '" + model->name + "' input '" + input.spec->name + "': ";
+    // Bounded: the inputs' bytes together are inside max_request_bytes (checked above).
+    auto buffer = std::make_unique_for_overwrite<uint8_t[]>(input.bytes);
+    ES_RETURN_IF_ERROR(Within(where, shm->ReadInto(params.region, params.offset, input.bytes, buffer.get())));
+    input.data = buffer.get();
+    request->shm_scratch.push_back(std::move(buffer));
+    if (input.datatype == DataType::kBool) ES_RETURN_IF_ERROR(CheckBoolBytes(input.data, input.bytes, where));
+  }
   return request;
 }
 
-void EncodeInferResponse(const InferRequest& request, InferResponse response, inference::ModelInferResponse* proto) {
+Status EncodeInferResponse(const InferRequest& request, InferResponse response, inference::ModelInferResponse* proto) {
   proto->set_model_name(request.model->name);
   proto->set_model_version(std::to_string(request.version));
   // An ensemble's own version is 1; which versions of its members computed
@@ -363,22 +479,53 @@ void EncodeInferResponse(const InferRequest& request, InferResponse response, in
     (*proto->mutable_parameters())["member_versions"].set_string_param(response.member_versions);
   }
   proto->set_id(request.id);
-  auto emit = [proto](InferOutput& out) {
+  auto emit = [proto, &request](InferOutput& out, const SharedMemoryOutput* shm) -> Status {
     auto* t = proto->add_outputs();
     t->set_name(out.name);
     t->set_datatype(DataTypeName(out.datatype));
     for (int64_t d : out.shape) t->add_shape(d);
-    *proto->add_raw_output_contents() = std::move(out.data);
+    std::string* raw = proto->add_raw_output_contents();
+    if (shm == nullptr || shm->place == nullptr) {
+      *raw = std::move(out.data);
+      return Status::Ok();
+    }
+    // In shared memory: the bytes go into the region. As Triton does, the
+    // output keeps an (empty) raw_output_contents entry, so the entries stay
+    // index-aligned with `outputs` when only some outputs are in shared memory.
+    if (out.data.size() > shm->byte_size) {
+      return Status::InvalidArgument("model '" + request.model->name + "' output '" + out.name + "' has " +
+                                     std::to_string(out.data.size()) +
+                                     " bytes, more than its shared_memory_byte_size " + std::to_string(shm->byte_size) +
+                                     " (region '" + shm->region + "')");
+    }
+    Status written = SharedMemoryRegistry::Write(*shm->place, out.data);
+    if (!written.ok()) return Within("model '" + request.model->name + "' output '" + out.name + "': ", written);
+    auto& params = *t->mutable_parameters();
+    params["shared_memory_region"].set_string_param(shm->region);
+    params["shared_memory_offset"].set_int64_param(static_cast<int64_t>(shm->offset));
+    // The bytes written (what the client reads), at most the room it gave.
+    params["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(out.data.size()));
+    return Status::Ok();
   };
+  Status status;
   if (request.requested_outputs.empty()) {
-    for (auto& out : response.outputs) emit(out);
-    return;
-  }
-  for (const auto& name : request.requested_outputs) {
     for (auto& out : response.outputs) {
-      if (out.name == name) emit(out);
+      status = emit(out, nullptr);
+      if (!status.ok()) break;
+    }
+  } else {
+    for (size_t i = 0; i < request.requested_outputs.size() && status.ok(); ++i) {
+      const SharedMemoryOutput* shm = request.output_shm.empty() ? nullptr : &request.output_shm[i];
+      for (auto& out : response.outputs) {
+        if (out.name == request.requested_outputs[i]) {
+          status = emit(out, shm);
+          if (!status.ok()) break;
+        }
+      }
     }
   }
+  if (!status.ok()) proto->Clear();
+  return status;
 }
 
 void FillTensorMetadata(const ModelConfig& model, const TensorSpec& spec,

@@ -14,6 +14,22 @@
 // contents read in place when their layout already is the tensor's); `proto`
 // must outlive it.
 //
+// Shared-memory tensors (Triton's system shared-memory extension; `shm` is
+// the registry, null = not available, and a tensor naming a region is then
+// INVALID_ARGUMENT naming it). Tensor parameters: shared_memory_region
+// (string), shared_memory_byte_size (int64, required with it),
+// shared_memory_offset (int64, optional, 0); neither number without the
+// region.
+//  - An input with them is read from the region at decode time (into the
+//    request's shm_scratch): its byte size must equal the tensor's, and the
+//    range must lie in the region (NOT_FOUND for an unknown region,
+//    INVALID_ARGUMENT otherwise, naming the model, input and region). It may
+//    not have typed contents. As in Triton, raw_input_contents then holds
+//    only the inputs not in shared memory, in `inputs` order.
+//  - A requested output with them: the region is opened at decode (so an
+//    unregister during the run does not pull it away), and
+//    EncodeInferResponse writes the output's bytes there.
+//
 // Request parameters understood (KServe v2 `parameters`):
 //   return_member_outputs (bool) : ensembles also return "<member>.<output>"
 //   return_uncertainty (bool)    : ensembles also return "entropy" and
@@ -31,20 +47,29 @@
 #include "proto/grpc_service.pb.h"
 #include "server/infer_types.h"
 #include "server/model_catalog.h"
+#include "server/shm_registry.h"
 
 namespace es {
 
 // The model and version come from `catalog` (what is served now).
 StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const inference::ModelInferRequest& proto,
-                                                           const ModelCatalog& catalog, const Limits& limits);
+                                                           const ModelCatalog& catalog, const Limits& limits,
+                                                           const SharedMemoryRegistry* shm = nullptr);
 // The same against a fixed config (StaticCatalog): for tests and tools.
 StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const inference::ModelInferRequest& proto,
-                                                           const ServerConfig& config);
+                                                           const ServerConfig& config,
+                                                           const SharedMemoryRegistry* shm = nullptr);
 
 // Fills `proto` with the response (raw_output_contents), keeping only the
-// requested outputs when the request named some.
-void EncodeInferResponse(const InferRequest& request, InferResponse response,
-                         inference::ModelInferResponse* proto);
+// requested outputs when the request named some. An output requested into
+// shared memory is written to its region; its response tensor then carries
+// parameters shared_memory_region, shared_memory_offset and
+// shared_memory_byte_size (the bytes written) and an empty
+// raw_output_contents entry (Triton's layout: entries stay aligned with
+// `outputs`). INVALID_ARGUMENT, naming the output, the region and both sizes,
+// when an output does not fit its shared_memory_byte_size or the object
+// shrank; `proto` is then cleared.
+Status EncodeInferResponse(const InferRequest& request, InferResponse response, inference::ModelInferResponse* proto);
 
 // The KServe v2 shape of a config tensor: [-1, dims...] for a batched model.
 std::vector<int64_t> MetadataShape(const ModelConfig& model, const TensorSpec& spec);

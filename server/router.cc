@@ -8,12 +8,15 @@
 #include <spdlog/spdlog.h>
 
 #include "model_host/launcher.h"
+#include "server/port_check.h"
 #include "server/repository_metrics.h"
+#include "server/tls_files.h"
 
 namespace es {
 namespace {
 
 constexpr std::chrono::milliseconds kShutdownGrace{100};
+constexpr std::chrono::milliseconds kHttpWriteGrace{1000};
 
 }  // namespace
 
@@ -22,6 +25,15 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   if (Status s = router->LoadConfig(options); !s.ok()) return s;
   // Before the hosts start: they inherit the router's level.
   spdlog::set_level(spdlog::level::from_str(options.log_level.value_or(router->config_.log_level)));
+  // TLS files are checked before any host starts: a bad one fails at once.
+  if (router->config_.tls.enabled()) {
+    StatusOr<TlsFiles> tls = LoadTlsFiles(router->config_.tls);
+    if (!tls.ok()) return tls.status();
+    router->tls_ = std::move(tls).value();
+  }
+  // Ports too: a port in use is said in one line before the hosts spend
+  // their start-up, not after it as a raw gRPC or civetweb log line.
+  if (Status s = router->CheckPorts(options); !s.ok()) return s;
   if (Status s = router->StartHosts(options); !s.ok()) {
     router->Shutdown();
     return s;
@@ -31,6 +43,10 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
     return s;
   }
   if (Status s = router->StartGrpc(options); !s.ok()) {
+    router->Shutdown();
+    return s;
+  }
+  if (Status s = router->StartHttp(options); !s.ok()) {
     router->Shutdown();
     return s;
   }
@@ -51,6 +67,9 @@ Status Router::LoadConfig(const RouterOptions& options) {
   }
   config_ = std::move(config).value();
   config_.model_control_mode = mode;
+  auto auth = AuthPolicy::Load(config_.auth);
+  if (!auth.ok()) return auth.status();
+  auth_ = std::move(auth).value();
   if (options.repository_poll_secs) config_.repository_poll_secs = *options.repository_poll_secs;
   repository_ = std::make_unique<ModelRepository>(&config_);
   // Models loaded while the server runs get their statistics and metrics
@@ -105,16 +124,33 @@ Status Router::StartHosts(const RouterOptions& options) {
   return Status::Ok();
 }
 
+Status Router::CheckPorts(const RouterOptions& options) const {
+  const std::string listen = options.listen.value_or(config_.listen_address);
+  ES_RETURN_IF_ERROR(CheckCanListen(listen, options.grpc_port.value_or(config_.grpc_port), "gRPC"));
+  if (options.http && config_.http_enabled) {
+    ES_RETURN_IF_ERROR(CheckCanListen(listen, options.http_port.value_or(config_.http_port), "HTTP"));
+  }
+  if (options.metrics) {
+    const std::string metrics_host = !config_.metrics_address.empty() ? config_.metrics_address : listen;
+    ES_RETURN_IF_ERROR(
+        CheckCanListen(metrics_host, options.metrics_port.value_or(config_.metrics_port), "metrics"));
+  }
+  return Status::Ok();
+}
+
 Status Router::StartMetrics(const RouterOptions& options) {
   if (!options.metrics) return Status::Ok();
   request_metrics_ = std::make_shared<RequestMetrics>(StartupModels());
   std::vector<const HostSupervisor*> hosts;
   for (const auto& h : hosts_) hosts.push_back(h.get());
   host_metrics_ = std::make_shared<HostMetrics>(std::move(hosts));
-  auto endpoint = MetricsEndpoint::Start(options.listen.value_or(config_.listen_address),
-                                         options.metrics_port.value_or(config_.metrics_port),
-                                         {request_metrics_, host_metrics_,
-                                          std::make_shared<RepositoryMetrics>(repository_.get())});
+  // metrics_address (config) puts /metrics on an address of its own, e.g.
+  // scraped from outside while inference listens on loopback only.
+  const std::string metrics_host =
+      !config_.metrics_address.empty() ? config_.metrics_address : options.listen.value_or(config_.listen_address);
+  auto endpoint =
+      MetricsEndpoint::Start(metrics_host, options.metrics_port.value_or(config_.metrics_port),
+                             {request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())});
   if (!endpoint.ok()) return endpoint.status();
   metrics_ = std::move(endpoint).value();
   return Status::Ok();
@@ -123,14 +159,31 @@ Status Router::StartMetrics(const RouterOptions& options) {
 std::string Router::metrics_address() const { return metrics_ ? metrics_->address() : ""; }
 
 Status Router::StartGrpc(const RouterOptions& options) {
-  kserve_ = std::make_unique<KServeService>(&config_, repository_.get(), core_.get(), stats_.get(),
-                                            request_metrics_.get());
-  health_ = std::make_unique<HealthService>(kserve_.get());
+  shm_ = std::make_unique<SharedMemoryRegistry>();
+  calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(),
+                                        request_metrics_.get(), shm_.get());
+  kserve_ = std::make_unique<KServeService>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
+                                            auth_.get(), shm_.get());
+  health_ = std::make_unique<HealthService>(kserve_.get(), auth_.get());
   listen_address_ = options.listen.value_or(config_.listen_address);
   const int port = options.grpc_port.value_or(config_.grpc_port);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen_address_ + ":" + std::to_string(port), grpc::InsecureServerCredentials(),
-                           &grpc_port_);
+  // TLS (and mTLS with client_ca) when configured, from the PEM files Start()
+  // read and checked (server/tls_files.h).
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (tls_) {
+    const TlsFiles* tls = &*tls_;
+    grpc::SslServerCredentialsOptions ssl(tls->client_ca.empty()
+                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = tls->client_ca;
+    ssl.pem_key_cert_pairs.push_back({tls->private_key, tls->cert_chain});
+    credentials = grpc::SslServerCredentials(ssl);
+    spdlog::info("gRPC serves TLS ({}; certificate {})",
+                 tls->client_ca.empty() ? "no client certificates" : "clients need a certificate of tls.client_ca",
+                 config_.tls.cert);
+  }
+  builder.AddListeningPort(listen_address_ + ":" + std::to_string(port), credentials, &grpc_port_);
   // Let slightly oversized requests through so the router can answer them
   // with its own RESOURCE_EXHAUSTED that names the model and the limit.
   const int64_t max_message = std::min<int64_t>(INT_MAX, config_.limits.max_request_bytes * 2 + (1 << 20));
@@ -184,6 +237,9 @@ Status Router::StartGrpc(const RouterOptions& options) {
   builder.RegisterService(health_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) {
+    // gRPC only logs why; ask the socket (taken since CheckPorts, most likely).
+    Status why = CheckCanListen(listen_address_, port, "gRPC");
+    if (!why.ok()) return why;
     return Status::Unavailable("cannot listen for gRPC on " + listen_address_ + ":" + std::to_string(port));
   }
   return Status::Ok();
@@ -191,10 +247,37 @@ Status Router::StartGrpc(const RouterOptions& options) {
 
 std::string Router::grpc_address() const { return listen_address_ + ":" + std::to_string(grpc_port_); }
 
+Status Router::StartHttp(const RouterOptions& options) {
+  if (!options.http || !config_.http_enabled) return Status::Ok();
+  http_routes_ = std::make_unique<HttpRoutes>(kserve_.get(), calls_.get(), auth_.get(), shm_.get());
+  HttpServerOptions http;
+  http.address = listen_address_;
+  http.port = options.http_port.value_or(config_.http_port);
+  // The tensors' bytes plus room for the JSON around them (binary tensors
+  // cost nothing extra; JSON numbers take several times their binary size,
+  // so large tensors should travel binary).
+  http.max_body_bytes = static_cast<uint64_t>(config_.limits.max_request_bytes) + (1u << 20);
+  if (options.http_request_timeout) http.request_timeout = *options.http_request_timeout;
+  // Bodies being read or held, across connections: the same budget as gRPC's
+  // buffers (limits.grpc_memory_quota_bytes).
+  http.memory_budget_bytes = static_cast<uint64_t>(std::max<int64_t>(config_.limits.grpc_memory_quota_bytes, 0));
+  http.tls = tls_ ? &*tls_ : nullptr;
+  auto server = HttpServer::Start(http, [routes = http_routes_.get()](std::shared_ptr<HttpRequest> request,
+                                                                     HttpRoutes::Reply reply) {
+    routes->Handle(std::move(request), std::move(reply));
+  });
+  if (!server.ok()) return server.status();
+  http_ = std::move(server).value();
+  if (tls_) spdlog::info("HTTP serves TLS (certificate {})", config_.tls.cert);
+  return Status::Ok();
+}
+
+std::string Router::http_address() const { return http_ ? http_->address() : ""; }
+
 void Router::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (kserve_) kserve_->SetAcceptingRequests(false);
+  if (calls_) calls_->SetAccepting(false);
   if (repository_) repository_->RequestStop();  // no load, unload or poll starts from now on
   bool drained = true;
   if (server_) {
@@ -203,7 +286,7 @@ void Router::Shutdown() {
     // connections to go away, which can take the whole drain timeout.
     const auto drain = std::chrono::milliseconds(config_.limits.drain_timeout_ms);
     spdlog::info("draining: finishing in-flight calls (at most {} ms)", drain.count());
-    drained = kserve_->WaitForInFlight(std::chrono::steady_clock::now() + drain);
+    drained = calls_->WaitForInFlight(std::chrono::steady_clock::now() + drain);
   }
   if (!drained) {
     // gRPC's Shutdown waits for every call's handler to finish, and a call
@@ -221,6 +304,9 @@ void Router::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
     server_->Wait();
   }
+  // The answers of the calls drained above are being written: a moment for
+  // them, then every HTTP connection closes.
+  if (http_) http_->Shutdown(kHttpWriteGrace);
   StopHosts();
   if (repository_) repository_->Stop();  // a load in progress ended with its hosts
   metrics_.reset();  // scrapes were answered through the drain; now the endpoint goes

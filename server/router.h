@@ -11,6 +11,11 @@
 // whole takes at most the drain timeout plus each host's stop grace. Memfd
 // channels leave nothing behind in /dev/shm.
 //
+// HTTP/REST: unless turned off, an HttpServer serves the KServe v2 REST API
+// (http_routes.h) on the same handlers, InferCalls and AuthPolicy as gRPC;
+// it starts after gRPC and drains with it (new inference calls refused,
+// in-flight ones answered, then closed).
+//
 // Metrics: unless turned off, a MetricsEndpoint serves /metrics (request
 // figures from RequestMetrics, per-host figures from HostMetrics) on the
 // metrics port; it starts before gRPC and stops after the hosts.
@@ -22,6 +27,7 @@
 // Thread safety: Start/Shutdown from one thread (main).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,14 +37,20 @@
 #include <grpcpp/grpcpp.h>
 
 #include "config/server_config.h"
+#include "server/auth_policy.h"
 #include "server/grpc_service.h"
 #include "server/host_metrics.h"
 #include "server/host_supervisor.h"
+#include "server/http_routes.h"
+#include "server/http_server.h"
+#include "server/infer_calls.h"
 #include "server/inference_core.h"
 #include "server/metrics_endpoint.h"
 #include "server/model_repository.h"
 #include "server/model_statistics.h"
 #include "server/request_metrics.h"
+#include "server/shm_registry.h"
+#include "server/tls_files.h"
 
 namespace es {
 
@@ -53,6 +65,12 @@ struct RouterOptions {
   std::optional<ModelControlMode> model_control_mode;  // overrides the config
   std::vector<std::string> load_models;                // explicit mode: loaded at start
   std::optional<int64_t> repository_poll_secs;         // overrides the config
+  // HTTP/REST front end (server/http_server.h): the port overrides the
+  // config's http_port (0 picks a free one); `http` false (--no-http) or the
+  // config's http_enabled false serves none.
+  std::optional<int> http_port;
+  bool http = true;
+  std::optional<std::chrono::milliseconds> http_request_timeout;  // default 30 s
 };
 
 class Router {
@@ -63,6 +81,8 @@ class Router {
   const ServerConfig& config() const { return config_; }
   size_t served_model_count() const { return repository_->Loaded().size(); }
   std::string grpc_address() const;
+  // "HOST:PORT" of the HTTP/REST front end, or "" when it is off.
+  std::string http_address() const;
   // "HOST:PORT" of /metrics, or "" when metrics are off.
   std::string metrics_address() const;
   void Shutdown();
@@ -73,8 +93,11 @@ class Router {
   // The models served at start (explicit mode: the --load-model ones).
   std::map<std::string, ModelConfig> StartupModels() const;
   Status StartHosts(const RouterOptions& options);
+  // Every listener's address and port can be bound (before the hosts start).
+  Status CheckPorts(const RouterOptions& options) const;
   Status StartMetrics(const RouterOptions& options);
   Status StartGrpc(const RouterOptions& options);
+  Status StartHttp(const RouterOptions& options);  // after StartGrpc: uses its services
   // Stops every host (idempotent): their in-flight calls fail.
   void StopHosts();
 
@@ -86,9 +109,19 @@ class Router {
   std::shared_ptr<RequestMetrics> request_metrics_;  // null when metrics are off
   std::shared_ptr<HostMetrics> host_metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_;
+  std::unique_ptr<AuthPolicy> auth_;  // every front end's token check (allows all when auth is off)
+  // tls: PEM files read and checked once, before any host starts; gRPC and
+  // HTTP serve TLS with them. Empty when TLS is off.
+  std::optional<TlsFiles> tls_;
+  // System shared-memory regions, every front end's (declared before the
+  // users so it outlives them).
+  std::unique_ptr<SharedMemoryRegistry> shm_;
+  std::unique_ptr<InferCalls> calls_;  // every front end's inference calls
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpRoutes> http_routes_;
+  std::unique_ptr<HttpServer> http_;  // null when HTTP is off
   std::string listen_address_;
   int grpc_port_ = 0;
   bool shut_down_ = false;

@@ -1,6 +1,6 @@
 // ensemble-server: the router. Spawns and supervises the model hosts named in
-// the config and serves KServe v2 gRPC until SIGTERM/SIGINT, then drains and
-// exits 0.
+// the config and serves KServe v2 gRPC (and HTTP/REST) until SIGTERM/SIGINT,
+// then drains and exits 0.
 #include <signal.h>
 
 #include <cstdio>
@@ -32,7 +32,7 @@ sigset_t BlockTerminationSignals() {
 
 int main(int argc, char** argv) {
   es::TuneGrpcProcess();
-  CLI::App app{"ensemble-server: KServe v2 gRPC inference router for TorchScript ensembles"};
+  CLI::App app{"ensemble-server: KServe v2 gRPC and HTTP/REST inference router for TorchScript ensembles"};
   es::RouterOptions options;
   int grpc_port = -1;
   int metrics_port = -1;
@@ -50,7 +50,17 @@ int main(int argc, char** argv) {
           ->check(CLI::Range(0, 65535));
   app.add_flag("--no-metrics", no_metrics, "serve no /metrics endpoint and record no metrics")
       ->excludes(metrics_port_option);
-  app.add_option("--http-port", http_port, "HTTP port (default 8000; accepted, not served yet)")->check(CLI::Range(0, 65535));
+  auto* http_port_option =
+      app.add_option("--http-port", http_port,
+                     "HTTP/REST (KServe v2) port (0 picks a free one and prints it; default: config, else 8000)")
+          ->check(CLI::Range(0, 65535));
+  bool no_http = false;
+  app.add_flag("--no-http", no_http, "serve no HTTP/REST front end")->excludes(http_port_option);
+  int http_timeout_secs = 0;
+  app.add_option("--http-request-timeout-secs", http_timeout_secs,
+                 "HTTP: seconds a client has to send a whole request (and to take its answer) before it is cut "
+                 "off (default 30)")
+      ->check(CLI::Range(1, 3600));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: config, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--host-binary", options.host_binary,
@@ -75,6 +85,9 @@ int main(int argc, char** argv) {
   if (poll_secs > 0) options.repository_poll_secs = poll_secs;
   if (grpc_port >= 0) options.grpc_port = grpc_port;
   if (metrics_port >= 0) options.metrics_port = metrics_port;
+  if (http_port >= 0) options.http_port = http_port;
+  options.http = !no_http;
+  if (http_timeout_secs > 0) options.http_request_timeout = std::chrono::seconds(http_timeout_secs);
   options.metrics = !no_metrics;
   if (!log_level.empty()) options.log_level = log_level;
 
@@ -89,8 +102,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The line tests and scripts wait for: the server answers from now on. It
-  // stays the first line of stdout; the metrics line follows it.
+  // stays the first line of stdout; the http line (unless --no-http) and the
+  // metrics line follow it.
   std::cout << "grpc listening on " << (*router)->grpc_address() << std::endl;
+  if (!(*router)->http_address().empty()) std::cout << "http listening on " << (*router)->http_address() << std::endl;
   if (options.metrics) std::cout << "metrics listening on " << (*router)->metrics_address() << std::endl;
   spdlog::info("serving {} model(s) from {}", (*router)->served_model_count(), (*router)->config().repository);
 

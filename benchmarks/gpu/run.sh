@@ -153,7 +153,7 @@ start_router() {
   # env execs the router, so $! is the router itself (a shell function run
   # in the background would be a subshell, and killing it would orphan the router).
   env LD_LIBRARY_PATH="$ROUTER_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@" \
-    "$BUILD/bin/ensemble-server" --config "$config" --grpc-port 0 --metrics-port 0 >"$log" 2>&1 &
+    "$BUILD/bin/ensemble-server" --config "$config" --grpc-port 0 --metrics-port 0 --http-port 0 >"$log" 2>&1 &
   ROUTER_PID=$!
   echo "$ROUTER_PID" >>"$WORK/pids"
   for _ in $(seq 1 900); do

@@ -40,7 +40,7 @@ def start_server(bin_dir, work, repo, mode_args):
                 "  - {name: cpu1, device: cpu, cpu_affinity: [1], threads: 1}\n")
     log = open(os.path.join(work, "server.log"), "a")
     proc = subprocess.Popen([os.path.join(bin_dir, "ensemble-server"), "--config", config, "--grpc-port", "0",
-                             "--no-metrics"] + mode_args, stdout=subprocess.PIPE, stderr=log, text=True,
+                             "--no-metrics", "--http-port", "0"] + mode_args, stdout=subprocess.PIPE, stderr=log, text=True,
                             start_new_session=True)
     line = proc.stdout.readline()
     if not line.startswith("grpc listening on "):

@@ -1,9 +1,11 @@
-// ensemble-cli: a command-line KServe v2 client (any KServe v2 gRPC server).
+// ensemble-cli: a command-line KServe v2 client (any KServe v2 server, over gRPC or, with --http, HTTP/REST).
 //
 //   ensemble-cli [--server HOST:PORT] [--timeout-ms MS] [--json] SUBCOMMAND
+//     [--ssl] [--ssl-ca FILE] [--ssl-cert FILE --ssl-key FILE] [--token T | env ENSEMBLE_TOKEN]
+//     [--http]   (KServe v2 HTTP/REST; --server is then the HTTP address, default 127.0.0.1:8000)
 //     live | ready [MODEL] | index | metadata MODEL | stats [MODEL]
 //     infer MODEL [--input [NAME=]SOURCE]... [--batch N] [--output NAME]...
-//                 [--top-k K] [--plain] [--seed N] [--id ID]
+//                 [--top-k K] [--plain] [--seed N] [--id ID] [--streaming [--repeat N]] [--shm]
 //
 // Exit codes (see commands.h): 0 ok, 1 the call failed, 2 usage error,
 // 3 live/ready answered no.
@@ -15,20 +17,33 @@
 #include <CLI/CLI.hpp>
 
 #include "clients/cli/commands.h"
+#include "clients/http_client.h"
+#include "clients/security_flags.h"
 #include "common/command_line.h"
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{
-      "ensemble-cli: a KServe v2 gRPC client for ensemble-server (or any KServe v2 server).\n"
+      "ensemble-cli: a KServe v2 client (gRPC, or HTTP/REST with --http) for ensemble-server (or any KServe v2 "
+      "server).\n"
       "Exit codes: 0 ok, 1 the call failed (message: CODE: text), 2 usage error, 3 live/ready answered no.",
       "ensemble-cli"};
   std::string server = "127.0.0.1:8001";
   int timeout_ms = 30000;
   bool json = false;
-  app.add_option("--server", server, "HOST:PORT of the KServe v2 gRPC endpoint (default 127.0.0.1:8001)");
+  auto* server_option =
+      app.add_option("--server", server,
+                     "HOST:PORT of the KServe v2 gRPC endpoint (default 127.0.0.1:8001; with --http the HTTP one, "
+                     "default 127.0.0.1:8000)");
   app.add_option("--timeout-ms", timeout_ms, "deadline of the call (default 30000)")->check(CLI::Range(1, 3600000));
   app.add_flag("--json", json, "print the answer as JSON");
+  es::client::SecurityFlags security;  // --ssl, --ssl-ca, --ssl-cert, --ssl-key, --token (clients/security_flags.h)
+  es::client::AddSecurityFlags(&app, &security);
+  // KServe v2 HTTP/REST (issue 15): every subcommand over HTTP/1.1 instead of gRPC.
+  bool http = false;
+  app.add_flag("--http", http,
+               "talk KServe v2 HTTP/REST (Triton's paths, binary tensors) to --server, the HTTP address "
+               "(default 127.0.0.1:8000); not with infer --streaming or --shm");
   app.require_subcommand(1);
   app.fallthrough();  // --server, --timeout-ms and --json after the subcommand too
 
@@ -63,6 +78,16 @@ int main(int argc, char** argv) {
   infer->add_flag("--plain", infer_args.plain, "ensembles: do not ask for member outputs and uncertainty");
   infer->add_option("--seed", infer_args.seed, "seed of random inputs (default 0)");
   infer->add_option("--id", infer_args.id, "request id (echoed by the server)");
+  // ModelStreamInfer (issue 15).
+  auto* streaming = infer->add_flag("--streaming", infer_args.streaming,
+                                    "send over one ModelStreamInfer stream; answers printed as they come, by id");
+  infer->add_option("--repeat", infer_args.repeat, "--streaming: send the request N times on the stream (ids ID-0, ...)")
+      ->check(CLI::Range(1, 100000))
+      ->needs(streaming);
+  // System shared memory (issue 15).
+  infer->add_flag("--shm", infer_args.shm,
+                  "send the inputs through a shared-memory region (created, registered, then unregistered and "
+                  "unlinked); the server must be on this machine");
 
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-cli")) {
     return *exit_code;  // kExitOk after --help, kExitUsage for a bad flag
@@ -72,7 +97,23 @@ int main(int argc, char** argv) {
 
   es::client::ClientOptions options;
   options.timeout = std::chrono::milliseconds(timeout_ms);
-  auto client = es::client::Client::Create(server, options);
+  if (es::client::Status s = es::client::ApplySecurityFlags(security, &options); !s.ok()) {
+    std::fprintf(stderr, "ensemble-cli: %s\n", s.message().c_str());
+    return 2;  // a usage error: the flags named something unusable
+  }
+  if (http && (infer_args.streaming || infer_args.shm)) {
+    std::fprintf(stderr,
+                 "ensemble-cli: %s needs gRPC (ModelStreamInfer / shared-memory registration): not with --http\n",
+                 infer_args.streaming ? "--streaming" : "--shm");
+    return 2;
+  }
+  if (http && server_option->count() == 0) server = "127.0.0.1:8000";
+  auto made = es::client::MakeApi(server, options, http);  // gRPC, or HTTP with --http
+  if (!made.ok()) {
+    std::fprintf(stderr, "ensemble-cli: %s\n", made.status().message().c_str());
+    return 2;  // an address or TLS material that cannot be used
+  }
+  const std::unique_ptr<es::client::Api> client = std::move(made).value();
   auto* sub = app.get_subcommands().front();
   const std::string name = sub->get_name();
   if (name == "live") return es::cli::Live(*client, json, std::cout);

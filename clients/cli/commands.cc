@@ -1,6 +1,7 @@
 #include "clients/cli/commands.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clients/cli/input_source.h"
+#include "clients/shm_region.h"
 
 namespace es::cli {
 namespace {
@@ -104,9 +106,93 @@ void PrintOutput(const es::client::RawOutput& o, int top_k, std::ostream& out) {
   if (rows > 1000) out << "  ... (" << rows << " rows)\n";
 }
 
+// One answer as JSON: model, version, id and each output's values.
+es::client::Status AnswerJson(const inference::ModelInferResponse& response, nlohmann::json* j) {
+  (*j)["model_name"] = response.model_name();
+  (*j)["model_version"] = response.model_version();
+  (*j)["id"] = response.id();
+  (*j)["outputs"] = nlohmann::json::array();
+  for (const auto& name : es::client::OutputNames(response)) {
+    auto raw = es::client::GetRawOutput(response, name);
+    if (!raw.ok()) return raw.status();
+    const std::string bytes(raw->bytes);
+    const size_t count = bytes.size() / std::max<size_t>(1, es::client::DatatypeSize(raw->datatype));
+    std::vector<double> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = ElementAsDouble(raw->datatype, bytes, i);
+    (*j)["outputs"].push_back({{"name", name}, {"datatype", raw->datatype}, {"shape", raw->shape}, {"data", data}});
+  }
+  return es::client::Status();
+}
+
+// One answer as text: the model, the request's inputs, each output.
+es::client::Status PrintAnswer(const inference::ModelInferRequest& request, const inference::ModelInferResponse& response,
+                               int top_k, std::ostream& out) {
+  out << "model " << response.model_name() << " v" << response.model_version();
+  for (const auto& in : request.inputs()) out << "  input " << in.name() << " " << ShapeText(Dims(in.shape()));
+  out << "\n";
+  for (const auto& name : es::client::OutputNames(response)) {
+    auto raw = es::client::GetRawOutput(response, name);
+    if (!raw.ok()) return raw.status();
+    PrintOutput(*raw, top_k, out);
+  }
+  return es::client::Status();
+}
+
+// --streaming: the request `repeat` times over one ModelStreamInfer stream
+// (all written before the answers are read; ids ID-0, ID-1... when
+// repeated), each answer printed as it comes (JSON: an array of them, an
+// error as {"id", "error"}). Exit 1 if any answer is an error or the
+// stream fails.
+int InferStreaming(const es::client::Client& client, const InferArgs& args, inference::ModelInferRequest request,
+                   bool json, std::ostream& out) {
+  grpc::ClientContext ctx;
+  client.SetDeadline(&ctx, {});
+  auto stream = client.stub().ModelStreamInfer(&ctx);
+  const int repeat = std::max(1, args.repeat);
+  bool written = true;
+  for (int i = 0; i < repeat && written; ++i) {
+    if (repeat > 1) request.set_id(args.id + (args.id.empty() ? "" : "-") + std::to_string(i));
+    written = stream->Write(request);
+  }
+  stream->WritesDone();
+  int exit_code = kExitOk;
+  nlohmann::json answers = nlohmann::json::array();
+  inference::ModelStreamInferResponse answer;
+  while (stream->Read(&answer)) {
+    const inference::ModelInferResponse& response = answer.infer_response();
+    if (!answer.error_message().empty()) {
+      exit_code = kExitFailed;
+      if (json) {
+        answers.push_back({{"id", response.id()}, {"error", answer.error_message()}});
+      } else {
+        if (response.id().empty()) {
+          std::fprintf(stderr, "ensemble-cli: %s\n", answer.error_message().c_str());
+        } else {
+          std::fprintf(stderr, "ensemble-cli: request '%s': %s\n", response.id().c_str(), answer.error_message().c_str());
+        }
+      }
+      continue;
+    }
+    if (json) {
+      nlohmann::json j;
+      if (es::client::Status s = AnswerJson(response, &j); !s.ok()) return Failed(s);
+      answers.push_back(std::move(j));
+      continue;
+    }
+    if (repeat > 1 || !response.id().empty()) out << "answer id " << response.id() << ": ";
+    if (es::client::Status s = PrintAnswer(request, response, args.top_k, out); !s.ok()) return Failed(s);
+  }
+  const grpc::Status status = stream->Finish();
+  if (json) out << answers.dump(2) << "\n";
+  if (!status.ok()) {
+    return Failed(es::client::Status::FromGrpc(status), args.model + " (stream)");
+  }
+  return exit_code;
+}
+
 }  // namespace
 
-int Live(const es::client::Client& client, bool json, std::ostream& out) {
+int Live(const es::client::Api& client, bool json, std::ostream& out) {
   auto live = client.ServerLive();
   if (!live.ok()) return Failed(live.status());
   if (json) {
@@ -117,7 +203,7 @@ int Live(const es::client::Client& client, bool json, std::ostream& out) {
   return *live ? kExitOk : kExitNo;
 }
 
-int Ready(const es::client::Client& client, const std::string& model, bool json, std::ostream& out) {
+int Ready(const es::client::Api& client, const std::string& model, bool json, std::ostream& out) {
   auto ready = model.empty() ? client.ServerReady() : client.ModelReady(model);
   if (!ready.ok() && ready.status().code() == grpc::StatusCode::NOT_FOUND && !model.empty()) {
     // A model the server does not serve is not ready: "no" (3), with the reason.
@@ -139,7 +225,7 @@ int Ready(const es::client::Client& client, const std::string& model, bool json,
   return *ready ? kExitOk : kExitNo;
 }
 
-int Index(const es::client::Client& client, bool json, std::ostream& out) {
+int Index(const es::client::Api& client, bool json, std::ostream& out) {
   auto index = client.RepositoryIndex();
   if (!index.ok()) return Failed(index.status());
   if (json) {
@@ -154,7 +240,7 @@ int Index(const es::client::Client& client, bool json, std::ostream& out) {
   return kExitOk;
 }
 
-int Metadata(const es::client::Client& client, const std::string& model, const std::string& version, bool json,
+int Metadata(const es::client::Api& client, const std::string& model, const std::string& version, bool json,
              std::ostream& out) {
   auto meta = client.ModelMetadata(model, version);
   if (!meta.ok()) return Failed(meta.status(), model);
@@ -188,7 +274,7 @@ int Metadata(const es::client::Client& client, const std::string& model, const s
   return kExitOk;
 }
 
-int Stats(const es::client::Client& client, const std::string& model, bool json, std::ostream& out) {
+int Stats(const es::client::Api& client, const std::string& model, bool json, std::ostream& out) {
   auto stats = client.ModelStatistics(model);
   if (!stats.ok()) return Failed(stats.status(), model);
   if (json) {
@@ -217,7 +303,7 @@ int Stats(const es::client::Client& client, const std::string& model, bool json,
   return kExitOk;
 }
 
-int Infer(const es::client::Client& client, const InferArgs& args, bool json, std::ostream& out) {
+int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::ostream& out) {
   auto meta = client.ModelMetadata(args.model, args.version);
   if (!meta.ok()) return Failed(meta.status(), args.model);
 
@@ -277,35 +363,30 @@ int Infer(const es::client::Client& client, const InferArgs& args, bool json, st
   }
   for (const auto& name : asked) es::client::RequestOutput(&request, name);
 
+  // --shm (issue 15): inputs through a region of a new shared-memory object,
+  // registered as "ensemble_cli_<pid>"; `shm` unregisters and unlinks it on return.
+  std::unique_ptr<es::client::ShmInputs> shm;
+  // --streaming and --shm are gRPC's (cli_main refuses them with --http).
+  if ((args.shm || args.streaming) && client.grpc() == nullptr) {
+    return Usage(std::string(args.shm ? "--shm" : "--streaming") + " needs gRPC: not with --http");
+  }
+  if (args.shm) {
+    std::string region = "ensemble_cli_";
+    region += std::to_string(::getpid());
+    auto moved = es::client::ShmInputs::Move(*client.grpc(), region, &request);
+    if (!moved.ok()) return Failed(moved.status());
+    shm = std::move(moved).value();
+  }
+  if (args.streaming) return InferStreaming(*client.grpc(), args, request, json, out);
   auto response = client.Infer(request);
   if (!response.ok()) return Failed(response.status(), args.model);
-
   if (json) {
     nlohmann::json j;
-    j["model_name"] = response->model_name();
-    j["model_version"] = response->model_version();
-    j["id"] = response->id();
-    j["outputs"] = nlohmann::json::array();
-    for (const auto& name : es::client::OutputNames(*response)) {
-      auto raw = es::client::GetRawOutput(*response, name);
-      if (!raw.ok()) return Failed(raw.status());
-      const std::string bytes(raw->bytes);
-      const size_t count = bytes.size() / std::max<size_t>(1, es::client::DatatypeSize(raw->datatype));
-      std::vector<double> data(count);
-      for (size_t i = 0; i < count; ++i) data[i] = ElementAsDouble(raw->datatype, bytes, i);
-      j["outputs"].push_back({{"name", name}, {"datatype", raw->datatype}, {"shape", raw->shape}, {"data", data}});
-    }
+    if (es::client::Status s = AnswerJson(*response, &j); !s.ok()) return Failed(s);
     out << j.dump(2) << "\n";
     return kExitOk;
   }
-  out << "model " << response->model_name() << " v" << response->model_version();
-  for (const auto& in : request.inputs()) out << "  input " << in.name() << " " << ShapeText(Dims(in.shape()));
-  out << "\n";
-  for (const auto& name : es::client::OutputNames(*response)) {
-    auto raw = es::client::GetRawOutput(*response, name);
-    if (!raw.ok()) return Failed(raw.status());
-    PrintOutput(*raw, args.top_k, out);
-  }
+  if (es::client::Status s = PrintAnswer(request, *response, args.top_k, out); !s.ok()) return Failed(s);
   return kExitOk;
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "clients/client.h"
+#include "clients/api.h"  // gRPC or HTTP (--http): the same calls and protos
 
 namespace es::cli {
 
@@ -29,14 +29,20 @@ struct InferArgs {
   bool plain = false;                // ensembles: do not ask for member outputs and uncertainty
   uint32_t seed = 0;
   std::string id;
+  // --streaming: over one ModelStreamInfer stream, `repeat` times (ids ID-0, ID-1...).
+  bool streaming = false;
+  int repeat = 1;
+  // --shm: the inputs go through a system shared-memory region the call
+  // creates and registers (unregistered and unlinked when it returns).
+  bool shm = false;
 };
 
-int Live(const es::client::Client& client, bool json, std::ostream& out);
-int Ready(const es::client::Client& client, const std::string& model, bool json, std::ostream& out);
-int Index(const es::client::Client& client, bool json, std::ostream& out);
-int Metadata(const es::client::Client& client, const std::string& model, const std::string& version, bool json,
+int Live(const es::client::Api& client, bool json, std::ostream& out);
+int Ready(const es::client::Api& client, const std::string& model, bool json, std::ostream& out);
+int Index(const es::client::Api& client, bool json, std::ostream& out);
+int Metadata(const es::client::Api& client, const std::string& model, const std::string& version, bool json,
              std::ostream& out);
-int Stats(const es::client::Client& client, const std::string& model, bool json, std::ostream& out);
-int Infer(const es::client::Client& client, const InferArgs& args, bool json, std::ostream& out);
+int Stats(const es::client::Api& client, const std::string& model, bool json, std::ostream& out);
+int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::ostream& out);
 
 }  // namespace es::cli

@@ -35,6 +35,35 @@
 //    counted in a row over all workers; any other outcome resets the run.
 //    After `max_connection_failures` in a row the engine stops sending
 //    (lost_server() becomes true and stays so until the next Start).
+//  - Streaming (EngineSettings::streams > 0, closed loop only; `method` is
+//    ModelStreamInfer): the N slots share `streams` bidirectional streams,
+//    slot k on stream k % streams, stream j on channel j % channels and
+//    worker j % threads, at most 100 streams per channel (a server's limit on
+//    concurrent HTTP/2 streams would leave the streams past it waiting for
+//    ever: beyond 100 per channel the slots share streams; give more
+//    --channels for one stream per slot). Each slot's request carries the
+//    id "s<k>" (appended to the serialized request), so its answer is
+//    matched by id whatever the order answers come in; a slot sends its
+//    next request on its stream
+//    as soon as its answer came. Answers are scanned for their id and
+//    error_message only. An answer with error_message counts as a failure
+//    of the code its "CODE: ..." prefix names (UNKNOWN without one). A
+//    stream that ends fails the requests it had not answered (with the
+//    stream's status) and is reopened, after a backoff as for UNAVAILABLE.
+//    Streams carry no gRPC deadline (it would bound the whole stream):
+//    EngineSettings::timeout is not applied per request; a request still
+//    unanswered `hung` after Stop began is cancelled with its stream and
+//    counted as unanswered. Stop half-closes each stream once its slots'
+//    answers are in; the server then ends it OK.
+//    Which spread is fair (measured with benchmarks/run_streaming.sh, see
+//    benchmarks/RESULTS.md): one stream per slot (the tool's default) is
+//    the unary run's twin: N independent request pipelines on the same
+//    channels, each waiting only for its own answer. Slots sharing a stream
+//    also share its one-write-at-a-time pipelines (client and server) and
+//    its HTTP/2 flow-control window: 16 slots per stream ran at 0.6x to
+//    1.4x the unary throughput at concurrency 64 from one round to the next
+//    while spending the least CPU per request (answers coalesce), so it
+//    measures the stream's pipelining more than the cost of a call.
 #pragma once
 
 #include <grpcpp/generic/generic_stub.h>
@@ -82,41 +111,76 @@ struct EngineSettings {
   std::chrono::milliseconds hung{30000};     // a call slower than this is hung; Stop() waits this long at most
   std::chrono::milliseconds backoff_min{1}, backoff_max{100};  // closed loop, after UNAVAILABLE
   int max_connection_failures = 100;         // in a row, then lost_server()
+  // ModelStreamInfer (closed loop): the slots share this many streams; 0 = unary calls.
+  int streams = 0;
+  std::string authorization;                 // `authorization` metadata of every call ("Bearer T"); empty = none
 };
 
-class LoadEngine {
+// What RunStep drives: LoadEngine (gRPC, below) or HttpLoadEngine (--http,
+// clients/loadgen/http_engine.h); each member's contract is LoadEngine's.
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual void Start(const LoadPlan& plan, const std::string& request_bytes) = 0;
+  virtual void Stop() = 0;
+  virtual Sample TakeSample() = 0;
+  virtual int64_t in_flight() const = 0;
+  virtual uint64_t total_sent() const = 0;
+  virtual uint64_t total_ok() const = 0;
+  virtual uint64_t total_failed() const = 0;
+  virtual uint64_t total_hung() const = 0;
+  virtual uint64_t total_unanswered() const = 0;
+  virtual std::map<grpc::StatusCode, uint64_t> total_errors() const = 0;
+  virtual bool lost_server() const = 0;
+  virtual std::string lost_server_reason() const = 0;
+};
+
+class LoadEngine final : public Engine {
  public:
   // `channels` are shared by all threads; `method` is the full gRPC method
   // name ("/inference.GRPCInferenceService/ModelInfer").
   LoadEngine(std::vector<std::shared_ptr<grpc::Channel>> channels, int threads, std::string method,
              EngineSettings settings);
-  ~LoadEngine();
+  ~LoadEngine() override;
   LoadEngine(const LoadEngine&) = delete;
   LoadEngine& operator=(const LoadEngine&) = delete;
 
-  void Start(const LoadPlan& plan, const std::string& request_bytes);
-  void Stop();
-  Sample TakeSample();
-  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  void Start(const LoadPlan& plan, const std::string& request_bytes) override;
+  void Stop() override;
+  Sample TakeSample() override;
+  int64_t in_flight() const override { return in_flight_.load(std::memory_order_relaxed); }
   // Since construction, every call (warm-up and drains included).
-  uint64_t total_sent() const { return total_sent_.load(); }
-  uint64_t total_ok() const { return total_ok_.load(); }
-  uint64_t total_failed() const { return total_failed_.load(); }
-  uint64_t total_hung() const { return total_hung_.load(); }
-  uint64_t total_unanswered() const { return total_unanswered_.load(); }
+  uint64_t total_sent() const override { return total_sent_.load(); }
+  uint64_t total_ok() const override { return total_ok_.load(); }
+  uint64_t total_failed() const override { return total_failed_.load(); }
+  uint64_t total_hung() const override { return total_hung_.load(); }
+  uint64_t total_unanswered() const override { return total_unanswered_.load(); }
   // Failed calls by gRPC code since construction.
-  std::map<grpc::StatusCode, uint64_t> total_errors() const;
+  std::map<grpc::StatusCode, uint64_t> total_errors() const override;
   // True once max_connection_failures connection failures came in a row
   // (until the next Start); then no call is sent any more.
-  bool lost_server() const { return lost_server_.load(); }
+  bool lost_server() const override { return lost_server_.load(); }
   // "N connection failures in a row, the last: UNAVAILABLE: ..." once lost.
-  std::string lost_server_reason() const;
+  std::string lost_server_reason() const override;
 
  private:
   struct Worker;
   struct Event;
   struct Call;
   struct Retry;
+  // ModelStreamInfer (engine.cc's streaming block).
+  struct Stream;
+  struct StreamOp;
+  struct SlotState;
+  void OpenStream(Worker* w, Stream* s);
+  void SendOnStream(Worker* w, Stream* s, int slot, std::chrono::steady_clock::time_point scheduled);
+  void WriteNext(Stream* s);
+  void OnStreamEvent(Worker* w, StreamOp* op, bool ok);
+  void OnStreamAnswer(Worker* w, Stream* s);
+  void MaybeHalfClose(Stream* s);
+  void MaybeStreamClosed(Worker* w, Stream* s);
+  void CountAnswer(Worker* w, const SlotState& slot, std::chrono::steady_clock::time_point now, grpc::StatusCode code,
+                   bool connection_failure);
   void Pace(Worker* worker);   // open loop: issues calls on schedule
   void Drain(Worker* worker);  // completions; closed loop: issues the next call
   void Issue(Worker* w, int slot, std::chrono::steady_clock::time_point scheduled);
@@ -143,6 +207,7 @@ class LoadEngine {
   std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
   std::chrono::steady_clock::time_point last_sample_;
   Sample drained_;  // completed during Stop(), for the next TakeSample()
+  std::vector<SlotState> slot_states_;  // streaming: per slot (each used by its stream's worker only)
 };
 
 }  // namespace es::loadgen

@@ -13,15 +13,20 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/grpc_process.h"
 #include "clients/client.h"
+#include "clients/http_client.h"
 #include "clients/loadgen/engine.h"
+#include "clients/loadgen/http_engine.h"
 #include "clients/loadgen/measure.h"
 #include "clients/loadgen/options.h"
 #include "clients/loadgen/report.h"
 #include "clients/loadgen/request_builder.h"
+#include "clients/shm_region.h"
 
 namespace {
 
@@ -32,6 +37,7 @@ std::atomic<bool> g_interrupted{false};
 void OnSignal(int) { g_interrupted.store(true); }
 
 constexpr const char* kInferMethod = "/inference.GRPCInferenceService/ModelInfer";
+constexpr const char* kStreamInferMethod = "/inference.GRPCInferenceService/ModelStreamInfer";
 // The ceiling model looked for by --ceiling-model auto (clients/make_echo_model.py's default name).
 constexpr const char* kEchoModel = "echo";
 
@@ -81,9 +87,11 @@ class Progress {
 };
 
 int Run(const Options& o, const std::string& command) {
-  es::client::ClientOptions client_options;
+  es::client::ClientOptions client_options = o.client;  // TLS and token
   client_options.timeout = std::chrono::milliseconds(o.timeout_ms);
-  auto client = es::client::Client::Create(o.server, client_options);
+  auto made = es::client::MakeApi(o.server, client_options, o.http);  // gRPC, or HTTP with --http
+  if (!made.ok()) return Fail(made.status().message(), 2);
+  const std::unique_ptr<es::client::Api> client = std::move(made).value();
   const es::client::CallOptions probe{std::chrono::milliseconds(5000)};
   auto live = client->ServerLive(probe);
   if (!live.ok()) return Fail("cannot reach server " + o.server + ": " + live.status().ToString());
@@ -117,6 +125,22 @@ int Run(const Options& o, const std::string& command) {
       !es::loadgen::BuildRequest(*client, ceiling_model, "", o.batch, o.shapes, o.seed, &ceiling_request,
                                  &build_error)) {
     return Fail("--ceiling-model: " + build_error.message, build_error.usage_error ? 2 : 1);
+  }
+  // --shm (issue 15): each request's inputs move into a region of its own
+  // ("ensemble_loadgen_<pid>_main" / "_ceiling"), registered once and read by
+  // every call; unregistered and unlinked when Run returns.
+  std::vector<std::unique_ptr<es::client::ShmInputs>> shm_inputs;
+  if (o.shm) {
+    for (auto [prepared, suffix] : {std::pair{&main_request, "_main"}, {&ceiling_request, "_ceiling"}}) {
+      if (prepared->bytes.empty()) continue;
+      std::string region = "ensemble_loadgen_";
+      region += std::to_string(::getpid());
+      region += suffix;
+      auto moved = es::client::ShmInputs::Move(*client->grpc(), region, &prepared->request);  // gRPC only (options.cc)
+      if (!moved.ok()) return Fail("--shm: " + moved.status().ToString());
+      shm_inputs.push_back(std::move(moved).value());
+      prepared->bytes = prepared->request.SerializeAsString();
+    }
   }
   // One call first: a request the model rejects is a clear error, not a
   // sweep full of failures.
@@ -154,7 +178,7 @@ int Run(const Options& o, const std::string& command) {
   report.soak_s = o.soak_s;
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int i = 0; i < o.channels; ++i) {
+  for (int i = 0; i < (o.http ? 0 : o.channels); ++i) {  // --http: the HTTP engine's own connections
     channels.push_back(es::client::MakeChannel(o.server, client_options));
     if (!channels.back()->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
       return Fail("cannot open connection " + std::to_string(i + 1) + " of " + std::to_string(o.channels) + " to " +
@@ -165,7 +189,16 @@ int Run(const Options& o, const std::string& command) {
   engine_settings.timeout = std::chrono::milliseconds(o.timeout_ms);
   engine_settings.hung = std::chrono::milliseconds(o.hung_ms);
   engine_settings.max_connection_failures = o.max_connection_failures;
-  es::loadgen::LoadEngine engine(channels, o.threads, kInferMethod, engine_settings);
+  if (!o.client.token.empty()) engine_settings.authorization.append("Bearer ").append(o.client.token);
+  if (o.streaming) engine_settings.streams = o.streams > 0 ? o.streams : 1 << 30;  // 1 << 30: one per slot
+  std::unique_ptr<es::loadgen::Engine> engine_holder;
+  if (o.http) {
+    engine_holder = std::make_unique<es::loadgen::HttpLoadEngine>(o.server, client_options, engine_settings);
+  } else {
+    engine_holder = std::make_unique<es::loadgen::LoadEngine>(
+        channels, o.threads, o.streaming ? kStreamInferMethod : kInferMethod, engine_settings);
+  }
+  es::loadgen::Engine& engine = *engine_holder;
 
   const bool interactive = !o.quiet && ::isatty(STDERR_FILENO);
   Progress progress(interactive);
@@ -193,8 +226,15 @@ int Run(const Options& o, const std::string& command) {
         ", model " + o.model + (report.model_version.empty() ? "" : " v" + report.model_version) +
         (report.platform.empty() ? "" : " (" + report.platform + ")") + ", batch " + std::to_string(report.batch));
     say("  inputs: " + inputs + "; request " + std::to_string(report.request_bytes) + " B; " +
-        std::to_string(o.channels) + " channel(s), " + std::to_string(o.threads) + " thread(s), deadline " +
-        std::to_string(o.timeout_ms) + " ms");
+        (o.http ? std::string(o.rates.empty() ? "HTTP/1.1, one keep-alive connection and thread per slot"
+                                              : "HTTP/1.1, " + std::to_string(std::min(o.max_inflight, 64)) +
+                                                    " keep-alive connections, each with its thread")
+                : std::to_string(o.channels) + " channel(s), " + std::to_string(o.threads) + " thread(s)") +
+        ", deadline " +
+        std::to_string(o.timeout_ms) + " ms" +
+        (!o.streaming ? ""
+         : o.streams > 0 ? "; ModelStreamInfer, the slots on " + std::to_string(o.streams) + " stream(s)"
+                         : "; ModelStreamInfer, one stream per slot"));
     std::snprintf(line, sizeof line,
                   "  %s:%s; warm-up %.3g s, windows of %.3g s until %d agree within %.0f%% (at most %d)",
                   report.open_loop ? (o.poisson ? "open loop, Poisson arrivals, requests/s"

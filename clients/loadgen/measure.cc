@@ -48,7 +48,7 @@ std::string Format(const char* fmt, double a, double b) {
 
 }  // namespace
 
-std::optional<ServerCounters> ReadServerCounters(const es::client::Client& client, const std::string& model,
+std::optional<ServerCounters> ReadServerCounters(const es::client::Api& client, const std::string& model,
                                                  const std::string& version) {
   auto r = client.ModelStatistics(model, version, es::client::CallOptions{std::chrono::milliseconds(5000)});
   if (!r.ok()) return std::nullopt;
@@ -152,7 +152,7 @@ bool LastAgree(const std::vector<double>& values, int n, double tolerance) {
   return lo > 0 && hi <= lo * (1.0 + tolerance);
 }
 
-StepResult RunStep(LoadEngine& engine, const es::client::Client& stats_client, const LoadPlan& plan,
+StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const LoadPlan& plan,
                    const std::string& request_bytes, const StepSettings& settings, const ProgressFn& progress,
                    const std::atomic<bool>* interrupted) {
   StepResult result;

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "clients/client.h"
+#include "clients/api.h"  // gRPC or HTTP (--http)
 #include "clients/loadgen/engine.h"
 
 namespace es::loadgen {
@@ -45,7 +45,7 @@ struct ServerCounters {
 
 // Reads the counters of `model`; nullopt if the RPC fails or the model is
 // not in the answer.
-std::optional<ServerCounters> ReadServerCounters(const es::client::Client& client, const std::string& model,
+std::optional<ServerCounters> ReadServerCounters(const es::client::Api& client, const std::string& model,
                                                  const std::string& version);
 
 // The server's figures over an interval (b - a). Averages in µs; -1 where
@@ -120,7 +120,7 @@ struct StepSettings {
 // Progress: called after the warm-up and after every window.
 using ProgressFn = std::function<void(const std::string& line)>;
 
-StepResult RunStep(LoadEngine& engine, const es::client::Client& stats_client, const LoadPlan& plan,
+StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const LoadPlan& plan,
                    const std::string& request_bytes, const StepSettings& settings, const ProgressFn& progress,
                    const std::atomic<bool>* interrupted);
 

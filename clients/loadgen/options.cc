@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "clients/loadgen/report.h"
+#include "clients/security_flags.h"
 #include "common/command_line.h"
 
 namespace es::loadgen {
@@ -99,7 +100,8 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
   CLI::App app{kDescription, "ensemble-loadgen"};
   std::string concurrency, rate;
   std::vector<std::string> shapes;
-  app.add_option("--server", o->server, "HOST:PORT of the KServe v2 gRPC endpoint")->required();
+  app.add_option("--server", o->server, "HOST:PORT of the KServe v2 gRPC endpoint (with --http: the HTTP one)")
+      ->required();
   app.add_option("--model", o->model, "model to load")->required();
   app.add_option("--model-version", o->model_version, "model version (default: the server's choice)");
   app.add_option("--batch", o->batch, "rows per request (the -1 batch dim of the model's inputs; default 1)")
@@ -149,6 +151,24 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
       ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
   app.add_option("--seed", o->seed, "seed of the random input data and Poisson arrivals (default 1)");
   app.add_flag("--quiet", o->quiet, "print nothing but errors (write the files only)");
+  // ModelStreamInfer (issue 15).
+  auto* streaming = app.add_flag("--streaming", o->streaming,
+                                 "send over ModelStreamInfer streams instead of one ModelInfer call per request "
+                                 "(closed loop only; answers matched by request id)");
+  app.add_option("--streams", o->streams,
+                 "--streaming: streams the slots share, slot k on stream k % N (default: one stream per slot)")
+      ->check(CLI::Range(1, 100000))
+      ->needs(streaming);
+  // System shared memory (issue 15).
+  app.add_flag("--shm", o->shm,
+               "send the inputs through a shared-memory region (created and registered once, unregistered and "
+               "unlinked at exit; the server must be on this machine)");
+  es::client::SecurityFlags security;  // --ssl, --ssl-ca, --ssl-cert, --ssl-key, --token
+  es::client::AddSecurityFlags(&app, &security);
+  // KServe v2 HTTP/REST (issue 15).
+  app.add_flag("--http", o->http,
+               "talk KServe v2 HTTP/REST to --server (the HTTP address): a keep-alive connection and thread per slot "
+               "(open loop: min(--max-inflight, 64) of them); not with --streaming, --shm, --channels or --threads");
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-loadgen")) {
     return *exit_code == 0 ? ParseOutcome::kHelp : ParseOutcome::kUsageError;
   }
@@ -174,7 +194,19 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
     if (!shape) return usage("--shape " + error);
     o->shapes[shape->first] = shape->second;
   }
+  if (es::client::Status s = es::client::ApplySecurityFlags(security, &o->client); !s.ok()) return usage(s.message());
   if (o->poisson && o->rates.empty()) return usage("--poisson needs --rate (it sets open-loop arrivals)");
+  if (o->streaming && !o->rates.empty()) return usage("--streaming is closed loop only: use --concurrency, not --rate");
+  if (o->http) {  // what the HTTP engine cannot honour
+    for (const auto& [flag, given] : {std::pair<const char*, bool>{"--streaming", o->streaming},
+                                      {"--shm", o->shm},
+                                      {"--channels", o->channels != 0},
+                                      {"--threads", app.count("--threads") > 0}}) {
+      if (given) {
+        return usage(std::string("--http: ") + flag + " is not supported over HTTP (one connection per call in flight)");
+      }
+    }
+  }
   if (o->server.find(':') == std::string::npos) return usage("--server: expected HOST:PORT, got '" + o->server + "'");
   for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--csv", &o->csv},
                                    {"--json", &o->json},

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "clients/client.h"
+
 namespace es::loadgen {
 
 struct Options {
@@ -47,6 +49,20 @@ struct Options {
   int ceiling_concurrency = 0;  // 0 = the sweep's largest concurrency (open loop: 32)
   uint32_t seed = 1;
   bool quiet = false;         // no progress line, no table (files only)
+  // ModelStreamInfer instead of ModelInfer (closed loop only): the slots
+  // share `streams` streams (0 = one stream per slot).
+  bool streaming = false;
+  int streams = 0;
+  // --shm: the inputs travel through a system shared-memory region the tool
+  // creates and registers once (unregistered and unlinked at exit).
+  bool shm = false;
+  // TLS and token (--ssl, --ssl-ca, --ssl-cert, --ssl-key, --token or env
+  // ENSEMBLE_TOKEN; clients/security_flags.h): files read and checked by
+  // ParseArgs; main adds the timeout.
+  es::client::ClientOptions client;
+  // --http: KServe v2 HTTP/REST on --server (the HTTP address), one
+  // keep-alive connection and thread per call in flight (clients/loadgen/http_engine.h).
+  bool http = false;
 };
 
 enum class ParseOutcome { kOk, kHelp, kUsageError };

@@ -1,5 +1,7 @@
 #include "clients/loadgen/request_builder.h"
 
+#include <algorithm>
+
 #include <random>
 #include <sstream>
 
@@ -36,7 +38,7 @@ std::string RandomPayload(const std::string& datatype, int64_t count, std::mt199
 
 }  // namespace
 
-bool BuildRequest(const es::client::Client& client, const std::string& model, const std::string& version,
+bool BuildRequest(const es::client::Api& client, const std::string& model, const std::string& version,
                   int64_t batch, const std::map<std::string, std::vector<int64_t>>& shapes, uint32_t seed,
                   PreparedRequest* out, BuildError* error) {
   auto metadata = client.ModelMetadata(model, version);
@@ -63,6 +65,12 @@ bool BuildRequest(const es::client::Client& client, const std::string& model, co
     const bool batched = !dims.empty() && dims[0] == -1;
     std::vector<int64_t> rest(dims.begin() + (batched ? 1 : 0), dims.end());
     if (auto it = shapes.find(name); it != shapes.end()) {
+      if (std::none_of(rest.begin(), rest.end(), [](int64_t d) { return d < 0; })) {
+        *error = {"--shape " + name + ": the model's input has fixed dims (metadata shape " + ShapeText(dims) +
+                      "); --shape is only for inputs with variable (-1) dims",
+                  true};
+        return false;
+      }
       if (it->second.size() != rest.size()) {
         *error = {"--shape " + name + ": " + std::to_string(it->second.size()) + " dims given, the model's input has " +
                       std::to_string(rest.size()) + " besides the batch dim (metadata shape " + ShapeText(dims) + ")",

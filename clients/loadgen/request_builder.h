@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "clients/client.h"
+#include "clients/api.h"  // gRPC or HTTP (--http)
 #include "clients/loadgen/report.h"
 
 namespace es::loadgen {
@@ -33,7 +33,7 @@ struct BuildError {
   bool usage_error = false;
 };
 
-bool BuildRequest(const es::client::Client& client, const std::string& model, const std::string& version,
+bool BuildRequest(const es::client::Api& client, const std::string& model, const std::string& version,
                   int64_t batch, const std::map<std::string, std::vector<int64_t>>& shapes, uint32_t seed,
                   PreparedRequest* out, BuildError* error);
 

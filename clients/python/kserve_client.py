@@ -14,6 +14,12 @@ the stubs the build generates under build/python:
         --server 127.0.0.1:8001 --model demo_ensemble --batch 4 \
         --data /usr/share/datasets/fashion-mnist
 
+TLS and tokens: --ssl (or --ca FILE), --cert FILE --key FILE for mTLS, and
+--token TOKEN or the environment variable ENSEMBLE_TOKEN (docs/security.md):
+
+    ENSEMBLE_TOKEN=... PYTHONPATH=build/python /usr/bin/python3 clients/python/kserve_client.py \
+        --server 127.0.0.1:8001 --ca ca.pem --cert client.pem --key client.key
+
 Any KServe v2 client works the same way (Triton's tritonclient included): the
 server speaks the standard `inference.GRPCInferenceService`.
 """
@@ -42,9 +48,19 @@ def parse_args(argv):
     parser.add_argument("--data", help="a Fashion-MNIST folder (Debian: /usr/share/datasets/fashion-mnist): send its "
                         "test images from --first on instead of random input, and print their true classes")
     parser.add_argument("--first", type=int, default=0, help="with --data: the first test image sent (default 0)")
+    # TLS and tokens (docs/security.md).
+    parser.add_argument("--ssl", action="store_true", help="connect with TLS (implied by --ca and --cert)")
+    parser.add_argument("--ca", help="PEM file of the CA that signed the server's certificate (default: the system's)")
+    parser.add_argument("--cert", help="PEM client certificate, for servers that require one (mTLS)")
+    parser.add_argument("--key", help="PEM private key of --cert")
+    parser.add_argument("--token", default=os.environ.get("ENSEMBLE_TOKEN"),
+                        help="bearer token sent as 'authorization: Bearer TOKEN' (default: the environment variable "
+                        "ENSEMBLE_TOKEN, which unlike a flag is not visible in ps)")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be >= 1")
+    if bool(args.cert) != bool(args.key):
+        parser.error("--cert and --key go together")
     return args
 
 
@@ -63,15 +79,34 @@ def raw_output(response, name):
     return None
 
 
+def open_channel(args):
+    """A TLS channel (grpc.ssl_channel_credentials) with --ssl/--ca/--cert, else plaintext."""
+    if not (args.ssl or args.ca or args.cert):
+        return grpc.insecure_channel(args.server)
+
+    def read(path):
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    credentials = grpc.ssl_channel_credentials(root_certificates=read(args.ca), private_key=read(args.key),
+                                               certificate_chain=read(args.cert))
+    return grpc.secure_channel(args.server, credentials)
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    with grpc.insecure_channel(args.server) as channel:
+    # The token goes with every call as metadata (gRPC's per-call headers).
+    auth = (("authorization", f"Bearer {args.token}"),) if args.token else ()
+    with open_channel(args) as channel:
         stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
 
-        live = stub.ServerLive(grpc_service_pb2.ServerLiveRequest(), timeout=TIMEOUT_S)
+        live = stub.ServerLive(grpc_service_pb2.ServerLiveRequest(), timeout=TIMEOUT_S, metadata=auth)
         print(f"server live: {live.live}")
 
-        meta = stub.ModelMetadata(grpc_service_pb2.ModelMetadataRequest(name=args.model), timeout=TIMEOUT_S)
+        meta = stub.ModelMetadata(grpc_service_pb2.ModelMetadataRequest(name=args.model), timeout=TIMEOUT_S,
+                                  metadata=auth)
         tensor = meta.inputs[0]
         print(f"model {meta.name} (platform {meta.platform}, versions {list(meta.versions)}): "
               f"input {tensor.name} {tensor.datatype} {list(tensor.shape)}, "
@@ -94,7 +129,7 @@ def main(argv=None):
             request.parameters["return_uncertainty"].bool_param = True
             request.parameters["return_member_outputs"].bool_param = True
 
-        response = stub.ModelInfer(request, timeout=TIMEOUT_S)
+        response = stub.ModelInfer(request, timeout=TIMEOUT_S, metadata=auth)
         first = raw_output(response, meta.outputs[0].name)
         entropy = raw_output(response, "entropy")
         disagreement = raw_output(response, "disagreement")

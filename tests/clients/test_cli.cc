@@ -3,6 +3,9 @@
 // the same answers as the C++ client library, and every error path with its
 // exit code (1 call failed, 2 usage, 3 answered no) and one-line message.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -237,6 +240,72 @@ TEST_F(CliTest, InferErrorPaths) {
   ExpectOneLineError(Cli({"bogus"}), 2, "unknown subcommand 'bogus'");
   ExpectOneLineError(Cli({"--bogus", "live"}), 2, "unknown option '--bogus'");
   ExpectOneLineError(Cli({"metadata"}), 2, "model");
+}
+
+// --streaming (issue 15): the request N times over one ModelStreamInfer
+// stream; every answer carries its id and the unary call's values; an
+// answer that is an error is the server's code and message (exit 1).
+TEST_F(CliTest, InferStreamingAnswersByIdAsUnary) {
+  WatchdogScope watchdog(seconds(60), "InferStreaming");
+  const CliRun unary = Cli({"infer", "demo_ensemble", "--plain", "--json", "--seed", "5"});
+  ASSERT_EQ(unary.rc, 0) << unary.output;
+  const std::vector<double> expected = JsonProbabilities(Json(unary));
+  CliRun r = Cli({"infer", "demo_ensemble", "--plain", "--json", "--seed", "5", "--streaming", "--repeat", "3", "--id",
+                  "s"});
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto answers = Json(r);
+  ASSERT_TRUE(answers.is_array()) << r.output;
+  ASSERT_EQ(answers.size(), 3u) << r.output;
+  std::set<std::string> ids;
+  for (const auto& a : answers) {
+    ids.insert(a["id"].get<std::string>());
+    const std::vector<double> got = JsonProbabilities(a);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6) << i;
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"s-0", "s-1", "s-2"}));
+  // The table, one answer.
+  r = Cli({"infer", "mlp", "--streaming"});
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("probabilities  FP32 [1,10]"), std::string::npos) << r.output;
+  // The server rejects a batch over max_batch_size: an error answer, not a failed stream.
+  ExpectOneLineError(Cli({"infer", "mlp", "--batch", "100", "--streaming"}), 1, "INVALID_ARGUMENT: ");
+  r = Cli({"infer", "mlp", "--batch", "100", "--streaming", "--repeat", "2", "--id", "e"});
+  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_NE(r.output.find("request 'e-0': INVALID_ARGUMENT: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("request 'e-1': INVALID_ARGUMENT: "), std::string::npos) << r.output;
+  // --repeat is for --streaming only.
+  ExpectOneLineError(Cli({"infer", "mlp", "--repeat", "2"}), 2, "--repeat");
+}
+
+// --shm (issue 15): the inputs through a shared-memory region the call
+// creates and registers: the same answer as in the message, and nothing left
+// behind (no region registered, no object in /dev/shm).
+TEST_F(CliTest, InferThroughSharedMemoryGivesTheSameAnswerAndCleansUp) {
+  WatchdogScope watchdog(seconds(60), "InferShm");
+  const auto shm_objects = [] {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+      if (e.path().filename().string().rfind("es_client_", 0) == 0) names.insert(e.path().filename().string());
+    }
+    return names;
+  };
+  const std::set<std::string> before = shm_objects();
+  const CliRun plain = Cli({"infer", "demo_ensemble", "--plain", "--json", "--seed", "9", "--batch", "3"});
+  ASSERT_EQ(plain.rc, 0) << plain.output;
+  const CliRun shm = Cli({"infer", "demo_ensemble", "--plain", "--json", "--seed", "9", "--batch", "3", "--shm"});
+  ASSERT_EQ(shm.rc, 0) << shm.output;
+  EXPECT_EQ(JsonProbabilities(Json(shm)), JsonProbabilities(Json(plain)));
+  EXPECT_EQ(shm_objects(), before);
+  auto client = es::client::Client::Create(server_->address());
+  grpc::ClientContext ctx;
+  client->SetDeadline(&ctx, {});
+  inference::SystemSharedMemoryStatusResponse regions;
+  ASSERT_TRUE(client->stub().SystemSharedMemoryStatus(&ctx, {}, &regions).ok());
+  EXPECT_EQ(regions.regions_size(), 0);
+  // A server-side error still unregisters and unlinks.
+  ExpectOneLineError(Cli({"infer", "mlp", "--batch", "100", "--shm"}), 1, "INVALID_ARGUMENT: ");
+  EXPECT_EQ(shm_objects(), before);
 }
 
 TEST(CliNoServer, UnreachableServerAndHelp) {

@@ -17,6 +17,7 @@
 
 #include <thread>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -218,6 +219,9 @@ TEST(LoadgenExitCodes, UsageErrorsExitTwo) {
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--batch", "0"},
       {kLoadgen, "--server", "no-port", "--model", "m"},
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--concurrency", "4", "--poisson"},
+      // ModelStreamInfer is closed loop only; --streams needs --streaming.
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--rate", "10", "--streaming"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--streams", "2"},
       // Output paths are checked before the run (the port is closed: a run would exit 1).
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--csv", "/nonexistent/dir/x.csv"},
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--json", "/nonexistent/dir/x.json"},
@@ -262,6 +266,12 @@ TEST_F(LoadgenTest, UnknownModelOrBadShapeExitsWithTheServersError) {
                   seconds(30), &output);
   EXPECT_EQ(rc, 2) << output;
   EXPECT_NE(output.find("--shape input"), std::string::npos) << output;
+  // Even one that agrees with the fixed dims: --shape is for variable dims only.
+  output.clear();
+  rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "mlp", "--shape", "input:1,28,28"},
+                  seconds(30), &output);
+  EXPECT_EQ(rc, 2) << output;
+  EXPECT_NE(output.find("--shape input: the model's input has fixed dims"), std::string::npos) << output;
   // A batch over the model's max_batch_size: the server rejects the check call.
   output.clear();
   rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "mlp", "--batch", "1000"}, seconds(30),
@@ -388,6 +398,168 @@ TEST(LoadgenFaults, StalledServerCallsAreCountedHungOrUnanswered) {
   auto client = es::client::Client::Create(server->address());
   auto live = client->ServerLive();
   ASSERT_TRUE(live.ok()) << live.status().ToString();
+}
+
+}  // namespace
+}  // namespace es::loadgen
+
+namespace es::loadgen {
+namespace {
+
+// --streaming (issue 15): requests over ModelStreamInfer streams, several
+// slots per stream (--streams 3 for 8 slots), answers matched by id: every
+// request the tool counts ok is one the server counted, none failed or was
+// left unanswered, and Stop() ends every stream (the run exits).
+TEST_F(LoadgenTest, StreamingMatchesServerCounts) {
+  WatchdogScope watchdog(seconds(120), "StreamingMatchesServerCounts");
+  auto client = es::client::Client::Create(server_->address());
+  const uint64_t before = SuccessCount(*client, "demo_ensemble");
+  const std::string json = out_.Path("stream.json");
+  std::string output;
+  const int rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "demo_ensemble", "--duration-s",
+                             "0.5", "--warmup-s", "0.3", "--concurrency", "1,8", "--max-windows", "3", "--streaming",
+                             "--streams", "3", "--ceiling-model", "none", "--json", json},
+                            seconds(100), &output);
+  ASSERT_EQ(rc, 0) << output;
+  const uint64_t after = SuccessCount(*client, "demo_ensemble");
+  EXPECT_NE(output.find("ModelStreamInfer, the slots on 3 stream(s)"), std::string::npos) << output;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  ASSERT_EQ(j["steps"].size(), 2u) << j.dump(2);
+  for (const auto& s : j["steps"]) {
+    EXPECT_GT(s["throughput_rps"].get<double>(), 0);
+    EXPECT_EQ(s["failed"], 0u);
+    EXPECT_TRUE(s["errors"].empty()) << s["errors"].dump();
+  }
+  const auto& totals = j["totals"];
+  EXPECT_EQ(totals["client_failed"], 0u) << totals.dump();
+  EXPECT_EQ(totals["client_unanswered"], 0u);
+  EXPECT_GT(totals["client_ok"].get<uint64_t>(), 0u);
+  EXPECT_EQ(after - before, totals["client_ok"].get<uint64_t>() + 1) << "plus the tool's one check call";
+}
+
+// --shm (issue 15): the inputs through a region registered once: every
+// request the tool counts ok is one the server counted, the request message
+// no longer carries the tensor, and at exit the region is unregistered and
+// the object unlinked.
+TEST_F(LoadgenTest, SharedMemoryInputsMatchServerCountsAndCleanUp) {
+  WatchdogScope watchdog(seconds(120), "SharedMemoryInputs");
+  auto client = es::client::Client::Create(server_->address());
+  const uint64_t before = SuccessCount(*client, "mlp");
+  const std::string json = out_.Path("shm.json");
+  std::string output;
+  const int rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "mlp", "--batch", "8",
+                             "--duration-s", "0.5", "--warmup-s", "0.3", "--concurrency", "4", "--max-windows", "2",
+                             "--ceiling-model", "none", "--shm", "--json", json},
+                            seconds(100), &output);
+  ASSERT_EQ(rc, 0) << output;
+  const uint64_t after = SuccessCount(*client, "mlp");
+  const auto j = nlohmann::json::parse(Slurp(json));
+  const auto& totals = j["totals"];
+  EXPECT_EQ(totals["client_failed"], 0u) << totals.dump();
+  EXPECT_GT(totals["client_ok"].get<uint64_t>(), 0u);
+  EXPECT_EQ(after - before, totals["client_ok"].get<uint64_t>() + 1) << "plus the tool's one check call";
+  // 8 images are 25088 bytes in the message; through shared memory only the parameters travel.
+  EXPECT_LT(j["config"]["request_bytes"].get<uint64_t>(), 1000u) << j["config"].dump();
+  grpc::ClientContext ctx;
+  client->SetDeadline(&ctx, {});
+  inference::SystemSharedMemoryStatusResponse regions;
+  ASSERT_TRUE(client->stub().SystemSharedMemoryStatus(&ctx, {}, &regions).ok());
+  EXPECT_EQ(regions.regions_size(), 0);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_NE(e.path().filename().string().rfind("es_client_", 0), 0u) << "left behind: " << e.path();
+  }
+}
+
+// Answers that are errors (error_message "CODE: ...") count under their
+// code while the streams go on: a server that admits 2 calls at a time
+// refuses some of 8 slots' requests RESOURCE_EXHAUSTED, and the rest succeed.
+TEST(LoadgenStreaming, ErrorAnswersCountByTheirCode) {
+  WatchdogScope watchdog(seconds(150), "ErrorAnswersCountByTheirCode");
+  ServerProcess::Options options;
+  options.extra_limits = "max_inflight_calls: 2";
+  auto server = ServerProcess::Start(options);
+  ASSERT_NE(server, nullptr) << ServerProcess::last_start_error();
+  es::it::TempDir out("es_loadgen_stream_err_");
+  const std::string json = out.Path("err.json");
+  std::string output;
+  const int rc = RunCommand({kLoadgen, "--server", server->address(), "--model", "demo_ensemble", "--duration-s",
+                             "0.5", "--warmup-s", "0.2", "--concurrency", "8", "--max-windows", "2", "--streaming",
+                             "--ceiling-model", "none", "--json", json},
+                            seconds(100), &output);
+  ASSERT_EQ(rc, 0) << output;
+  const auto totals = nlohmann::json::parse(Slurp(json))["totals"];
+  EXPECT_GT(totals["client_ok"].get<uint64_t>(), 0u) << totals.dump();
+  ASSERT_TRUE(totals["client_errors"].contains("RESOURCE_EXHAUSTED")) << totals.dump();
+  EXPECT_GT(totals["client_errors"]["RESOURCE_EXHAUSTED"].get<uint64_t>(), 0u);
+  EXPECT_EQ(totals["client_errors"].size(), 1u) << "no other code (an unmatched answer would be UNKNOWN): "
+                                                << totals.dump();
+  EXPECT_EQ(totals["client_unanswered"], 0u);
+}
+
+// A stalled server (SIGSTOP to the end of the run) under --streaming: the
+// requests still out when the run ends are cancelled with their streams
+// after --hung-ms and counted as unanswered; the run still ends (exit 0),
+// and the server serves again once resumed.
+TEST(LoadgenStreaming, StalledServerRequestsAreUnanswered) {
+  WatchdogScope watchdog(seconds(120), "StreamingStalledServer");
+  auto server = ServerProcess::Start(ServerProcess::Options{});
+  ASSERT_NE(server, nullptr) << ServerProcess::last_start_error();
+  es::it::TempDir out("es_loadgen_stream_stall_");
+  const std::string json = out.Path("stall.json");
+  std::string output;
+  int rc = -100;
+  std::thread run([&] {
+    rc = RunCommand({kLoadgen, "--server", server->address(), "--model", "mlp", "--concurrency", "3", "--streaming",
+                     "--streams", "2", "--soak-s", "3", "--duration-s", "1", "--warmup-s", "0", "--hung-ms", "1500",
+                     "--ceiling-model", "none", "--json", json},
+                    seconds(60), &output);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  server->Signal(SIGSTOP);
+  run.join();
+  server->Signal(SIGCONT);
+  ASSERT_EQ(rc, 0) << output;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  EXPECT_EQ(j["totals"]["client_unanswered"], 3u) << "the three slots' requests were out when the soak ended\n"
+                                                   << output;
+  EXPECT_GT(j["steps"][0]["ok"].get<uint64_t>(), 0u);
+  auto client = es::client::Client::Create(server->address());
+  inference::ModelInferRequest request;
+  request.set_model_name("mlp");
+  ASSERT_TRUE(es::client::AddInput<float>(&request, "input", {1, 1, 28, 28}, std::vector<float>(784, 0.5f)).ok());
+  auto answer = client->Infer(request);
+  EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+}
+
+// The server goes away under a streaming run: the streams fail, are
+// reopened after a backoff, and the run ends after the bounded run of
+// connection failures, reporting what succeeded.
+TEST(LoadgenStreaming, ServerGoneEndsTheRun) {
+  WatchdogScope watchdog(seconds(120), "StreamingServerGone");
+  auto server = ServerProcess::Start(ServerProcess::Options{});
+  ASSERT_NE(server, nullptr) << ServerProcess::last_start_error();
+  es::it::TempDir out("es_loadgen_stream_gone_");
+  const std::string json = out.Path("gone.json");
+  std::string output;
+  int rc = -100;
+  std::thread run([&] {
+    rc = RunCommand({kLoadgen, "--server", server->address(), "--model", "mlp", "--concurrency", "8", "--duration-s",
+                     "5", "--warmup-s", "0.5", "--streaming", "--max-connection-failures", "100", "--ceiling-model",
+                     "none", "--json", json},
+                    seconds(90), &output);
+  });
+  std::this_thread::sleep_for(seconds(3));
+  server->Signal(SIGTERM);
+  int status = 0;
+  const bool exited = server->WaitExit(std::chrono::milliseconds(20000), &status);
+  run.join();
+  ASSERT_TRUE(exited) << "the server did not exit after SIGTERM";
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_NE(output.find("ensemble-loadgen: lost the server"), std::string::npos) << output;
+  const auto totals = nlohmann::json::parse(Slurp(json))["totals"];
+  EXPECT_GT(totals["client_ok"].get<uint64_t>(), 100u) << totals.dump();
+  EXPECT_GE(totals["client_failed"].get<uint64_t>(), 100u) << totals.dump();
+  EXPECT_EQ(totals["client_unanswered"], 0u);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ def parse_args():
 def start_server(server_bin, config, log_path):
     """Starts ensemble-server in its own session; returns (process, address)."""
     log = open(log_path, "wb")
-    proc = subprocess.Popen([server_bin, "--config", config, "--grpc-port", "0", "--metrics-port", "0"],
+    proc = subprocess.Popen([server_bin, "--config", config, "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0"],
                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
     ready, _, _ = select.select([proc.stdout], [], [], STARTUP_S)
     line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""

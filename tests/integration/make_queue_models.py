@@ -9,6 +9,11 @@
              torch.mm crashed LibTorch's optimiser in the host's warm-up.) max_batch_size
              4, dynamic batching, 2 priority levels.
   slow_pref  the same model; max_batch_size 8, preferred_batch_sizes [4].
+  slow_a, slow_b  the same model, max_batch_size 4, dynamic batching: the
+             members of
+  slow_pair  an ensemble of slow_a and slow_b (mean), for the test that an
+             ensemble request that expired or was cancelled takes its
+             members' queued work with it.
   blowup     FP32 [1] -> FP32 [262144] (1 MiB): a small request with a large
              answer, for the memory bound on clients that never read.
 
@@ -55,6 +60,13 @@ def main():
     write_model(repo, "slow_pref", Slow(),
                 "max_batch_size: 8\n" + slow_io +
                 "dynamic_batching: {max_queue_delay_us: 1000, preferred_batch_sizes: [4]}\n")
+    for name in ("slow_a", "slow_b"):
+        write_model(repo, name, Slow(),
+                    "max_batch_size: 4\n" + slow_io + "dynamic_batching: {max_queue_delay_us: 1000}\n")
+    os.makedirs(os.path.join(repo, "slow_pair", "1"), exist_ok=True)
+    with open(os.path.join(repo, "slow_pair", "config.yaml"), "w") as f:
+        f.write("platform: ensemble\nmax_batch_size: 4\n" + slow_io +
+                "ensemble:\n  combine: mean\n  members:\n    - {model: slow_a}\n    - {model: slow_b}\n")
     write_model(repo, "blowup", Blowup(),
                 "max_batch_size: 0\n"
                 "inputs:\n  - {name: input, datatype: FP32, dims: [1]}\n"

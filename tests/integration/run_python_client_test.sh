@@ -53,7 +53,7 @@ EOF
 # listening line from.
 mkfifo "$work/stdout"
 set -m
-"$server_bin" --config "$work/server.yaml" --grpc-port 0 --metrics-port 0 >"$work/stdout" 2>"$work/server.log" &
+"$server_bin" --config "$work/server.yaml" --grpc-port 0 --metrics-port 0 --http-port 0 >"$work/stdout" 2>"$work/server.log" &
 server_pid=$!
 set +m
 exec 3<"$work/stdout"

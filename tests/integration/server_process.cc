@@ -376,6 +376,7 @@ std::string ServerConfigYaml(const std::string& repository, const ServerProcess:
   y << "limits: {max_request_bytes: " << options.max_request_bytes
     << ", heartbeat_timeout_ms: " << options.heartbeat_timeout_ms << ", drain_timeout_ms: " << options.drain_timeout_ms
     << (options.extra_limits.empty() ? "" : ", " + options.extra_limits) << "}\n";
+  y << options.extra_config;
   return y.str();
 }
 
@@ -418,6 +419,13 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
     argv.push_back(const_cast<char*>("0"));
   } else {
     argv.push_back(const_cast<char*>("--no-metrics"));
+  }
+  // HTTP/REST on a free port (never the default 8000: tests run side by side).
+  if (options.http) {
+    argv.push_back(const_cast<char*>("--http-port"));
+    argv.push_back(const_cast<char*>("0"));
+  } else {
+    argv.push_back(const_cast<char*>("--no-http"));
   }
   argv.push_back(nullptr);
   const pid_t pid = fork();
@@ -470,8 +478,22 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
   }
   server->address_ = line.substr(prefix.size());
   text = text.substr(nl + 1);
+  if (options.http) {
+    // "http listening on HOST:PORT" comes right after the grpc line.
+    while (text.find('\n') == std::string::npos && !eof && Clock::now() < deadline) {
+      eof = !ReadSome(server->stdout_fd_, milliseconds(200), &text);
+    }
+    const size_t nl_http = text.find('\n');
+    const std::string http_prefix = "http listening on ";
+    if (nl_http == std::string::npos || text.compare(0, http_prefix.size(), http_prefix) != 0) {
+      g_last_start_error = "no 'http listening on' line after the grpc line; stdout: '" + text + "'";
+      return nullptr;
+    }
+    server->http_address_ = text.substr(http_prefix.size(), nl_http - http_prefix.size());
+    text = text.substr(nl_http + 1);
+  }
   if (options.metrics) {
-    // The second line, printed right after the first.
+    // The next line (after the grpc line and, when on, the http line).
     while (text.find('\n') == std::string::npos && !eof && Clock::now() < deadline) {
       eof = !ReadSome(server->stdout_fd_, milliseconds(200), &text);
     }
@@ -489,7 +511,9 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  server->channel_ = grpc::CreateCustomChannel(server->address_, grpc::InsecureChannelCredentials(), args);
+  server->credentials_ =
+      options.channel_credentials ? options.channel_credentials : grpc::InsecureChannelCredentials();
+  server->channel_ = grpc::CreateCustomChannel(server->address_, server->credentials_, args);
   if (!server->channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
     g_last_start_error = "cannot connect to " + server->address_;
     return nullptr;
@@ -534,7 +558,7 @@ std::unique_ptr<inference::GRPCInferenceService::Stub> ServerProcess::NewConnect
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own TCP connection
-  auto channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(address_, credentials_, args);
   // Connect before handing it out: many fresh connections at once can see a
   // transient connect failure, which a call without wait_for_ready would
   // report as UNAVAILABLE although the server is fine (gRPC retries the

@@ -9,7 +9,8 @@
 // Start() writes a server config into a fresh temp dir, fork/execs the server
 // in its own process group with --grpc-port 0 (and --metrics-port 0, or
 // --no-metrics), and waits (at most Options::startup_timeout) for its stdout
-// line "grpc listening on HOST:PORT", then for "metrics listening on
+// line "grpc listening on HOST:PORT", then for "http listening on HOST:PORT"
+// (--http-port 0; --no-http with Options::http off) and "metrics listening on
 // HOST:PORT" when metrics are on. The destructor SIGKILLs the whole process group (router and
 // hosts), reaps the router and removes the temp dir; if the test failed it
 // prints the tail of the server's log (stderr, kept in the temp dir).
@@ -135,6 +136,14 @@ class ServerProcess {
     std::chrono::seconds startup_timeout{120};
     // /metrics on a free port (--metrics-port 0), or off (--no-metrics).
     bool metrics = true;
+    // HTTP/REST on a free port (--http-port 0), or off (--no-http).
+    bool http = true;
+    // More top-level YAML of the server config, whole lines (e.g. "tls: {...}\n").
+    std::string extra_config;
+    // How the fixture's own channels (Channel(), Stub(), NewConnectionStub())
+    // connect; null = plaintext. Start() waits until this channel connects,
+    // so a TLS server needs credentials it accepts.
+    std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
   };
 
   // Starts the server; nullptr on failure (see last_start_error()).
@@ -149,6 +158,8 @@ class ServerProcess {
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
   // Where /metrics is served ("127.0.0.1:PORT"); "" with Options::metrics off.
   const std::string& metrics_address() const { return metrics_address_; }
+  // Where HTTP/REST is served ("127.0.0.1:PORT"); "" with Options::http off.
+  const std::string& http_address() const { return http_address_; }
   const fs::path& config_path() const { return config_path_; }
   const fs::path& dir() const { return dir_->path(); }
   std::string LogTail(size_t max_bytes = 8000) const;
@@ -188,7 +199,9 @@ class ServerProcess {
   bool exited_ = false;
   std::string address_;
   std::string metrics_address_;
+  std::string http_address_;
   std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;  // of channel_ and NewConnectionStub()
 };
 
 // The YAML server config Start() writes (exposed for tests that write their own).

@@ -40,13 +40,13 @@ class AsyncCalls {
   explicit AsyncCalls(std::shared_ptr<grpc::Channel> channel)
       : stub_(inference::GRPCInferenceService::NewStub(std::move(channel))) {}
 
-  // Sends a one-row request of `value` to `model` with `priority` (0: none);
-  // returns its index.
-  size_t Send(const std::string& model, float value, int priority) {
+  // Sends a one-row request of `value` to `model` with `priority` (0: none)
+  // and a deadline `timeout` from now; returns its index.
+  size_t Send(const std::string& model, float value, int priority, milliseconds timeout = seconds(60)) {
     auto call = std::make_unique<Call>();
     call->request = RawRequest(model, {1, 1}, {value});
     if (priority > 0) (*call->request.mutable_parameters())["priority"].set_int64_param(priority);
-    SetDeadline(&call->ctx, seconds(60));
+    SetDeadline(&call->ctx, timeout);
     Call* raw = call.get();
     size_t index;
     {
@@ -68,6 +68,10 @@ class AsyncCalls {
     return cv_.wait_for(lock, timeout, [&] {
       return std::all_of(calls_.begin(), calls_.end(), [](const auto& c) { return c->done; });
     });
+  }
+  void Cancel(size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_[i]->ctx.TryCancel();
   }
   bool Done(size_t i) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -108,6 +112,8 @@ class QueueOrderTest : public ::testing::Test {
     ServerProcess::Options options;
     options.repository = repo_dir_->path().string();
     options.hosts = {{"cpu0", 0, "", 1}};
+    // The tests also check what the debug log says about batches and drops.
+    options.extra_args = {"--log-level", "debug"};
     server_ = ServerProcess::Start(options).release();
     if (server_ == nullptr) setup_error_ = ServerProcess::last_start_error();
   }
@@ -195,6 +201,46 @@ TEST_F(QueueOrderTest, PreferredBatchSizeTrimsTheBatch) {
   ASSERT_FALSE(blocker_done_early) << "the blocker finished before the queue was filled: the test proves nothing";
   EXPECT_EQ(BatchCounts("slow_pref"), (std::map<uint64_t, uint64_t>{{1, 1}, {2, 1}, {4, 1}}))
       << "expected the blocker (1), then the six as 4 + 2";
+  // --log-level debug says how each batch left the queue.
+  const std::string log = server_->LogTail(1 << 20);
+  EXPECT_NE(log.find("model 'slow_pref' version 1: batch of 4 row(s) from 4 request(s), oldest waited"),
+            std::string::npos)
+      << log;
+}
+
+// An ensemble request shares its deadline and its client's cancellation with
+// its members' calls. The blocker holds the host; six slow_pair requests
+// then queue (their slow_a calls wait in the router for the slot the blocker
+// holds): three expire after 300 ms, three are cancelled by their client.
+// None of them may still be computed on slow_a once the blocker is done:
+// slow_a runs the blocker alone. Were members' queued calls left behind, the
+// six rows would run as batches after the blocker.
+TEST_F(QueueOrderTest, ExpiredOrCancelledEnsembleRequestsTakeTheirMembersQueuedWork) {
+  WatchdogScope watchdog(seconds(90), "ExpiredOrCancelledEnsembleRequestsTakeTheirMembersQueuedWork");
+  AsyncCalls calls(server_->Channel());
+  // Longer than the others' blocker: it must outlast the 300 ms deadlines.
+  const size_t blocker = calls.Send("slow_a", 4 * kBlockerWork, 0);
+  std::this_thread::sleep_for(milliseconds(150));
+  std::vector<size_t> expiring, cancelled;
+  for (int i = 0; i < 3; ++i) expiring.push_back(calls.Send("slow_pair", kBatchWork, 0, milliseconds(300)));
+  for (int i = 0; i < 3; ++i) cancelled.push_back(calls.Send("slow_pair", kBatchWork, 0));
+  std::this_thread::sleep_for(milliseconds(100));
+  for (size_t c : cancelled) calls.Cancel(c);
+  const bool blocker_done_early = calls.Done(blocker);
+  ASSERT_TRUE(calls.WaitAll(seconds(60)));
+  ASSERT_FALSE(blocker_done_early) << "the blocker finished before the queue was filled: the test proves nothing";
+  ASSERT_TRUE(calls.status(blocker).ok()) << Describe(calls.status(blocker));
+  for (size_t e : expiring) EXPECT_EQ(calls.status(e).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << e;
+  for (size_t c : cancelled) EXPECT_EQ(calls.status(c).error_code(), grpc::StatusCode::CANCELLED) << c;
+  // The host finishes slow_b's calls (sent before the blocker let go) and
+  // anything else queued; then slow_a's counts are final.
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(BatchCounts("slow_a"), (std::map<uint64_t, uint64_t>{{1, 1}}))
+      << "slow_a computed work of ensemble requests that had expired or been cancelled";
+  // --log-level debug names each drop where it is decided.
+  const std::string log = server_->LogTail(1 << 20);
+  EXPECT_NE(log.find("model 'slow_a': deadline exceeded after"), std::string::npos) << log;
+  EXPECT_NE(log.find("model 'slow_a': request cancelled"), std::string::npos) << log;
 }
 
 }  // namespace

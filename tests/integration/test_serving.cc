@@ -160,6 +160,7 @@ inference::ModelStatistics Stats(Stub& stub, const std::string& model) {
 TEST_F(ServingTest, ModelStatisticsCountSuccessesAndFailures) {
   WatchdogScope watchdog(seconds(60), "ModelStatistics");
   const inference::ModelStatistics before = Stats(*stub_, "demo_ensemble");
+  const inference::ModelStatistics member_before = Stats(*stub_, "cnn");
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(Infer(*stub_, ImageRequest("demo_ensemble", RandomImages(2, 100 + i))).status.ok());
   }
@@ -179,6 +180,11 @@ TEST_F(ServingTest, ModelStatisticsCountSuccessesAndFailures) {
   EXPECT_GE(after.execution_count() - before.execution_count(), 1u);
   EXPECT_LE(after.execution_count() - before.execution_count(), 3u);
   EXPECT_GT(after.last_inference(), 0u);
+  // The ensemble's member calls are requests of the member, as in Triton
+  // (the failed request never reached the members).
+  const inference::ModelStatistics member_after = Stats(*stub_, "cnn");
+  EXPECT_EQ(member_after.inference_stats().success().count() - member_before.inference_stats().success().count(), 3u);
+  EXPECT_EQ(member_after.inference_count() - member_before.inference_count(), 6u);
 
   // An empty name: every model.
   grpc::ClientContext ctx;

@@ -288,7 +288,9 @@ TEST(ShutdownTest, BadConfigExitsOneWithAOneLineError) {
     const fs::path config = dir.path() / "bad.yaml";
     ASSERT_TRUE(WriteTextFile(config, c.yaml));
     std::string output;
-    const int rc = RunCommand({ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "0"}, seconds(60), &output);
+    const int rc = RunCommand({ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "0", "--http-port", "0",
+                               "--metrics-port", "0"},
+                              seconds(60), &output);
     EXPECT_EQ(rc, 1) << output;
     const auto lines = Lines(output);
     EXPECT_EQ(lines.size(), 1u) << "expected a one-line error, got:\n" << output;
@@ -310,7 +312,11 @@ TEST(ShutdownTest, HostThatCannotStartExitsOneAndLeavesNothing) {
   ASSERT_TRUE(WriteTextFile(config, ServerConfigYaml(repo.string(), ServerProcess::Options())));
   std::string output;
   const auto start = Clock::now();
-  const int rc = RunCommand({ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "0"}, seconds(100), &output);
+  // Free ports for every listener: a port in use would fail the start for
+  // another reason (before the hosts), and prove nothing.
+  const int rc = RunCommand({ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "0", "--http-port", "0",
+                             "--metrics-port", "0"},
+                            seconds(100), &output);
   std::printf("host start failure -> exit %d in %.1f ms\n", rc, Ms(Clock::now() - start));
   EXPECT_EQ(rc, 1) << output;
   EXPECT_EQ(output.find("grpc listening"), std::string::npos) << output;

@@ -97,7 +97,8 @@ def main():
         log_path = os.path.join(work, "server.log")
         log = open(log_path, "w")
         server = subprocess.Popen([args.server_bin, "--config", os.path.join(repo, "server.yaml"), "--grpc-port", "0",
-                                   "--no-metrics", "--model-control-mode", "poll", "--repository-poll-secs", "1"],
+                                   "--no-metrics", "--http-port", "0", "--model-control-mode", "poll",
+                                   "--repository-poll-secs", "1"],
                                   stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
         line = server.stdout.readline()
         if not line.startswith("grpc listening on "):

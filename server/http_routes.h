@@ -1,0 +1,96 @@
+// HttpRoutes: the KServe v2 / Triton HTTP/REST API over the same handlers as
+// gRPC (KServeService's Answer* methods, InferCalls, SharedMemoryRegistry),
+// independent of the connection that carried the request (http_server.h).
+//
+// Routes (Triton's paths; {v} optional as /versions/{v}):
+//   GET  /v2/health/live, /v2/health/ready           200 or 400, empty body   (health)
+//   GET  /v2                                          server metadata          (infer)
+//   GET  /v2/models/{m}[/versions/{v}]                model metadata           (infer)
+//   GET  /v2/models/{m}[/versions/{v}]/ready          200 or 400, empty body   (health)
+//   GET  /v2/models/{m}[/versions/{v}]/config         the model's config       (infer)
+//   GET  /v2/models[/{m}[/versions/{v}]]/stats        statistics               (infer)
+//   POST /v2/models/{m}[/versions/{v}]/infer          inference (http_infer_codec.h) (infer)
+//   POST /v2/repository/index                         [{name, version, state, reason}] (infer)
+//   POST /v2/repository/models/{m}/load | /unload     empty body on success    (admin)
+//   GET  /v2/systemsharedmemory[/region/{r}]/status   [{name, key, offset, byte_size}] (admin)
+//   POST /v2/systemsharedmemory/region/{r}/register   body {key, offset, byte_size}    (admin)
+//   POST /v2/systemsharedmemory[/region/{r}]/unregister                               (admin)
+// Every route checks the Authorization header with AuthPolicy::Check for the
+// access in parentheses first. Errors are {"error": "..."} with the HTTP
+// status of the gRPC code (HttpStatusFor); an unknown path is 404, a known
+// path with the wrong method 405.
+//
+// Thread safety: Handle from any thread, concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "server/auth_policy.h"
+#include "server/grpc_service.h"
+#include "server/infer_calls.h"
+#include "server/shm_registry.h"
+
+namespace es {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query, as sent
+  std::string authorization;
+  // Inference-Header-Content-Length as sent ("" = absent).
+  std::string inference_header_length;
+  // The body, inflated already when it was sent compressed (http_server.h).
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::optional<size_t> inference_header_length;  // binary outputs follow the JSON
+  std::string allow;                              // 405: the methods the path takes
+  // Kept until the response has been written (an inference call's place).
+  std::shared_ptr<void> hold;
+  // Set: fills the response before it is written, on the connection's I/O
+  // thread (an inference answer is encoded there, not on the host's
+  // completion thread that reported it).
+  std::function<void(HttpResponse&)> render;
+};
+
+// The HTTP status of a gRPC code: INVALID_ARGUMENT/FAILED_PRECONDITION/
+// OUT_OF_RANGE/CANCELLED 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
+// NOT_FOUND 404, ALREADY_EXISTS/ABORTED 409, RESOURCE_EXHAUSTED 429 (busy:
+// retry later), UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504,
+// the rest 500.
+int HttpStatusFor(StatusCode code);
+
+// {"error": message} with HttpStatusFor(status.code()).
+HttpResponse HttpError(const Status& status);
+
+class HttpRoutes {
+ public:
+  using Reply = std::function<void(HttpResponse)>;
+
+  // `auth` and `shm` may be null (no authentication; shared-memory routes
+  // answer UNAVAILABLE). The pointers must outlive the routes.
+  HttpRoutes(KServeService* kserve, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm);
+
+  // Answers `request` through `reply`, exactly once, from any thread (maybe
+  // before Handle returns).
+  void Handle(std::shared_ptr<HttpRequest> request, Reply reply);
+
+ private:
+  void Infer(std::shared_ptr<HttpRequest> request, const std::string& model, const std::string& version, Reply reply);
+  HttpResponse SharedMemory(const HttpRequest& request, const std::string& region, const std::string& action);
+
+  KServeService* kserve_;
+  InferCalls* calls_;
+  const AuthPolicy* auth_;
+  SharedMemoryRegistry* shm_;
+};
+
+}  // namespace es
