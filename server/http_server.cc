@@ -260,6 +260,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       response_.set("Inference-Header-Content-Length", std::to_string(*r.inference_header_length));
     }
     if (!r.allow.empty()) response_.set(http::field::allow, r.allow);
+    // RFC 7235: a 401 names the scheme the client must use.
+    if (r.status == 401) response_.set(http::field::www_authenticate, "Bearer");
     const bool close = error_close || !keep_alive_ || server_->stopping.load();
     response_.keep_alive(!close);
     response_.body() = std::move(r.body);

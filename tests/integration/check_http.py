@@ -737,6 +737,8 @@ def check_tls_and_tokens(args, work, repo):
         admin_token = ["Authorization: Bearer tok-admin-0123456789abcdef"]
         expect("open health probe over mTLS", curl(f"{base}/v2/health/ready", options=tls)[0], 200)
         expect_error(f"{base}/v2/models/mlp", 401, [], "metadata without a token", options=tls)
+        expect("401 names its scheme", curl(f"{base}/v2/models/mlp", options=tls)[1].get("www-authenticate"),
+               "Bearer")
         expect_error(f"{base}/v2/models/mlp", 401, [], "metadata with a wrong token", options=tls,
                      headers=["Authorization: Bearer tok-nope"])
         expect("metadata with the infer token", curl_json(f"{base}/v2/models/mlp", 200, "metadata", options=tls,
