@@ -17,7 +17,9 @@
 //  - Every call has a deadline (CallOptions::timeout, else
 //    ClientOptions::timeout) covering connect, TLS handshake, request and
 //    answer; past it the connection is closed and the call is
-//    DEADLINE_EXCEEDED. A server that cannot be reached is UNAVAILABLE.
+//    DEADLINE_EXCEEDED (name resolution, getaddrinfo, is the one step it
+//    does not bound: give an IP address where that matters). A server that
+//    cannot be reached is UNAVAILABLE.
 //  - TLS when ClientOptions::ssl: the server's certificate is checked
 //    against ssl_root_certs (else the system's CAs) and its name against the
 //    host of the address (IP or DNS name); ssl_cert_chain + ssl_private_key
