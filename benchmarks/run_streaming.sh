@@ -3,7 +3,12 @@
 # throughput at concurrency 64, batch 1).
 #
 #   benchmarks/run_streaming.sh [--rounds N] [--duration-s S] [--models "mlp demo_ensemble"]
-#                               [--concurrency "1 16 64"] [--echo] [--out FILE.md]
+#                               [--concurrency "1 16 64"] [--echo] [--batched] [--out FILE.md]
+#
+# --batched serves the demo members with dynamic batching (max_queue_delay_us
+# 0: a batch is whatever waits when a host slot frees), the configuration one
+# runs for throughput, where a request's share of the models' compute falls
+# with the batch and the per-call transport cost is most of what is left.
 #
 # --echo also measures the echo model (clients/make_echo_model.py, output =
 # input, on both hosts): next to no compute, so the per-call transport cost
@@ -26,20 +31,22 @@
 # rounds' lowest and highest in brackets) and writes it to --out (default
 # build/benchmarks/streaming-<date>.md).
 set -euo pipefail
+export ES_STREAMING_ARGS="$*"  # for the report's header
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 
-ROUNDS=2 DURATION=1.5 MODELS="mlp demo_ensemble" CONCURRENCY="1 16 64" OUT="" ECHO=0
+ROUNDS=2 DURATION=1.5 MODELS="mlp demo_ensemble" CONCURRENCY="1 16 64" OUT="" ECHO=0 BATCHED=0
 while [ $# -gt 0 ]; do
   case $1 in
     --echo) ECHO=1; shift; continue ;;
+    --batched) BATCHED=1; shift; continue ;;
     --rounds) ROUNDS=$2 ;;
     --duration-s) DURATION=$2 ;;
     --models) MODELS=$2 ;;
     --concurrency) CONCURRENCY=$2 ;;
     --out) OUT=$2 ;;
-    *) echo "usage: $0 [--rounds N] [--duration-s S] [--models \"M ...\"] [--concurrency \"C ...\"] [--echo] [--out FILE]" >&2
+    *) echo "usage: $0 [--rounds N] [--duration-s S] [--models \"M ...\"] [--concurrency \"C ...\"] [--echo] [--batched] [--out FILE]" >&2
        exit 2 ;;
   esac
   shift 2
@@ -59,12 +66,17 @@ cleanup() {
 trap cleanup EXIT
 
 CONFIG=config/demo.yaml
-if [ "$ECHO" = 1 ]; then
+if [ "$ECHO" = 1 ] || [ "$BATCHED" = 1 ]; then
   cp -r build/demo_repo "$WORK/repo"
-  /usr/bin/python3 clients/make_echo_model.py --out "$WORK/repo" >/dev/null
   sed "s#^repository: .*#repository: $WORK/repo#" config/demo.yaml >"$WORK/server.yaml"
   CONFIG=$WORK/server.yaml
+fi
+if [ "$ECHO" = 1 ]; then
+  /usr/bin/python3 clients/make_echo_model.py --out "$WORK/repo" >/dev/null
   MODELS="$MODELS echo"
+fi
+if [ "$BATCHED" = 1 ]; then
+  for m in mlp wide_mlp cnn; do echo "dynamic_batching: {max_queue_delay_us: 0}" >>"$WORK/repo/$m/config.yaml"; done
 fi
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # Every port picked free (the config names 8001/8002/8000): runs beside other servers.
@@ -131,7 +143,7 @@ work, rounds, hz, cpu, cores, load, models, concs, duration = sys.argv[1:]
 rounds, hz = int(rounds), int(hz)
 def med(xs):
     return statistics.median(xs) if xs else float('nan')
-print(f"Machine: {cores} cores ({cpu}), load average {load} before the run; `benchmarks/run_streaming.sh --rounds {rounds} --duration-s {duration}` (models: {models}).")
+print(f"Machine: {cores} cores ({cpu}), load average {load} before the run; `benchmarks/run_streaming.sh {os.environ.get('ES_STREAMING_ARGS', '')}` (models: {models}).")
 print()
 print("ensemble-loadgen closed loop, batch 1, 4 channels, 2 threads; medians over the rounds. req/s and latencies")
 print("client-side (µs); ratio = median over the rounds of req/s over unary's at the same concurrency in the same")

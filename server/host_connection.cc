@@ -64,7 +64,7 @@ Status HostConnection::SubmitControl(ipc::RequestKind kind, const std::string& m
     TensorParts spec;
     spec.datatype = DataType::kUint8;
     spec.shape = {static_cast<int64_t>(payload.size())};
-    spec.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}};
+    spec.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), {}}};
     inputs.push_back(std::move(spec));
   }
   OutputPlan answer;  // no outputs: a status only
@@ -110,9 +110,17 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
     // The one copy of each request's bytes: into shared memory, where the
     // host reads them in place as one contiguous tensor.
     uint8_t* dst = channel_.arena() + cursor;
-    for (const auto& [data, bytes] : in.pieces) {
-      if (bytes > 0) std::memcpy(dst, data, bytes);
-      dst += bytes;
+    for (const TensorPiece& piece : in.pieces) {
+      if (piece.read) {
+        // Read straight into the arena (a client's shared-memory input).
+        if (Status read = piece.read(dst); !read.ok()) {
+          arena_.Free(*region);
+          return read;
+        }
+      } else if (piece.bytes > 0) {
+        std::memcpy(dst, piece.data, piece.bytes);
+      }
+      dst += piece.bytes;
     }
     cursor += *AlignUp(t.bytes);  // cannot overflow: the sum fit above
   }

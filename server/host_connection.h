@@ -51,13 +51,23 @@ namespace es {
 // One input tensor of a request as the pieces that make it up: a batch of
 // requests is one tensor whose rows come from several requests, copied one
 // after another straight into the arena (each request's bytes copied once).
+// A piece is `bytes` bytes at `data`, or, when `read` is set (an input in a
+// client's shared-memory region), whatever `read` puts into the `bytes`
+// bytes it is given: the bytes go straight into the arena, with no copy in
+// between, and a failed read fails the submission.
+struct TensorPiece {
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+  std::function<Status(uint8_t* dest)> read;
+};
+
 struct TensorParts {
   DataType datatype = DataType::kInvalid;
   std::vector<int64_t> shape;  // full shape of the assembled tensor
-  std::vector<std::pair<const uint8_t*, size_t>> pieces;
+  std::vector<TensorPiece> pieces;
   size_t bytes() const {
     size_t n = 0;
-    for (const auto& p : pieces) n += p.second;
+    for (const auto& p : pieces) n += p.bytes;
     return n;
   }
 };

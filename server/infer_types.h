@@ -4,8 +4,10 @@
 //
 // An InferRequest borrows its input bytes: they live in the gRPC request (or
 // in `scratch` for typed contents that needed conversion, or in
-// `shm_scratch` for inputs read from a shared-memory region) until the done
-// callback has run. Outputs own their bytes, copied once out of the arena.
+// `shm_scratch` for BOOL inputs read from a shared-memory region) until the
+// done callback has run; other shared-memory inputs are read at submission,
+// straight into the host's arena (InferInput::read_into). Outputs own their
+// bytes, copied once out of the arena.
 #pragma once
 
 #include <chrono>
@@ -28,6 +30,10 @@ struct InferInput {
   std::vector<int64_t> shape;  // full shape, batch dim included when batched
   const uint8_t* data = nullptr;
   size_t bytes = 0;
+  // Set (and `data` null) for an input in a client's shared-memory region:
+  // copies its `bytes` bytes into `dest`, read when the request is submitted
+  // to a host, straight into the host's arena (see TensorPiece).
+  std::function<Status(uint8_t* dest)> read_into;
 };
 
 struct InferOutput {

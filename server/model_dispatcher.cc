@@ -37,6 +37,13 @@ Status Dropping(const ModelConfig& model, const InferRequest& r, Clock::time_poi
   return Status::Ok();
 }
 
+bool ReadsAtSubmit(const InferRequest& r) {
+  for (const InferInput& in : r.inputs) {
+    if (in.read_into) return true;
+  }
+  return false;
+}
+
 // Requests batch together only if every input agrees beyond the batch dim.
 bool SameSampleShape(const InferRequest& a, const InferRequest& b) {
   for (size_t i = 0; i < a.inputs.size(); ++i) {
@@ -206,8 +213,12 @@ ModelDispatcher::Batch ModelDispatcher::FormBatchLocked(Clock::time_point now, D
   for (auto& q : queues_) {
     for (auto it = q.begin(); it != q.end();) {
       const int64_t r = it->request->batch_rows();
-      if (rows + r > max_rows || (!batch.empty() && (batch.front().version != it->version ||
-                                                     !SameSampleShape(*batch.front().request, *it->request)))) {
+      // A request whose inputs are read from a client's shared memory at
+      // submission runs in a batch of its own: a failed read (the client
+      // truncated its object) then fails that request alone.
+      if (rows + r > max_rows ||
+          (!batch.empty() && (batch.front().version != it->version || ReadsAtSubmit(*batch.front().request) ||
+                              ReadsAtSubmit(*it->request) || !SameSampleShape(*batch.front().request, *it->request)))) {
         ++it;
         continue;
       }
@@ -323,7 +334,10 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
     inputs[i].datatype = leader.inputs[i].datatype;
     inputs[i].shape = leader.inputs[i].shape;
     if (model_->batched()) inputs[i].shape[0] = rows;
-    for (const auto& q : *batch) inputs[i].pieces.emplace_back(q.request->inputs[i].data, q.request->inputs[i].bytes);
+    for (const auto& q : *batch) {
+      const InferInput& in = q.request->inputs[i];
+      inputs[i].pieces.push_back({in.data, in.bytes, in.read_into});
+    }
   }
   const auto submitted = Clock::now();
   Status s = conn->Submit(

@@ -460,12 +460,25 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
     InferInput& input = request->inputs[read.input];
     const ShmParams& params = input_shm[static_cast<size_t>(read.tensor)];
     const std::string where = "model '" + model->name + "' input '" + input.spec->name + "': ";
-    // Bounded: the inputs' bytes together are inside max_request_bytes (checked above).
+    if (input.datatype != DataType::kBool) {
+      // Read when the request is submitted, straight into the host's arena
+      // (one copy instead of two: 16 MiB costs milliseconds). The region is
+      // checked and held open now; the read itself fails cleanly if the
+      // client shrinks its object meanwhile.
+      StatusOr<std::shared_ptr<SharedMemoryRegistry::Region>> view =
+          shm->Open(params.region, params.offset, input.bytes);
+      if (!view.ok()) return Within(where, view.status());
+      input.read_into = [view = std::shared_ptr<const SharedMemoryRegistry::Region>(std::move(view).value()),
+                         where](uint8_t* dest) { return Within(where, SharedMemoryRegistry::ReadAll(*view, dest)); };
+      continue;
+    }
+    // BOOL bytes must be checked (0 or 1) before anything computes on them:
+    // read now. Bounded: the inputs' bytes together are inside max_request_bytes (checked above).
     auto buffer = std::make_unique_for_overwrite<uint8_t[]>(input.bytes);
     ES_RETURN_IF_ERROR(Within(where, shm->ReadInto(params.region, params.offset, input.bytes, buffer.get())));
     input.data = buffer.get();
     request->shm_scratch.push_back(std::move(buffer));
-    if (input.datatype == DataType::kBool) ES_RETURN_IF_ERROR(CheckBoolBytes(input.data, input.bytes, where));
+    ES_RETURN_IF_ERROR(CheckBoolBytes(input.data, input.bytes, where));
   }
   return request;
 }

@@ -282,6 +282,14 @@ StatusOr<std::shared_ptr<SharedMemoryRegistry::Region>> SharedMemoryRegistry::Op
 
 uint64_t SharedMemoryRegistry::Capacity(const Region& region) { return region.byte_size; }
 
+Status SharedMemoryRegistry::ReadAll(const Region& region, void* dest) {
+  StatusOr<uint64_t> got = PreadFull(region.file->fd, static_cast<uint8_t*>(dest), region.byte_size,
+                                     region.object_offset);
+  if (!got.ok()) return Status::Internal("shared-memory region " + Quoted(region.name) + ": " + got.status().message());
+  if (*got < region.byte_size) return ObjectShrank(region, region.object_offset, region.byte_size, *got);
+  return Status::Ok();
+}
+
 Status SharedMemoryRegistry::Write(const Region& region, const std::string& data) {
   if (data.size() > region.byte_size) {
     std::string m = "shared-memory region " + Quoted(region.name) + ": ";

@@ -89,6 +89,10 @@ class SharedMemoryRegistry {
   static Status Write(const Region& region, const std::string& data);
   // The capacity Open was given (what Write accepts at most).
   static uint64_t Capacity(const Region& region);
+  // Reads the whole of a region Open gave (its capacity) into `dest`:
+  // INVALID_ARGUMENT when the object shrank under it. For inputs read
+  // straight into a host's arena when the request is submitted.
+  static Status ReadAll(const Region& region, void* dest);
 
  private:
   // The region `name` (a copy of the pointer, so it stays open while used).

@@ -75,7 +75,7 @@ Status SubmitOne(HostConnection& conn, uint32_t value, size_t floats, CallLog* l
   TensorParts input;
   input.datatype = DataType::kFp32;
   input.shape = {static_cast<int64_t>(floats)};
-  input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float)}};
+  input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float), {}}};
   return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, {}},
                      [=](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
                        if (s.ok()) {
@@ -210,7 +210,7 @@ Status SubmitFloats(HostConnection& conn, size_t floats, Answered* answered) {
   TensorParts input;
   input.datatype = DataType::kFp32;
   input.shape = {static_cast<int64_t>(floats)};
-  input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float)}};
+  input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float), {}}};
   return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, {}, milliseconds(200)},
                      [answered](const Status& s, const ipc::CompletionDesc*, const uint8_t*) {
                        std::lock_guard<std::mutex> lock(answered->mu);

@@ -162,7 +162,12 @@ class DispatcherTest : public ::testing::Test {
 
   // Sends a request of `rows` rows whose values start at `value` (each row's
   // first value is value + row); `priority` 0 = the model's default.
-  Call* Send(int64_t rows, float value, int priority = 0, Clock::time_point deadline = Clock::time_point::max()) {
+  // How a request's input bytes arrive: in memory, or read at submission
+  // (as a client's shared-memory input is), successfully or not.
+  enum class Source { kMemory, kReadAtSubmit, kReadFails };
+
+  Call* Send(int64_t rows, float value, int priority = 0, Clock::time_point deadline = Clock::time_point::max(),
+             Source source = Source::kMemory) {
     calls_.push_back(std::make_unique<Call>());
     Call* call = calls_.back().get();
     for (int64_t r = 0; r < rows; ++r) {
@@ -177,6 +182,14 @@ class DispatcherTest : public ::testing::Test {
     in.shape = {rows, kWidth};
     in.data = reinterpret_cast<const uint8_t*>(call->input.data());
     in.bytes = call->input.size() * sizeof(float);
+    if (source != Source::kMemory) {
+      in.data = nullptr;
+      in.read_into = [call, fails = source == Source::kReadFails](uint8_t* dest) {
+        if (fails) return Status::InvalidArgument("region 'r': the object was truncated");
+        std::memcpy(dest, call->input.data(), call->input.size() * sizeof(float));
+        return Status::Ok();
+      };
+    }
     request->inputs.push_back(in);
     request->priority = priority;
     request->deadline = deadline;
@@ -265,6 +278,25 @@ TEST_F(DispatcherTest, BatchesUpToMaxBatchSizeAndSplitsOutputsPerRequest) {
   ASSERT_TRUE(WaitAll());
   EXPECT_EQ(host_.batch_sizes(), (std::vector<int64_t>{1, 8, 8, 4}));
   for (const auto& c : calls_) EXPECT_TRUE(AnsweredWithItsOwnRows(*c));
+}
+
+// Requests whose input is read at submission (a client's shared-memory
+// input, read straight into the arena) run in batches of their own: a read
+// that fails fails that request alone, and the others batch as before.
+TEST_F(DispatcherTest, RequestsReadAtSubmissionRunAloneAndAFailedReadFailsOnlyThem) {
+  StartDispatcher();
+  OccupyTheHost();
+  Call* a = Send(1, 100);
+  Call* b = Send(1, 200);
+  Call* read = Send(1, 300, 0, Clock::time_point::max(), Source::kReadAtSubmit);
+  Call* broken = Send(1, 400, 0, Clock::time_point::max(), Source::kReadFails);
+  Call* e = Send(1, 500);
+  host_.Open();
+  ASSERT_TRUE(WaitAll());
+  EXPECT_EQ(host_.batch_sizes(), (std::vector<int64_t>{1, 3, 1})) << "the blocker; a, b, e; then `read` alone";
+  for (Call* c : {a, b, e, read}) EXPECT_TRUE(AnsweredWithItsOwnRows(*c));
+  EXPECT_EQ(broken->status.code(), StatusCode::kInvalidArgument) << broken->status.ToString();
+  EXPECT_NE(broken->status.message().find("truncated"), std::string::npos) << broken->status.ToString();
 }
 
 // Requests of several rows are split back along their own rows.

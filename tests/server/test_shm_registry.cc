@@ -350,7 +350,19 @@ TEST_F(ShmCodecTest, InputFromARegionAndRawForTheRest) {
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   const InferInput& a = (*decoded)->inputs[0];
   ASSERT_EQ(a.bytes, 16u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(a.data), a.bytes), Floats({1, 2, 3, 4}));
+  // Read when submitted, straight into the host's arena: nothing is copied yet.
+  ASSERT_TRUE(a.read_into) << "a shared-memory input is read at submission";
+  EXPECT_EQ(a.data, nullptr);
+  std::string read(a.bytes, '\0');
+  ASSERT_TRUE(a.read_into(reinterpret_cast<uint8_t*>(read.data())).ok());
+  EXPECT_EQ(read, Floats({1, 2, 3, 4}));
+  // A client that shrinks its object after the request was accepted: the
+  // read fails, naming the input and the region, and nothing crashes.
+  object_.Truncate(70);
+  Status shrank = a.read_into(reinterpret_cast<uint8_t*>(read.data()));
+  EXPECT_EQ(shrank.code(), StatusCode::kInvalidArgument) << shrank.ToString();
+  EXPECT_NE(shrank.message().find("input 'a'"), std::string::npos) << shrank.message();
+  object_.Put(64, Floats({1, 2, 3, 4}));
   const InferInput& b = (*decoded)->inputs[1];
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data), b.bytes), Floats({5, 6}));
 
