@@ -4,7 +4,8 @@
 #   benchmarks/run.sh [--quick] [--no-build]
 #
 # 1. The compute limit: the demo members (mlp, wide_mlp, cnn) run in-process
-#    with LibTorch (bench-inprocess, two threads of one intra-op thread each, as
+#    with LibTorch (bench-inprocess, two workers pinned to a core each, one
+#    intra-op and one BLAS thread each, as
 #    the server's two hosts), rows/s by batch size; the ensembles' limits
 #    derived from them.
 # 2. ensemble-server (two hosts, one core each, every model on both) on one
@@ -284,8 +285,9 @@ demo_big = 1 / sum(1 / members[m][big] for m in members)
 light_limit = best["mlp"][1] / 3
 print("## 1. In-process compute limit (LibTorch, no server)\n")
 print(header + "\n")
-print(f"`bench-inprocess --threads 2 --batches 1,8,16,32,64 --seconds {inproc_s}`: two threads of one "
-      "intra-op thread each (the server's two hosts), forward back to back, rows/s; measured before the "
+print(f"`bench-inprocess --threads 2 --batches 1,8,16,32,64 --seconds {inproc_s}`: two workers, each pinned to "
+      "its own core with one intra-op thread and one BLAS thread (as the server's two hosts), forward back to "
+      "back, rows/s; measured before the "
       "servers (pass 1) and after them (pass 2), each figure the faster of the two. An ensemble's limit is "
       "one row through every member with the machine's two cores: 1 / sum(1 / member rows/s).\n")
 print("| model | batch 1 rows/s | best rows/s | at batch | best, pass 1 | best, pass 2 |")
@@ -297,6 +299,16 @@ print(f"| demo_ensemble (each member at its best batch): **the compute limit** |
       f"{n(1 / sum(1 / members[m][1] for m in members))} | **{n(demo_limit)}** | - | {n(pass_limits[0])} | "
       f"{n(pass_limits[1])} |")
 print(f"| demo_ensemble, every member at batch {big} (its fastest common batch) | | {n(demo_big)} | {big} | | |")
+# The same limit for a placement: each host one core (a worker's rows/s is
+# half the two-worker figure), the members on the hosts that serve them. The
+# server in table 2 puts every model on both hosts: the ideal one above. The
+# demo's own config (config/demo.yaml, the repository ensemble-make-demo
+# writes) puts mlp and wide_mlp on cpu0 and cnn on cpu1.
+def placed_limit(placement):
+    per_core = {m: best[m][1] / 2 for m in members}
+    return min(1 / sum(1 / per_core[m] for m in ms) for ms in placement.values())
+demo_placed = placed_limit({"cpu0": ("mlp", "wide_mlp"), "cpu1": ("cnn",)})
+print(f"| demo_ensemble as config/demo.yaml places it (mlp, wide_mlp on cpu0; cnn on cpu1) | | {n(demo_placed)} | - | | |")
 print(f"| light_ensemble (3 x the mlp architecture) | {n(members['mlp'][1] / 3)} | {n(light_limit)} | "
       f"{best['mlp'][0]} | | |")
 print()
