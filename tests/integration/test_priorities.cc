@@ -28,10 +28,13 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Loop iterations (~20-50 us each in the host here) for the blocker: 2-4 s,
-// far longer than filling the queue takes; for each queued request: ~70 ms
-// a batch, so batches finish well apart.
-constexpr float kBlockerWork = 70000;
+// Loop iterations for the blocker: ~5 us each in the host here with the
+// CPU's own BLAS kernels on an idle machine (so ~1.4 s), several times that
+// on a loaded one; far longer than filling the queue takes (~350 ms), also
+// on an idle machine (at 70,000 the blocker ended at 347 ms, before the
+// queue was filled, in a CI run with nothing else running). For each queued
+// request: a few ms to tens of ms a batch, so batches finish well apart.
+constexpr float kBlockerWork = 280000;
 constexpr float kBatchWork = 3000;
 
 // Asynchronous calls whose completion times are recorded.
@@ -218,8 +221,8 @@ TEST_F(QueueOrderTest, PreferredBatchSizeTrimsTheBatch) {
 TEST_F(QueueOrderTest, ExpiredOrCancelledEnsembleRequestsTakeTheirMembersQueuedWork) {
   WatchdogScope watchdog(seconds(90), "ExpiredOrCancelledEnsembleRequestsTakeTheirMembersQueuedWork");
   AsyncCalls calls(server_->Channel());
-  // Longer than the others' blocker: it must outlast the 300 ms deadlines.
-  const size_t blocker = calls.Send("slow_a", 4 * kBlockerWork, 0);
+  // It must outlast the 300 ms deadlines.
+  const size_t blocker = calls.Send("slow_a", kBlockerWork, 0);
   std::this_thread::sleep_for(milliseconds(150));
   std::vector<size_t> expiring, cancelled;
   for (int i = 0; i < 3; ++i) expiring.push_back(calls.Send("slow_pair", kBatchWork, 0, milliseconds(300)));
