@@ -19,13 +19,6 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const grpc::St
   return reactor;
 }
 
-// The client's gRPC deadline, on the steady clock the core uses.
-std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
-  const auto deadline = ctx.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return std::chrono::steady_clock::time_point::max();
-  const auto left = deadline - std::chrono::system_clock::now();
-  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
-}
 
 // The reactor of one admitted ModelInfer call. gRPC calls OnDone once it is
 // done with the call: the answer was handed to the transport and acknowledged
@@ -58,6 +51,13 @@ Status Authorize(const grpc::CallbackServerContext& ctx, const AuthPolicy& auth,
   const std::string_view value = it == metadata.end() ? std::string_view()
                                                       : std::string_view(it->second.data(), it->second.size());
   return auth.Check(value, access);
+}
+
+std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
+  const auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::chrono::steady_clock::time_point::max();
+  const auto left = deadline - std::chrono::system_clock::now();
+  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
 }
 
 grpc::Status ToGrpcStatus(const Status& status) {

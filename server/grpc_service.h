@@ -33,6 +33,9 @@ namespace es {
 
 grpc::Status ToGrpcStatus(const Status& status);
 
+// The call's gRPC deadline on the steady clock the core uses (max: none).
+std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
+
 // The call's `authorization` metadata checked against `auth` for `access`.
 Status Authorize(const grpc::CallbackServerContext& ctx, const AuthPolicy& auth, Access access);
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/mutex.h"
+#include "server/grpc_service.h"
 
 namespace es {
 namespace {
@@ -20,12 +21,6 @@ using inference::ModelStreamInferResponse;
 // connection cannot with unary calls (grpc_max_concurrent_streams, 256).
 constexpr size_t kMaxOutstanding = 256;
 
-std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
-  const auto deadline = ctx.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return std::chrono::steady_clock::time_point::max();
-  const auto left = deadline - std::chrono::system_clock::now();
-  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
-}
 
 class RejectedStream final : public StreamInferReactor {
  public:

@@ -21,6 +21,14 @@ InferCalls::InferCalls(const ServerConfig* config, ModelRepository* repository, 
                        ModelStatistics* stats, RequestMetrics* metrics, SharedMemoryRegistry* shm)
     : config_(config), repository_(repository), core_(core), stats_(stats), metrics_(metrics), shm_(shm) {}
 
+void InferCalls::CountRefused(ModelMetrics* metrics, const Status& status) {
+  if (metrics != nullptr) {
+    metrics->Refused(static_cast<int>(status.code()));
+  } else if (metrics_ != nullptr) {
+    metrics_->CountUnknownModel();  // no label: a client must not be able to create series
+  }
+}
+
 StatusOr<InferCalls::Place> InferCalls::Admit(const std::string& model_name) {
   // Both counts first: a drain that begins now either sees this call running
   // or the call sees accepting_ false.
@@ -28,13 +36,7 @@ StatusOr<InferCalls::Place> InferCalls::Admit(const std::string& model_name) {
   const int64_t held = held_.fetch_add(1) + 1;
   Place place = std::make_shared<PlaceState>(this);
   auto refuse = [&](Status status) -> StatusOr<Place> {
-    if (metrics_ != nullptr) {
-      if (ModelMetrics* m = metrics_->Find(model_name); m != nullptr) {
-        m->Refused(static_cast<int>(status.code()));
-      } else {
-        metrics_->CountUnknownModel();
-      }
-    }
+    CountRefused(metrics_ != nullptr ? metrics_->Find(model_name) : nullptr, status);
     return status;  // `place` goes, giving both counts back
   };
   if (!accepting_.load()) return refuse(Status::Unavailable("server is shutting down"));
@@ -60,11 +62,7 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       const std::vector<int64_t> ready = repository_->ReadyVersions(*model);
       if (!ready.empty()) stats_->Record(model->name, ready.back(), false, 0, {}, 0);
     }
-    if (metrics != nullptr) {
-      metrics->Refused(static_cast<int>(decoded.status().code()));
-    } else if (metrics_ != nullptr) {
-      metrics_->CountUnknownModel();
-    }
+    CountRefused(metrics, decoded.status());
     spdlog::debug("request '{}' to model '{}' refused: {}", proto.id(), proto.model_name(),
                   decoded.status().ToString());
     done(decoded.status());

@@ -94,6 +94,10 @@ class InferCalls {
   };
 
  private:
+  // A call refused before it ran: counted against its model's metrics
+  // (`metrics`, null for a model not served), else as an unknown model.
+  void CountRefused(ModelMetrics* metrics, const Status& status);
+
   const ServerConfig* config_;
   ModelRepository* repository_;
   InferenceCore* core_;

@@ -124,6 +124,12 @@ Status Router::StartHosts(const RouterOptions& options) {
   return Status::Ok();
 }
 
+std::string Router::MetricsHost(const RouterOptions& options) const {
+  // metrics_address (config) puts /metrics on an address of its own, e.g.
+  // scraped from outside while inference listens on loopback only.
+  return !config_.metrics_address.empty() ? config_.metrics_address : options.listen.value_or(config_.listen_address);
+}
+
 Status Router::CheckPorts(const RouterOptions& options) const {
   const std::string listen = options.listen.value_or(config_.listen_address);
   ES_RETURN_IF_ERROR(CheckCanListen(listen, options.grpc_port.value_or(config_.grpc_port), "gRPC"));
@@ -131,9 +137,8 @@ Status Router::CheckPorts(const RouterOptions& options) const {
     ES_RETURN_IF_ERROR(CheckCanListen(listen, options.http_port.value_or(config_.http_port), "HTTP"));
   }
   if (options.metrics) {
-    const std::string metrics_host = !config_.metrics_address.empty() ? config_.metrics_address : listen;
     ES_RETURN_IF_ERROR(
-        CheckCanListen(metrics_host, options.metrics_port.value_or(config_.metrics_port), "metrics"));
+        CheckCanListen(MetricsHost(options), options.metrics_port.value_or(config_.metrics_port), "metrics"));
   }
   return Status::Ok();
 }
@@ -144,12 +149,8 @@ Status Router::StartMetrics(const RouterOptions& options) {
   std::vector<const HostSupervisor*> hosts;
   for (const auto& h : hosts_) hosts.push_back(h.get());
   host_metrics_ = std::make_shared<HostMetrics>(std::move(hosts));
-  // metrics_address (config) puts /metrics on an address of its own, e.g.
-  // scraped from outside while inference listens on loopback only.
-  const std::string metrics_host =
-      !config_.metrics_address.empty() ? config_.metrics_address : options.listen.value_or(config_.listen_address);
   auto endpoint =
-      MetricsEndpoint::Start(metrics_host, options.metrics_port.value_or(config_.metrics_port),
+      MetricsEndpoint::Start(MetricsHost(options), options.metrics_port.value_or(config_.metrics_port),
                              {request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())});
   if (!endpoint.ok()) return endpoint.status();
   metrics_ = std::move(endpoint).value();

@@ -93,6 +93,8 @@ class Router {
   // The models served at start (explicit mode: the --load-model ones).
   std::map<std::string, ModelConfig> StartupModels() const;
   Status StartHosts(const RouterOptions& options);
+  // Where /metrics listens: the config's metrics_address, else the listen address.
+  std::string MetricsHost(const RouterOptions& options) const;
   // Every listener's address and port can be bound (before the hosts start).
   Status CheckPorts(const RouterOptions& options) const;
   Status StartMetrics(const RouterOptions& options);
