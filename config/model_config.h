@@ -41,6 +41,16 @@ struct EnsembleSpec {
   // Admission limit: requests of this ensemble in flight at once; more get
   // RESOURCE_EXHAUSTED, so a slow member cannot make memory grow without bound.
   int64_t max_in_flight = 1024;
+  // Degraded quorum: the ensemble answers from the members that succeeded
+  // when at least this many did (weights re-normalised over them); 0 = all
+  // members (any member's failure fails the request).
+  int64_t min_members = 0;
+  // A member slower than this (from the fan-out) is not waited for once the
+  // quorum is met without it; 0 = wait for every member.
+  int64_t member_timeout_ms = 0;
+
+  // min_members with its default resolved: the members needed for an answer.
+  size_t Quorum() const { return min_members > 0 ? static_cast<size_t>(min_members) : members.size(); }
 };
 
 // The router's dynamic batcher for one model (Triton's semantics): requests

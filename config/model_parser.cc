@@ -165,10 +165,14 @@ Status ParseDynamicBatching(const yaml::Field& field, ModelConfig* config) {
 }
 
 Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
-  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"combine", "members", "max_in_flight"}));
+  ES_RETURN_IF_ERROR(
+      yaml::CheckMap(field, {"combine", "members", "max_in_flight", "min_members", "member_timeout_ms"}));
   EnsembleSpec& spec = model->config.ensemble;
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "max_in_flight", int64_t{1}, int64_t{1} << 24,
                                            &spec.max_in_flight));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "min_members", int64_t{1}, int64_t{1} << 16, &spec.min_members));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "member_timeout_ms", int64_t{1}, int64_t{3600} * 1000,
+                                           &spec.member_timeout_ms));
   const yaml::Field combine = yaml::Child(field, "combine");
   model->source.combine_line = combine.line;
   if (combine.present()) {
@@ -189,6 +193,17 @@ Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
     model->source.member_lines.push_back(yaml::Child(item, "model").line);
   }
   if (spec.members.empty()) return yaml::Error(members, "an ensemble needs at least one member");
+  if (spec.min_members > static_cast<int64_t>(spec.members.size())) {
+    return yaml::Error(yaml::Child(field, "min_members"),
+                       "min_members " + std::to_string(spec.min_members) + " is more than the ensemble's " +
+                           std::to_string(spec.members.size()) + " members");
+  }
+  if (spec.member_timeout_ms > 0 && spec.Quorum() == spec.members.size()) {
+    return yaml::Error(yaml::Child(field, "member_timeout_ms"),
+                       "member_timeout_ms needs min_members below the member count (" +
+                           std::to_string(spec.members.size()) +
+                           "): with every member required there is no quorum to answer without a slow one");
+  }
   return Status::Ok();
 }
 

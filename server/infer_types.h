@@ -85,6 +85,19 @@ struct StageTimes {
   int64_t batch_size = 0;   // rows in the batch the request ran in (per member)
 };
 
+// Ensembles: how an answer was made (response parameters `members_used` and
+// `degraded`, the degraded and member-latency metrics).
+struct MemberReport {
+  std::string member;       // the member model's name
+  uint64_t latency_ns = 0;  // fan-out to its answer; 0 when it had not answered by the ensemble's
+  bool used = false;        // its output is in the combination
+};
+struct EnsembleReport {
+  int64_t members_used = 0;
+  bool degraded = false;               // answered without every member (ensemble.min_members)
+  std::vector<MemberReport> members;  // one per member, config order
+};
+
 struct InferResponse {
   std::vector<InferOutput> outputs;
   uint64_t compute_ns = 0;  // host compute time (an ensemble: its slowest member)
@@ -95,6 +108,8 @@ struct InferResponse {
   // Ensembles: the version each member computed on, "mlp:3,cnn:2" (the
   // response parameter `member_versions`); empty otherwise.
   std::string member_versions;
+  // Ensembles: which members made the answer; nullptr otherwise.
+  std::shared_ptr<const EnsembleReport> ensemble;
 };
 
 // Called exactly once per request, from whichever thread finished it.

@@ -3,8 +3,9 @@
 // A TorchScript model's requests go to its ModelDispatcher (batching,
 // replica choice, retries; see model_dispatcher.h). An ensemble fans out to
 // all its members' dispatchers at once, each member on its highest ready
-// version, and combines their outputs when the last one answers (see
-// ensemble_combiner.h); an admission limit per ensemble
+// version, and combines their outputs when the last one answers, or
+// earlier from a quorum (ensemble.min_members, member_timeout_ms: see
+// ensemble_call.h, ensemble_combiner.h); an admission limit per ensemble
 // (ensemble.max_in_flight) answers RESOURCE_EXHAUSTED beyond it so a slow
 // member cannot make memory grow without bound. The core never blocks a
 // caller on a host: `done` runs later on a completion thread.
@@ -28,6 +29,7 @@
 
 #include "common/mutex.h"
 #include "config/server_config.h"
+#include "server/callback_timer.h"
 #include "server/host_supervisor.h"
 #include "server/infer_types.h"
 #include "server/model_catalog.h"
@@ -46,7 +48,8 @@ class InferenceCore {
   void Infer(std::shared_ptr<const InferRequest> request, InferDone done);
 
   // A torchscript model is ready when it has a ready version and one of its
-  // hosts is up; an ensemble when it has a ready version and all its members are ready.
+  // hosts is up; an ensemble when it has a ready version and its quorum of
+  // members (ensemble.min_members, default all) is ready.
   bool ModelReady(const ModelConfig& model);
 
   // Requests given to (host key, version) not answered yet (ModelConfig::HostKey).
@@ -80,6 +83,7 @@ class InferenceCore {
   std::map<std::string, std::unique_ptr<ModelDispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);  // by signature
   std::map<std::string, std::unique_ptr<std::atomic<int64_t>>> ensemble_load_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int64_t>, int64_t> in_flight_ ABSL_GUARDED_BY(mu_);
+  CallbackTimer timer_;  // ensembles' member_timeout_ms; last: its thread stops first
 };
 
 }  // namespace es

@@ -491,6 +491,12 @@ Status EncodeInferResponse(const InferRequest& request, InferResponse response, 
   if (!response.member_versions.empty()) {
     (*proto->mutable_parameters())["member_versions"].set_string_param(response.member_versions);
   }
+  // Which members made the answer: fewer than all when a quorum answered
+  // without a failed or slow one (ensemble.min_members).
+  if (response.ensemble != nullptr) {
+    (*proto->mutable_parameters())["members_used"].set_int64_param(response.ensemble->members_used);
+    (*proto->mutable_parameters())["degraded"].set_bool_param(response.ensemble->degraded);
+  }
   proto->set_id(request.id);
   auto emit = [proto, &request](InferOutput& out, const SharedMemoryOutput* shm) -> Status {
     auto* t = proto->add_outputs();

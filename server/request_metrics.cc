@@ -52,6 +52,21 @@ void ModelMetrics::Finished(int code, uint64_t elapsed_ns, const InferResponse& 
     // k/M as a float (e.g. 0.3f > 0.3) would slip into the next bucket up.
     disagreement_.Observe(std::round(static_cast<double>(d) * 1e6) / 1e6);
   }
+  if (response.ensemble == nullptr) return;
+  for (const MemberReport& member : response.ensemble->members) {
+    MemberFigures* figures = Member(member.member);
+    if (member.latency_ns > 0) figures->latency.Observe(static_cast<double>(member.latency_ns) / kNsPerSecond);
+    if (!member.used) figures->missing.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+ModelMetrics::MemberFigures::MemberFigures() : latency(buckets::Latency()) {}
+
+ModelMetrics::MemberFigures* ModelMetrics::Member(const std::string& member) {
+  MutexLock lock(&members_mu_);
+  std::unique_ptr<MemberFigures>& figures = members_[member];
+  if (figures == nullptr) figures = std::make_unique<MemberFigures>();
+  return figures.get();
 }
 
 RequestMetrics::RequestMetrics(const std::map<std::string, ModelConfig>& models) {
@@ -115,6 +130,14 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
               MetricType::Histogram),
        &ModelMetrics::disagreement_, true},
   };
+  auto degraded = Family("ensemble_degraded_total",
+                         "Ensemble answers made without a member (failed, down or slower than member_timeout_ms) "
+                         "from a quorum of the others (ensemble.min_members), by the member missing.",
+                         MetricType::Counter);
+  auto member_latency = Family("ensemble_member_duration_seconds",
+                               "Time from an ensemble's fan-out to each member's answer (answers the ensemble "
+                               "waited for, successful or not).",
+                               MetricType::Histogram);
   std::shared_lock lock(mu_);
   for (const auto& [name, m] : models_) {
     const Labels labels = {{"model", m->name()}, {"version", m->version()}};
@@ -132,6 +155,13 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
       if (h.ensembles_only && !m->ensemble()) continue;
       (m.get()->*h.member).Fill(AddMetric(&h.family, labels));
     }
+    MutexLock members_lock(&m->members_mu_);
+    for (const auto& [member, figures] : m->members_) {
+      const Labels of_member = {{"model", m->name()}, {"member", member}};
+      figures->latency.Fill(AddMetric(&member_latency, of_member));
+      AddCounter(&degraded, {{"model", m->name()}, {"missing_member", member}},
+                 static_cast<double>(figures->missing.load(std::memory_order_relaxed)));
+    }
   }
   auto unknown = Family("ensemble_unknown_model_requests_total", "ModelInfer calls naming a model that is not served.",
                         MetricType::Counter);
@@ -142,6 +172,8 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
   out.push_back(std::move(rows));
   out.push_back(std::move(pending));
   for (auto& h : hists) out.push_back(std::move(h.family));
+  out.push_back(std::move(degraded));
+  out.push_back(std::move(member_latency));
   out.push_back(std::move(unknown));
   return out;
 }

@@ -36,6 +36,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include "common/mutex.h"
 #include "config/model_config.h"
 #include "server/infer_types.h"
 #include "server/metrics_histogram.h"
@@ -78,6 +79,17 @@ class ModelMetrics {
   AtomicHistogram combine_duration_;  // ensembles only
   AtomicHistogram batch_size_;
   AtomicHistogram disagreement_;      // ensembles only, one observation per row
+  // Ensembles only, per member: its latency from the fan-out, and the
+  // degraded answers made without it. Made on a member's first report;
+  // members of a reloaded config add theirs.
+  struct MemberFigures {
+    AtomicHistogram latency;
+    std::atomic<uint64_t> missing{0};
+    MemberFigures();
+  };
+  MemberFigures* Member(const std::string& member);
+  mutable Mutex members_mu_;
+  std::map<std::string, std::unique_ptr<MemberFigures>> members_ ABSL_GUARDED_BY(members_mu_);
 };
 
 class RequestMetrics final : public prometheus::Collectable {

@@ -289,5 +289,38 @@ TEST_F(ConfigTest, DuplicateMember) {
                     "ensemble.members[1].model", "duplicate member 'mlp'");
 }
 
+TEST_F(ConfigTest, MinMembersAboveTheMemberCount) {
+  const std::string yaml = Replace(kEnsYaml, "  combine: weighted_mean\n", "  combine: weighted_mean\n  min_members: 3\n");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "min_members"), "ensemble.min_members",
+                    "min_members 3 is more than the ensemble's 2 members");
+}
+
+TEST_F(ConfigTest, MinMembersZero) {
+  const std::string yaml = Replace(kEnsYaml, "  combine: weighted_mean\n", "  combine: weighted_mean\n  min_members: 0\n");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "min_members"), "ensemble.min_members", "out of range");
+}
+
+TEST_F(ConfigTest, MemberTimeoutWithoutAQuorumBelowAll) {
+  const std::string yaml =
+      Replace(kEnsYaml, "  combine: weighted_mean\n", "  combine: weighted_mean\n  member_timeout_ms: 50\n");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "member_timeout_ms"), "ensemble.member_timeout_ms",
+                    "needs min_members below the member count (2)");
+}
+
+TEST_F(ConfigTest, QuorumSettingsAreRead) {
+  const std::string yaml = Replace(kEnsYaml, "  combine: weighted_mean\n",
+                                   "  combine: weighted_mean\n  min_members: 1\n  member_timeout_ms: 50\n");
+  WriteModel("ens", yaml);
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status().ToString();
+  const EnsembleSpec& spec = repo->models.at("ens").ensemble;
+  EXPECT_EQ(spec.min_members, 1);
+  EXPECT_EQ(spec.Quorum(), 1u);
+  EXPECT_EQ(spec.member_timeout_ms, 50);
+}
+
 }  // namespace
 }  // namespace es::testing
