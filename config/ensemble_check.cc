@@ -93,18 +93,25 @@ Status CheckBatching(const LoadedModel& ensemble, const ModelConfig& member) {
 
 // Majority vote takes the argmax over the class axis of a [batch, classes]
 // output; any other shape has no class axis to vote on.
-Status CheckMajorityVote(const LoadedModel& ensemble) {
+// A cascade reads its one output as class probabilities per row, FP32.
+Status CheckClassVectors(const LoadedModel& ensemble) {
   const ModelConfig& config = ensemble.config;
-  if (config.ensemble.combine != CombineRule::kMajorityVote) return Status::Ok();
+  const CombineRule rule = config.ensemble.combine;
+  if (rule != CombineRule::kMajorityVote && rule != CombineRule::kCascade) return Status::Ok();
+  auto error = [&](const std::string& what) {
+    return yaml::ErrorAt(ensemble.source.file, ensemble.source.combine_line, "ensemble.combine", what);
+  };
   for (const TensorSpec& output : config.outputs) {
     if (!config.batched() || output.dims.size() != 1) {
-      return yaml::ErrorAt(
-          ensemble.source.file, ensemble.source.combine_line, "ensemble.combine",
-          "majority_vote needs every output to be [batch, classes] (max_batch_size > 0 and "
-          "dims of length 1), but output '" + output.name + "' has dims " +
-              DimsString(output.dims) + " with max_batch_size " +
-              std::to_string(config.max_batch_size));
+      return error(std::string(CombineRuleName(rule)) +
+                   " needs every output to be [batch, classes] (max_batch_size > 0 and "
+                   "dims of length 1), but output '" + output.name + "' has dims " + DimsString(output.dims) +
+                   " with max_batch_size " + std::to_string(config.max_batch_size));
     }
+  }
+  if (rule == CombineRule::kCascade &&
+      (config.outputs.size() != 1 || config.outputs[0].datatype != DataType::kFp32 || config.outputs[0].dims[0] < 1)) {
+    return error("cascade needs exactly one output, FP32 class probabilities of a fixed class count");
   }
   return Status::Ok();
 }
@@ -122,7 +129,7 @@ Status CheckEnsemble(LoadedModel* ensemble, const LoadedRepository& repo) {
     ES_RETURN_IF_ERROR(CheckMember(*ensemble, i, repo));
     ES_RETURN_IF_ERROR(CheckBatching(*ensemble, repo.at(config.ensemble.members[i].model).config));
   }
-  return CheckMajorityVote(*ensemble);
+  return CheckClassVectors(*ensemble);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ const char* CombineRuleName(CombineRule rule) {
     case CombineRule::kMean: return "mean";
     case CombineRule::kWeightedMean: return "weighted_mean";
     case CombineRule::kMajorityVote: return "majority_vote";
+    case CombineRule::kCascade: return "cascade";
   }
   return "unknown";
 }

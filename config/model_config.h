@@ -26,7 +26,7 @@ struct TensorSpec {
   std::vector<int64_t> dims;  // without the batch dim when batched; -1 = variable
 };
 
-enum class CombineRule { kMean, kWeightedMean, kMajorityVote };
+enum class CombineRule { kMean, kWeightedMean, kMajorityVote, kCascade };
 const char* CombineRuleName(CombineRule rule);
 
 struct EnsembleMember {
@@ -49,6 +49,17 @@ struct EnsembleSpec {
   // quorum is met without it; 0 = wait for every member.
   int64_t member_timeout_ms = 0;
 
+  // combine: cascade (early exit): members run stage by stage, cheapest
+  // first; after each stage a row's answer is the mean of the members run
+  // on it so far, and the row leaves when that answer's top-class
+  // probability is at least exit_threshold (or when every stage ran). Later
+  // stages see only the rows still undecided. Stages hold indexes into
+  // `members`, each member in exactly one stage; default one per stage in
+  // member order.
+  std::vector<std::vector<size_t>> stages;
+  double exit_threshold = 1.0;
+
+  bool cascade() const { return combine == CombineRule::kCascade; }
   // min_members with its default resolved: the members needed for an answer.
   size_t Quorum() const { return min_members > 0 ? static_cast<size_t>(min_members) : members.size(); }
 };

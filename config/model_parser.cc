@@ -106,11 +106,11 @@ StatusOr<CombineRule> ParseCombineRule(const yaml::Field& field) {
   StatusOr<std::string> name = yaml::ReadString(field);
   if (!name.ok()) return name.status();
   for (CombineRule rule :
-       {CombineRule::kMean, CombineRule::kWeightedMean, CombineRule::kMajorityVote}) {
+       {CombineRule::kMean, CombineRule::kWeightedMean, CombineRule::kMajorityVote, CombineRule::kCascade}) {
     if (*name == CombineRuleName(rule)) return rule;
   }
   return yaml::Error(field, "unknown combine rule '" + *name +
-                                "' (expected mean, weighted_mean or majority_vote)");
+                                "' (expected mean, weighted_mean, majority_vote or cascade)");
 }
 
 Status ParseMember(const yaml::Field& field, EnsembleMember* member) {
@@ -164,9 +164,62 @@ Status ParseDynamicBatching(const yaml::Field& field, ModelConfig* config) {
   return Status::Ok();
 }
 
+// `stages` and `exit_threshold`: only with combine: cascade, which needs the
+// threshold; stages name members, each exactly once.
+Status ParseCascade(const yaml::Field& field, EnsembleSpec* spec) {
+  const yaml::Field stages = yaml::Child(field, "stages");
+  const yaml::Field threshold = yaml::Child(field, "exit_threshold");
+  if (!spec->cascade()) {
+    for (const yaml::Field& f : {stages, threshold}) {
+      if (f.present()) return yaml::Error(f, "only for combine: cascade");
+    }
+    return Status::Ok();
+  }
+  if (!threshold.present()) {
+    return yaml::Error(yaml::Child(field, "combine"), "combine: cascade needs exit_threshold (the top-class probability at which a row "
+                              "leaves, in (0, 1])");
+  }
+  StatusOr<double> t = yaml::ReadDouble(threshold);
+  if (!t.ok()) return t.status();
+  if (!(*t > 0 && *t <= 1)) return yaml::Error(threshold, "exit_threshold must be in (0, 1]");
+  spec->exit_threshold = *t;
+  for (const char* key : {"min_members", "member_timeout_ms"}) {
+    const yaml::Field f = yaml::Child(field, key);
+    if (f.present()) return yaml::Error(f, "not with combine: cascade (a cascade needs every stage it runs)");
+  }
+  const size_t n = spec->members.size();
+  if (!stages.present()) {
+    for (size_t m = 0; m < n; ++m) spec->stages.push_back({m});
+    return Status::Ok();
+  }
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(stages));
+  std::vector<bool> placed(n, false);
+  for (const yaml::Field& stage : yaml::Items(stages)) {
+    ES_RETURN_IF_ERROR(yaml::CheckSequence(stage));
+    std::vector<size_t> members;
+    for (const yaml::Field& item : yaml::Items(stage)) {
+      StatusOr<std::string> name = yaml::ReadString(item);
+      if (!name.ok()) return name.status();
+      size_t m = 0;
+      while (m < n && spec->members[m].model != *name) ++m;
+      if (m == n) return yaml::Error(item, "'" + *name + "' is not one of the ensemble's members");
+      if (placed[m]) return yaml::Error(item, "member '" + *name + "' is in more than one stage");
+      placed[m] = true;
+      members.push_back(m);
+    }
+    if (members.empty()) return yaml::Error(stage, "a stage needs at least one member");
+    spec->stages.push_back(std::move(members));
+  }
+  for (size_t m = 0; m < n; ++m) {
+    if (!placed[m]) return yaml::Error(stages, "member '" + spec->members[m].model + "' is in no stage");
+  }
+  return Status::Ok();
+}
+
 Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
   ES_RETURN_IF_ERROR(
-      yaml::CheckMap(field, {"combine", "members", "max_in_flight", "min_members", "member_timeout_ms"}));
+      yaml::CheckMap(field, {"combine", "members", "max_in_flight", "min_members", "member_timeout_ms", "stages",
+                             "exit_threshold"}));
   EnsembleSpec& spec = model->config.ensemble;
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "max_in_flight", int64_t{1}, int64_t{1} << 24,
                                            &spec.max_in_flight));
@@ -193,6 +246,7 @@ Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
     model->source.member_lines.push_back(yaml::Child(item, "model").line);
   }
   if (spec.members.empty()) return yaml::Error(members, "an ensemble needs at least one member");
+  ES_RETURN_IF_ERROR(ParseCascade(field, &spec));
   if (spec.min_members > static_cast<int64_t>(spec.members.size())) {
     return yaml::Error(yaml::Child(field, "min_members"),
                        "min_members " + std::to_string(spec.min_members) + " is more than the ensemble's " +

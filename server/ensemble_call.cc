@@ -37,23 +37,14 @@ EnsembleCall::EnsembleCall(std::shared_ptr<const InferRequest> request, InferDon
   answered_.resize(n);
 }
 
-void EnsembleCall::SetVersion(size_t m, int64_t version) {
-  MutexLock lock(&mu_);
-  versions_[m] = version;
-}
-
-int64_t EnsembleCall::Version(size_t m) {
-  MutexLock lock(&mu_);
-  return versions_[m];
-}
-
-EnsembleCall::Clock::duration EnsembleCall::MemberAnswered(size_t m, const Status& status, InferResponse response) {
+void EnsembleCall::MemberAnswered(size_t m, int64_t version, const Status& status, InferResponse response) {
   const Clock::duration elapsed = Clock::now() - start_;
   std::optional<Answer> answer;
   {
     MutexLock lock(&mu_);
-    if (answered_[m]) return elapsed;  // a member answers once; never count it twice
+    if (answered_[m]) return;  // a member answers once; never count it twice
     answered_[m] = true;
+    versions_[m] = version;
     latency_ns_[m] = static_cast<uint64_t>(
         std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
     if (status.ok()) {
@@ -66,7 +57,6 @@ EnsembleCall::Clock::duration EnsembleCall::MemberAnswered(size_t m, const Statu
     answer = DecideLocked();
   }
   if (answer) answer->Deliver();
-  return elapsed;
 }
 
 void EnsembleCall::TimedOut() {

@@ -46,12 +46,8 @@ class EnsembleCall {
   // the ensemble answers then): the ensemble's admission slot.
   EnsembleCall(std::shared_ptr<const InferRequest> request, InferDone done, std::function<void()> released);
 
-  // The version member `m` was sent to (0 until then: never reached one).
-  void SetVersion(size_t m, int64_t version);
-  int64_t Version(size_t m);
-
-  // Member `m` answered. Returns the time since the fan-out.
-  Clock::duration MemberAnswered(size_t m, const Status& status, InferResponse response);
+  // Member `m` answered, computed on `version` (0: it never reached one).
+  void MemberAnswered(size_t m, int64_t version, const Status& status, InferResponse response);
   // member_timeout_ms has passed since the fan-out.
   void TimedOut();
 

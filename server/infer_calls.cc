@@ -84,6 +84,7 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       encoded.outputs = std::move(answer.outputs);
       encoded.member_versions = answer.member_versions;
       encoded.ensemble = answer.ensemble;
+      encoded.cascade = answer.cascade;
       outcome = EncodeInferResponse(*request, std::move(encoded), response);
     }
     const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);

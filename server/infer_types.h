@@ -98,6 +98,14 @@ struct EnsembleReport {
   std::vector<MemberReport> members;  // one per member, config order
 };
 
+// Cascades (combine: cascade): how far the rows went (response parameter
+// `stages_used`, the cascade metrics).
+struct CascadeReport {
+  int64_t stages_used = 0;          // stages run (the last stage any row reached, + 1)
+  std::vector<int64_t> exits;       // rows that left at each stage run
+  int64_t member_rows_saved = 0;    // sum over rows of the members of stages after the row left
+};
+
 struct InferResponse {
   std::vector<InferOutput> outputs;
   uint64_t compute_ns = 0;  // host compute time (an ensemble: its slowest member)
@@ -110,6 +118,8 @@ struct InferResponse {
   std::string member_versions;
   // Ensembles: which members made the answer; nullptr otherwise.
   std::shared_ptr<const EnsembleReport> ensemble;
+  // Cascades: how far the rows went; nullptr otherwise.
+  std::shared_ptr<const CascadeReport> cascade;
 };
 
 // Called exactly once per request, from whichever thread finished it.

@@ -5,6 +5,7 @@
 
 #include "common/mutex.h"
 #include "config/host_model_spec.h"
+#include "server/cascade_call.h"
 #include "server/ensemble_call.h"
 
 namespace es {
@@ -118,18 +119,67 @@ void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone
   DispatcherFor(*model)->Infer(std::move(request), version, std::move(counted));
 }
 
-void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) {
-  const ModelConfig& ensemble = *request->model;
-  std::atomic<int64_t>* load = EnsembleLoad(ensemble.name);
-  if (load->fetch_add(1) >= ensemble.ensemble.max_in_flight) {
-    load->fetch_sub(1);
-    done(Status::ResourceExhausted("ensemble '" + ensemble.name +
-                                   "': " + std::to_string(ensemble.ensemble.max_in_flight) +
-                                   " requests already in flight (ensemble.max_in_flight)"),
-         {});
+void InferenceCore::CallMember(const EnsembleMember& member, const std::shared_ptr<const InferRequest>& request,
+                               MemberDone done) {
+  const auto start = std::chrono::steady_clock::now();
+  auto version_used = std::make_shared<int64_t>(0);  // set once the call reaches a version
+  InferDone answered = [this, start, version_used, name = member.model, rows = request->batch_rows(),
+                        done = std::move(done)](const Status& status, InferResponse response) {
+    // A member call is a request of the member model in its statistics
+    // (as in Triton: where a user looks for what the member served); not
+    // when it never reached a version (not loaded, not ready).
+    if (stats_ != nullptr && *version_used > 0) {
+      const auto elapsed = std::chrono::steady_clock::now() - start;
+      stats_->Record(name, *version_used, status.ok(),
+                     static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()),
+                     response.stages, static_cast<uint64_t>(rows));
+    }
+    done(*version_used, status, std::move(response));
+  };
+  const ModelConfig* model = catalog_->Find(member.model);
+  if (model == nullptr) {
+    answered(Status::Unavailable("model '" + member.model + "' is not loaded"), {});
     return;
   }
+  // A member pinned in the ensemble's config runs on that version; the
+  // others on their highest ready one.
+  const int64_t pin = member.version;
+  StatusOr<int64_t> version = ResolveVersion(*catalog_, *model, pin > 0 ? std::to_string(pin) : "");
+  if (!version.ok()) {
+    answered(version.status(), {});
+    return;
+  }
+  InferDone counted = CountedReady(model, &*version, /*pinned=*/pin > 0, std::move(answered));
+  if (counted == nullptr) return;
+  *version_used = *version;  // before the dispatch, which may answer at once
+  DispatcherFor(*model)->Infer(request, *version, std::move(counted));
+}
+
+bool InferenceCore::Admit(const ModelConfig& ensemble, std::atomic<int64_t>** load, const InferDone& done) {
+  *load = EnsembleLoad(ensemble.name);
+  if ((*load)->fetch_add(1) < ensemble.ensemble.max_in_flight) return true;
+  (*load)->fetch_sub(1);
+  done(Status::ResourceExhausted("ensemble '" + ensemble.name + "': " +
+                                 std::to_string(ensemble.ensemble.max_in_flight) +
+                                 " requests already in flight (ensemble.max_in_flight)"),
+       {});
+  return false;
+}
+
+void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done) {
+  const ModelConfig& ensemble = *request->model;
+  std::atomic<int64_t>* load = nullptr;
+  if (!Admit(ensemble, &load, done)) return;
   const auto& members = ensemble.ensemble.members;
+  if (ensemble.ensemble.cascade()) {
+    auto cascade = std::make_shared<CascadeCall>(
+        request, std::move(done), [load] { load->fetch_sub(1); },
+        [this, request](size_t m, std::shared_ptr<const InferRequest> rows, CascadeCall::MemberDone member_done) {
+          CallMember(request->model->ensemble.members[m], rows, std::move(member_done));
+        });
+    cascade->Start();
+    return;
+  }
   auto call = std::make_shared<EnsembleCall>(request, std::move(done), [load] { load->fetch_sub(1); });
   if (ensemble.ensemble.member_timeout_ms > 0) {
     // Weak: a call every member answered is gone before its timeout comes.
@@ -139,36 +189,9 @@ void InferenceCore::RunEnsemble(const std::shared_ptr<const InferRequest>& reque
                     });
   }
   for (size_t m = 0; m < members.size(); ++m) {
-    auto on_member = [this, call, m, name = members[m].model](const Status& status, InferResponse response) {
-      const int64_t version = call->Version(m);
-      const StageTimes stages = response.stages;
-      const auto elapsed = call->MemberAnswered(m, status, std::move(response));
-      // A member call is a request of the member model in its statistics
-      // (as in Triton: where a user looks for what the member served);
-      // not when it never reached a version (0: not loaded, not ready).
-      if (stats_ != nullptr && version > 0) {
-        stats_->Record(name, version, status.ok(),
-                       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()),
-                       stages, static_cast<uint64_t>(call->request().batch_rows()));
-      }
-    };
-    const ModelConfig* member = catalog_->Find(members[m].model);
-    if (member == nullptr) {
-      on_member(Status::Unavailable("model '" + members[m].model + "' is not loaded"), {});
-      continue;
-    }
-    // A member pinned in the ensemble's config runs on that version; the
-    // others on their highest ready one.
-    const int64_t pin = members[m].version;
-    StatusOr<int64_t> version = ResolveVersion(*catalog_, *member, pin > 0 ? std::to_string(pin) : "");
-    if (!version.ok()) {
-      on_member(version.status(), {});
-      continue;
-    }
-    InferDone counted = CountedReady(member, &*version, /*pinned=*/pin > 0, std::move(on_member));
-    if (counted == nullptr) continue;
-    call->SetVersion(m, *version);  // before the dispatch: the combine reads it
-    DispatcherFor(*member)->Infer(request, *version, std::move(counted));
+    CallMember(members[m], request, [call, m](int64_t version, const Status& status, InferResponse response) {
+      call->MemberAnswered(m, version, status, std::move(response));
+    });
   }
 }
 

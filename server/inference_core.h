@@ -5,7 +5,8 @@
 // all its members' dispatchers at once, each member on its highest ready
 // version, and combines their outputs when the last one answers, or
 // earlier from a quorum (ensemble.min_members, member_timeout_ms: see
-// ensemble_call.h, ensemble_combiner.h); an admission limit per ensemble
+// ensemble_call.h, ensemble_combiner.h); a cascade runs its stages one
+// after the other on the rows still undecided (cascade_call.h); an admission limit per ensemble
 // (ensemble.max_in_flight) answers RESOURCE_EXHAUSTED beyond it so a slow
 // member cannot make memory grow without bound. The core never blocks a
 // caller on a host: `done` runs later on a completion thread.
@@ -57,6 +58,14 @@ class InferenceCore {
 
  private:
   void RunEnsemble(const std::shared_ptr<const InferRequest>& request, InferDone done);
+  // One member call of an ensemble: the member's version resolved, counted
+  // in flight, dispatched, recorded in the member's statistics. `done` gets
+  // the version it computed on (0: it reached none).
+  using MemberDone = std::function<void(int64_t version, const Status&, InferResponse)>;
+  void CallMember(const EnsembleMember& member, const std::shared_ptr<const InferRequest>& request, MemberDone done);
+  // Takes a place under ensemble.max_in_flight (*load: the count to give it
+  // back to), or answers `done` RESOURCE_EXHAUSTED and returns false.
+  bool Admit(const ModelConfig& ensemble, std::atomic<int64_t>** load, const InferDone& done);
   // The dispatcher for a served config: one per serving signature (the
   // configs a rollout of new versions makes share their model's dispatcher),
   // so dispatchers are bounded by the distinct configs served, not by loads.

@@ -46,7 +46,8 @@ std::string LoadAttempt(const ModelConfig& m) {
 bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
   if (a.ensemble.combine != b.ensemble.combine || a.ensemble.max_in_flight != b.ensemble.max_in_flight ||
       a.ensemble.min_members != b.ensemble.min_members ||
-      a.ensemble.member_timeout_ms != b.ensemble.member_timeout_ms ||
+      a.ensemble.member_timeout_ms != b.ensemble.member_timeout_ms || a.ensemble.stages != b.ensemble.stages ||
+      a.ensemble.exit_threshold != b.ensemble.exit_threshold ||
       a.ensemble.members.size() != b.ensemble.members.size() || a.max_batch_size != b.max_batch_size) {
     return false;
   }

@@ -221,6 +221,12 @@ Status ReadParameters(const ModelInferRequest& proto, InferRequest* request) {
         return Status::InvalidArgument("model '" + model.name + "' is not an ensemble; parameter '" + key +
                                        "' applies to ensembles only");
       }
+      if (model.ensemble.cascade() && value.bool_param()) {
+        // Each row has its own set of members (those of the stages it
+        // reached): there is no one member output or disagreement per row.
+        return Status::InvalidArgument("model '" + model.name + "' is a cascade; parameter '" + key +
+                                       "' is not available for cascades (ask for output 'exit_stage')");
+      }
       (key == "return_member_outputs" ? request->return_member_outputs : request->return_uncertainty) =
           value.bool_param();
     } else if (key == "priority") {
@@ -250,6 +256,7 @@ Status CheckRequestedOutputs(const ModelInferRequest& proto, const SharedMemoryR
   std::set<std::string> known;
   for (const auto& o : model.outputs) known.insert(o.name);
   if (request->return_uncertainty) known.insert({"entropy", "disagreement"});
+  if (model.ensemble.cascade()) known.insert("exit_stage");
   if (request->return_member_outputs) {
     for (const auto& m : model.ensemble.members) {
       for (const auto& o : model.outputs) known.insert(m.model + "." + o.name);
@@ -496,6 +503,9 @@ Status EncodeInferResponse(const InferRequest& request, InferResponse response, 
   if (response.ensemble != nullptr) {
     (*proto->mutable_parameters())["members_used"].set_int64_param(response.ensemble->members_used);
     (*proto->mutable_parameters())["degraded"].set_bool_param(response.ensemble->degraded);
+  }
+  if (response.cascade != nullptr) {
+    (*proto->mutable_parameters())["stages_used"].set_int64_param(response.cascade->stages_used);
   }
   proto->set_id(request.id);
   auto emit = [proto, &request](InferOutput& out, const SharedMemoryOutput* shm) -> Status {

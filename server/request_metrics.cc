@@ -52,6 +52,13 @@ void ModelMetrics::Finished(int code, uint64_t elapsed_ns, const InferResponse& 
     // k/M as a float (e.g. 0.3f > 0.3) would slip into the next bucket up.
     disagreement_.Observe(std::round(static_cast<double>(d) * 1e6) / 1e6);
   }
+  if (response.cascade != nullptr) {
+    MutexLock lock(&members_mu_);
+    for (size_t s = 0; s < response.cascade->exits.size(); ++s) {
+      cascade_exits_[static_cast<int64_t>(s)] += static_cast<uint64_t>(response.cascade->exits[s]);
+    }
+    member_rows_saved_ += static_cast<uint64_t>(response.cascade->member_rows_saved);
+  }
   if (response.ensemble == nullptr) return;
   for (const MemberReport& member : response.ensemble->members) {
     MemberFigures* figures = Member(member.member);
@@ -138,6 +145,12 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
                                "Time from an ensemble's fan-out to each member's answer (answers the ensemble "
                                "waited for, successful or not).",
                                MetricType::Histogram);
+  auto exits = Family("ensemble_cascade_exits_total",
+                      "Cascades (combine: cascade): rows answered at each stage (0 = the first).",
+                      MetricType::Counter);
+  auto saved = Family("ensemble_cascade_member_rows_saved_total",
+                      "Cascades: member calls of a row not made because the row left at an earlier stage.",
+                      MetricType::Counter);
   std::shared_lock lock(mu_);
   for (const auto& [name, m] : models_) {
     const Labels labels = {{"model", m->name()}, {"version", m->version()}};
@@ -162,6 +175,12 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
       AddCounter(&degraded, {{"model", m->name()}, {"missing_member", member}},
                  static_cast<double>(figures->missing.load(std::memory_order_relaxed)));
     }
+    for (const auto& [stage, rows] : m->cascade_exits_) {
+      AddCounter(&exits, {{"model", m->name()}, {"stage", std::to_string(stage)}}, static_cast<double>(rows));
+    }
+    if (!m->cascade_exits_.empty()) {
+      AddCounter(&saved, {{"model", m->name()}}, static_cast<double>(m->member_rows_saved_));
+    }
   }
   auto unknown = Family("ensemble_unknown_model_requests_total", "ModelInfer calls naming a model that is not served.",
                         MetricType::Counter);
@@ -174,6 +193,8 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
   for (auto& h : hists) out.push_back(std::move(h.family));
   out.push_back(std::move(degraded));
   out.push_back(std::move(member_latency));
+  out.push_back(std::move(exits));
+  out.push_back(std::move(saved));
   out.push_back(std::move(unknown));
   return out;
 }

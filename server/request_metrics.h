@@ -90,6 +90,10 @@ class ModelMetrics {
   MemberFigures* Member(const std::string& member);
   mutable Mutex members_mu_;
   std::map<std::string, std::unique_ptr<MemberFigures>> members_ ABSL_GUARDED_BY(members_mu_);
+  // Cascades only: rows that left at each stage, and member calls of a row
+  // that the early exits saved.
+  std::map<int64_t, uint64_t> cascade_exits_ ABSL_GUARDED_BY(members_mu_);
+  uint64_t member_rows_saved_ ABSL_GUARDED_BY(members_mu_) = 0;
 };
 
 class RequestMetrics final : public prometheus::Collectable {

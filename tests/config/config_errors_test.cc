@@ -322,5 +322,70 @@ TEST_F(ConfigTest, QuorumSettingsAreRead) {
   EXPECT_EQ(spec.member_timeout_ms, 50);
 }
 
+// --- cascades ---------------------------------------------------------------
+
+std::string CascadeYaml(const std::string& extra) {
+  return "platform: ensemble\nmax_batch_size: 32\nensemble:\n  combine: cascade\n" + extra +
+         "  members:\n    - {model: mlp}\n    - {model: cnn}\n";
+}
+
+TEST_F(ConfigTest, CascadeNeedsAnExitThreshold) {
+  const std::string yaml = CascadeYaml("");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "combine"), "ensemble.combine", "needs exit_threshold");
+}
+
+TEST_F(ConfigTest, CascadeThresholdOutOfRange) {
+  const std::string yaml = CascadeYaml("  exit_threshold: 1.5\n");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "exit_threshold"), "ensemble.exit_threshold", "(0, 1]");
+}
+
+TEST_F(ConfigTest, CascadeStageNamingANonMember) {
+  const std::string yaml = CascadeYaml("  exit_threshold: 0.9\n  stages: [[mlp], [rnn]]\n");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "stages"), "ensemble.stages[1][0]",
+                    "'rnn' is not one of the ensemble's members");
+}
+
+TEST_F(ConfigTest, CascadeMemberInTwoStagesOrNone) {
+  std::string yaml = CascadeYaml("  exit_threshold: 0.9\n  stages: [[mlp], [mlp, cnn]]\n");
+  std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "stages"), "ensemble.stages[1][0]",
+                    "member 'mlp' is in more than one stage");
+  yaml = CascadeYaml("  exit_threshold: 0.9\n  stages: [[cnn]]\n");
+  file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "stages"), "ensemble.stages", "member 'mlp' is in no stage");
+}
+
+TEST_F(ConfigTest, CascadeSettingsOnlyWithCascade) {
+  const std::string yaml =
+      Replace(kEnsYaml, "  combine: weighted_mean\n", "  combine: weighted_mean\n  exit_threshold: 0.9\n");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "exit_threshold"), "ensemble.exit_threshold",
+                    "only for combine: cascade");
+}
+
+TEST_F(ConfigTest, CascadeWithoutQuorum) {
+  const std::string yaml = CascadeYaml("  exit_threshold: 0.9\n  min_members: 1\n");
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "min_members"), "ensemble.min_members",
+                    "not with combine: cascade");
+}
+
+TEST_F(ConfigTest, CascadeStagesAreRead) {
+  WriteModel("ens", CascadeYaml("  exit_threshold: 0.75\n  stages: [[cnn], [mlp]]\n"));
+  auto config = Load();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const EnsembleSpec& spec = config->models.at("ens").ensemble;
+  EXPECT_TRUE(spec.cascade());
+  EXPECT_DOUBLE_EQ(spec.exit_threshold, 0.75);
+  EXPECT_EQ(spec.stages, (std::vector<std::vector<size_t>>{{1}, {0}}));
+  WriteModel("ens", CascadeYaml("  exit_threshold: 0.75\n"));
+  config = Load();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models.at("ens").ensemble.stages, (std::vector<std::vector<size_t>>{{0}, {1}}));
+}
+
 }  // namespace
 }  // namespace es::testing

@@ -182,4 +182,13 @@ int64_t Percentile(std::vector<int64_t> values, double percentile) {
   return values[index];
 }
 
+grpc::Status LoadModel(Stub& stub, const std::string& model) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, std::chrono::milliseconds(60000));
+  inference::RepositoryModelLoadRequest req;
+  req.set_model_name(model);
+  inference::RepositoryModelLoadResponse resp;
+  return stub.RepositoryModelLoad(&ctx, req, &resp);
+}
+
 }  // namespace es::it

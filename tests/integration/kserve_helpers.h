@@ -68,6 +68,8 @@ std::string Describe(const grpc::Status& status);
 std::optional<bool> ServerReady(Stub& stub, std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
 std::optional<bool> ModelReady(Stub& stub, const std::string& model,
                                std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+// RepositoryModelLoad of `model` (explicit model control), 60 s deadline.
+grpc::Status LoadModel(Stub& stub, const std::string& model);
 
 // Max |a - b| over two equally long vectors (infinity if the sizes differ).
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b);

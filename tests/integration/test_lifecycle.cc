@@ -56,15 +56,6 @@ VersionedAnswer AskVersioned(Stub& stub, const std::string& version) {
   return answer;
 }
 
-grpc::Status LoadModel(Stub& stub, const std::string& model) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, milliseconds(60000));
-  inference::RepositoryModelLoadRequest req;
-  req.set_model_name(model);
-  inference::RepositoryModelLoadResponse resp;
-  return stub.RepositoryModelLoad(&ctx, req, &resp);
-}
-
 grpc::Status UnloadModel(Stub& stub, const std::string& model, bool dependents = false) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, milliseconds(60000));

@@ -67,7 +67,6 @@ struct Harness {
           out.response = std::move(r);
         },
         [this] { ++out.released; });
-    for (size_t m = 0; m < 3; ++m) call->SetVersion(m, 1);
   }
   Outcome out;
   std::shared_ptr<EnsembleCall> call;
@@ -76,10 +75,10 @@ struct Harness {
 TEST(EnsembleCallTest, WithoutQuorumEveryMemberIsWaitedForAndCombined) {
   ModelConfig config = Ensemble(0);
   Harness h(config);
-  h.call->MemberAnswered(0, Status::Ok(), Answer(1, 0));
-  h.call->MemberAnswered(2, Status::Ok(), Answer(0, 1));
+  h.call->MemberAnswered(0, 1, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(2, 1, Status::Ok(), Answer(0, 1));
   EXPECT_EQ(h.out.answers, 0);
-  h.call->MemberAnswered(1, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(1, 1, Status::Ok(), Answer(1, 0));
   ASSERT_EQ(h.out.answers, 1);
   ASSERT_TRUE(h.out.status.ok()) << h.out.status.ToString();
   EXPECT_EQ(h.out.released, 1);
@@ -93,10 +92,10 @@ TEST(EnsembleCallTest, WithoutQuorumEveryMemberIsWaitedForAndCombined) {
 TEST(EnsembleCallTest, WithoutQuorumAFailedMemberFailsTheRequestNamingIt) {
   ModelConfig config = Ensemble(0);
   Harness h(config);
-  h.call->MemberAnswered(1, Status::Unavailable("host cpu1 is down"), {});
-  h.call->MemberAnswered(0, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(1, 1, Status::Unavailable("host cpu1 is down"), {});
+  h.call->MemberAnswered(0, 1, Status::Ok(), Answer(1, 0));
   EXPECT_EQ(h.out.answers, 0);  // a failure alone does not answer: the others still compute
-  h.call->MemberAnswered(2, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(2, 1, Status::Ok(), Answer(1, 0));
   ASSERT_EQ(h.out.answers, 1);
   EXPECT_EQ(h.out.status.code(), StatusCode::kUnavailable);
   EXPECT_EQ(h.out.status.message(), "ensemble 'trio' member 'b': host cpu1 is down");
@@ -106,10 +105,10 @@ TEST(EnsembleCallTest, WithoutQuorumAFailedMemberFailsTheRequestNamingIt) {
 TEST(EnsembleCallTest, AQuorumAnswersWithoutAFailedMemberReweighted) {
   ModelConfig config = Ensemble(2, CombineRule::kWeightedMean);
   Harness h(config, /*member_outputs=*/true);
-  h.call->MemberAnswered(0, Status::Ok(), Answer(1, 0));
-  h.call->MemberAnswered(1, Status::Unavailable("host cpu1 is down"), {});
+  h.call->MemberAnswered(0, 1, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(1, 1, Status::Unavailable("host cpu1 is down"), {});
   EXPECT_EQ(h.out.answers, 0);  // c may still answer: wait for it
-  h.call->MemberAnswered(2, Status::Ok(), Answer(0, 1));
+  h.call->MemberAnswered(2, 1, Status::Ok(), Answer(0, 1));
   ASSERT_EQ(h.out.answers, 1);
   ASSERT_TRUE(h.out.status.ok()) << h.out.status.ToString();
   // Weights 1 (a) and 2 (c), re-normalised over the two: 1/3 and 2/3.
@@ -132,9 +131,9 @@ TEST(EnsembleCallTest, AQuorumAnswersWithoutAFailedMemberReweighted) {
 TEST(EnsembleCallTest, WhenTheQuorumCannotBeMetEveryFailureIsNamed) {
   ModelConfig config = Ensemble(2);
   Harness h(config);
-  h.call->MemberAnswered(0, Status::Unavailable("host cpu0 is down"), {});
+  h.call->MemberAnswered(0, 1, Status::Unavailable("host cpu0 is down"), {});
   EXPECT_EQ(h.out.answers, 0);
-  h.call->MemberAnswered(2, Status::DeadlineExceeded("too slow"), {});
+  h.call->MemberAnswered(2, 1, Status::DeadlineExceeded("too slow"), {});
   EXPECT_EQ(h.out.answers, 0);  // b is still computing: waited for, unless member_timeout_ms passes
   h.call->TimedOut();
   ASSERT_EQ(h.out.answers, 1);  // b alone cannot make 2
@@ -143,7 +142,7 @@ TEST(EnsembleCallTest, WhenTheQuorumCannotBeMetEveryFailureIsNamed) {
             "ensemble 'trio': 2 of 3 members failed, fewer than min_members 2 can answer; "
             "member 'a': host cpu0 is down; member 'c': too slow");
   EXPECT_EQ(h.out.released, 0);  // b still holds the admission slot
-  h.call->MemberAnswered(1, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(1, 1, Status::Ok(), Answer(1, 0));
   EXPECT_EQ(h.out.answers, 1);
   EXPECT_EQ(h.out.released, 1);
 }
@@ -151,17 +150,17 @@ TEST(EnsembleCallTest, WhenTheQuorumCannotBeMetEveryFailureIsNamed) {
 TEST(EnsembleCallTest, AfterTheMemberTimeoutTheQuorumAnswersWithoutTheSlowMember) {
   ModelConfig config = Ensemble(2);
   Harness h(config);
-  h.call->MemberAnswered(0, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(0, 1, Status::Ok(), Answer(1, 0));
   h.call->TimedOut();
   EXPECT_EQ(h.out.answers, 0);  // one member is not a quorum of two: keep waiting
-  h.call->MemberAnswered(2, Status::Ok(), Answer(0, 1));
+  h.call->MemberAnswered(2, 1, Status::Ok(), Answer(0, 1));
   ASSERT_EQ(h.out.answers, 1);  // the quorum, past the timeout: b is not waited for
   ASSERT_TRUE(h.out.status.ok());
   EXPECT_EQ(h.out.response.ensemble->members_used, 2);
   EXPECT_TRUE(h.out.response.ensemble->degraded);
   EXPECT_EQ(h.out.response.ensemble->members[1].latency_ns, 0u);  // b had not answered
   EXPECT_EQ(h.out.released, 0);  // b, still computing, keeps the admission slot
-  h.call->MemberAnswered(1, Status::Ok(), Answer(1, 0));  // late: dropped
+  h.call->MemberAnswered(1, 1, Status::Ok(), Answer(1, 0));  // late: dropped
   EXPECT_EQ(h.out.answers, 1);
   EXPECT_EQ(h.out.released, 1);
 }
@@ -169,8 +168,8 @@ TEST(EnsembleCallTest, AfterTheMemberTimeoutTheQuorumAnswersWithoutTheSlowMember
 TEST(EnsembleCallTest, ATimeoutWithTheQuorumInAnswersAtOnce) {
   ModelConfig config = Ensemble(2);
   Harness h(config);
-  h.call->MemberAnswered(0, Status::Ok(), Answer(1, 0));
-  h.call->MemberAnswered(1, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(0, 1, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(1, 1, Status::Ok(), Answer(1, 0));
   EXPECT_EQ(h.out.answers, 0);  // before the timeout every member is waited for
   h.call->TimedOut();
   ASSERT_EQ(h.out.answers, 1);
@@ -180,8 +179,8 @@ TEST(EnsembleCallTest, ATimeoutWithTheQuorumInAnswersAtOnce) {
 TEST(EnsembleCallTest, AMemberAnsweringTwiceCountsOnce) {
   ModelConfig config = Ensemble(2);
   Harness h(config);
-  h.call->MemberAnswered(0, Status::Ok(), Answer(1, 0));
-  h.call->MemberAnswered(0, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(0, 1, Status::Ok(), Answer(1, 0));
+  h.call->MemberAnswered(0, 1, Status::Ok(), Answer(1, 0));
   h.call->TimedOut();
   EXPECT_EQ(h.out.answers, 0);
 }
