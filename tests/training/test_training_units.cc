@@ -40,10 +40,16 @@ TEST(TrainConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(config->members[0].seed, 1u);
 }
 
-TEST(TrainConfigTest, TheExampleConfigLoads) {
+TEST(TrainConfigTest, TheExampleConfigsLoad) {
   StatusOr<TrainConfig> config = LoadTrainConfig(ES_SOURCE_DIR "/config/train-fashion-mnist.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->members.size(), 5u);
+  // The cascade benchmark's: members of different depths, cheapest first.
+  config = LoadTrainConfig(ES_SOURCE_DIR "/config/train-fashion-mnist-cascade.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->members.size(), 5u);
+  EXPECT_EQ(config->members[0].architecture, "mlp");
+  EXPECT_EQ(config->members[1].architecture, "cnn");
 }
 
 struct BadConfig {
