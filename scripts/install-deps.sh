@@ -14,7 +14,16 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist prometheus
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch python3-yaml
+  dpkg-dev debootstrap curl                       # scripts/package.sh (dpkg-shlibdeps), scripts/package-test.sh
+  iproute2                                        # tests/training/test_multi_machine.cc: ip netns, veth
 )
+
+# tests/deploy (issue 17) validates the container and Kubernetes files with
+# node and npm. A machine that already has them (NodeSource's nodejs, which
+# bundles npm and conflicts with Debian's npm package) keeps its own.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -76,6 +76,15 @@ if [ "${ES_SKIP_FUZZ:-0}" != 1 ]; then
   scripts/fuzz.sh "${ES_FUZZ_SECONDS:-20}"
 fi
 
+# Then the Debian package (docs/package.md): scripts/package.sh builds the
+# .deb from build/, scripts/package-test.sh installs it into a debootstrapped
+# Debian 12 chroot, serves a request from it over loopback, stops it and
+# purges it. About 2 minutes with its cached base system, 3 without
+# (/var/cache/ensemble-serve). Needs root (CI is). Skip with ES_SKIP_PACKAGE=1.
+if [ "${ES_SKIP_PACKAGE:-0}" != 1 ]; then
+  scripts/package-test.sh  # runs scripts/package.sh first
+fi
+
 # The whole suite last, so its summary closes the output.
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900
