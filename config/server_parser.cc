@@ -250,21 +250,6 @@ Status ResolveRepository(const yaml::Field& root, std::string* repository) {
 
 // --- tls:, auth:, metrics_address (issue 15) ---------------------------------
 
-// "true"/"false" (YAML 1.2 core; yes/no/on/off are refused: they read as
-// strings elsewhere and a typo should not silently mean false).
-Status ReadOptionalBool(const yaml::Field& map, std::string_view key, bool* out) {
-  const yaml::Field field = yaml::Child(map, key);
-  if (!field.present()) return Status::Ok();
-  if (field.node.IsScalar()) {
-    const std::string& text = field.node.Scalar();
-    if (text == "true" || text == "false") {
-      *out = text == "true";
-      return Status::Ok();
-    }
-  }
-  return yaml::Error(field, "expected true or false");
-}
-
 // A file the server reads at start-up (certificates, keys, tokens): relative
 // to the config file's folder, made absolute, and checked to be a readable
 // regular file now, so a typo fails at load with the config line, not later
@@ -315,7 +300,7 @@ Status ParseAuth(const yaml::Field& field, AuthConfig* auth) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"tokens_file", "open_health"}));
   ES_RETURN_IF_ERROR(ResolveReadableFile(field, "tokens_file", &auth->tokens_file));
-  ES_RETURN_IF_ERROR(ReadOptionalBool(field, "open_health", &auth->open_health));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalBool(field, "open_health", &auth->open_health));
   if (auth->tokens_file.empty()) return yaml::Error(field, "auth needs tokens_file");
   return Status::Ok();
 }

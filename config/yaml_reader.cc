@@ -198,4 +198,17 @@ Status ReadRequiredString(const Field& map, std::string_view key, std::string* o
   return ReadOptionalString(map, key, out);
 }
 
+Status ReadOptionalBool(const Field& map, std::string_view key, bool* out) {
+  const Field field = Child(map, key);
+  if (!field.present()) return Status::Ok();
+  if (field.node.IsScalar()) {
+    const std::string& text = field.node.Scalar();
+    if (text == "true" || text == "false") {
+      *out = text == "true";
+      return Status::Ok();
+    }
+  }
+  return Error(field, "expected true or false");
+}
+
 }  // namespace es::yaml

@@ -64,6 +64,9 @@ Status ReadOptionalInt(const Field& map, std::string_view key, int min, int max,
 Status ReadOptionalDouble(const Field& map, std::string_view key, double min, double max,
                           double* out);
 Status ReadOptionalString(const Field& map, std::string_view key, std::string* out);
+// "true"/"false" only (YAML 1.2 core; yes/no/on/off are refused: they read as
+// strings elsewhere and a typo should not silently mean false).
+Status ReadOptionalBool(const Field& map, std::string_view key, bool* out);
 // As above but absent is an error; empty strings are errors too.
 Status ReadRequiredString(const Field& map, std::string_view key, std::string* out);
 

@@ -8,17 +8,10 @@
 #include <string>
 #include <utility>
 
+#include "model_host/training/seed_mix.h"
+
 namespace es {
 namespace {
-
-// splitmix64: turns (seed, epoch) pairs that differ in one bit into unrelated
-// generator seeds.
-uint64_t MixSeed(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 Status Invalid(const std::string& what) { return Status::InvalidArgument("batch loader: " + what); }
 
@@ -88,6 +81,7 @@ void BatchLoader::StartEpoch(int64_t epoch, int64_t first_batch) {
     MutexLock lock(&mu_);
     ++generation_;
     permutation_ = std::move(permutation);
+    epoch_ = epoch;
     next_to_claim_ = first;
     next_to_return_ = first;
     discarded.swap(ready_);
@@ -127,12 +121,13 @@ void BatchLoader::WorkerLoop() {
     const int64_t index = next_to_claim_++;
     const uint64_t generation = generation_;
     const at::Tensor permutation = permutation_;
+    const int64_t epoch = epoch_;
     lock.Unlock();
     // The gather runs unlocked, several batches at once with several threads.
     std::optional<Batch> batch;
     std::exception_ptr error;
     try {
-      batch = Gather(permutation, index);
+      batch = Gather(permutation, epoch, index);
     } catch (...) {
       error = std::current_exception();
     }
@@ -148,10 +143,12 @@ void BatchLoader::WorkerLoop() {
   }
 }
 
-Batch BatchLoader::Gather(const at::Tensor& permutation, int64_t index) const {
+Batch BatchLoader::Gather(const at::Tensor& permutation, int64_t epoch, int64_t index) const {
   const int64_t begin = index * shard_.global_batch + shard_.rank * rows_per_batch_;
   const at::Tensor rows = permutation.slice(0, begin, begin + rows_per_batch_);
-  return Batch{data_.images.index_select(0, rows), data_.labels.index_select(0, rows), index};
+  at::Tensor images = data_.images.index_select(0, rows);  // a new tensor: augmenting it leaves the dataset alone
+  AugmentRows(images, shard_.augment, shard_.seed, epoch, begin);
+  return Batch{std::move(images), data_.labels.index_select(0, rows), index};
 }
 
 }  // namespace es

@@ -12,7 +12,8 @@
 //     ranks 0..W-1 gives exactly the 1-rank batch b, rows and order.
 //
 // Background threads gather each batch (index_select) into new contiguous
-// tensors, at most `prefetch` batches ahead of the consumer; Next() hands them
+// tensors, augmented (ShardSpec::augment, augmentation.h) by each row's
+// position in the epoch's global order, at most `prefetch` batches ahead of the consumer; Next() hands them
 // out strictly in batch order whatever the number of threads.
 //
 // Thread safety: the loader's own threads synchronise with the consumer under
@@ -32,6 +33,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "model_host/training/augmentation.h"
 #include "model_host/training/dataset.h"
 
 namespace es {
@@ -40,7 +42,8 @@ struct ShardSpec {
   int rank = 0;
   int world_size = 1;
   int64_t global_batch = 64;  // rows per step across all ranks; divisible by world_size
-  uint64_t seed = 1;          // data order
+  uint64_t seed = 1;          // data order (and the augmentation's draws)
+  Augmentation augment;       // applied to each gathered batch (none by default)
 };
 
 struct Batch {
@@ -89,7 +92,7 @@ class BatchLoader {
   void StopAndJoin();
   void WorkerLoop();
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Batch Gather(const at::Tensor& permutation, int64_t index) const;
+  Batch Gather(const at::Tensor& permutation, int64_t epoch, int64_t index) const;
 
   const Dataset data_;
   const ShardSpec shard_;
@@ -104,6 +107,7 @@ class BatchLoader {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by StartEpoch; late batches of older ones are dropped
   at::Tensor permutation_ ABSL_GUARDED_BY(mu_);   // of the current epoch
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_to_claim_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_to_return_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, Batch> ready_ ABSL_GUARDED_BY(mu_);                // gathered, by batch index

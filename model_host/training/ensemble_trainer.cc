@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -165,17 +166,33 @@ StatusOr<StepStats> EnsembleTrainer::Step(const at::Tensor& host_images, const a
 Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_rows) {
   torch::NoGradGuard no_grad;
   Evaluation result;
+  using Clock = std::chrono::steady_clock;
   for (torch::jit::Module& module : modules_) {
     module.eval();
     std::vector<at::Tensor> parts;
+    std::vector<double> full, all;  // seconds per row of each batch
     for (int64_t begin = 0; begin < images.size(0); begin += batch_rows) {
-      at::Tensor rows = images.narrow(0, begin, std::min(batch_rows, images.size(0) - begin));
+      const int64_t n = std::min(batch_rows, images.size(0) - begin);
+      at::Tensor rows = images.narrow(0, begin, n);
       if (!device_.is_cpu()) rows = rows.to(device_);
+      if (begin == 0) module.forward({rows});  // warm-up, untimed
+      const Clock::time_point start = Clock::now();
       at::Tensor probs = module.forward({rows}).toTensor();  // the served entry point
-      parts.push_back(probs.is_cpu() ? probs : probs.to(at::kCPU));
+      parts.push_back(probs.is_cpu() ? probs : probs.to(at::kCPU));  // (the copy waits for a GPU)
+      const double per_row = std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(n);
+      all.push_back(per_row);
+      if (n == batch_rows) full.push_back(per_row);
     }
     module.train();
-    result.members.push_back(at::cat(parts));
+    result.members.push_back(parts.empty() ? at::empty({0, 0}) : at::cat(parts));
+    std::vector<double>& times = full.empty() ? all : full;
+    double median = 0;
+    if (!times.empty()) {
+      std::sort(times.begin(), times.end());
+      const size_t mid = times.size() / 2;
+      median = times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+    }
+    result.member_seconds_per_row.push_back(median);
   }
   result.ensemble = CombineMembers(result.members, config_.ensemble.combine);
   return result;

@@ -58,10 +58,16 @@ struct StepStats {
 };
 
 // Class probabilities [N, classes] of each member and of the ensemble
-// (combined as the server combines them), in the rows' order.
+// (combined as the server combines them), in the rows' order, and each
+// member's forward time per row: the median over the evaluation's full-size
+// batches (all batches when none is full) of the batch's wall time / rows,
+// after one untimed warm-up batch (TorchScript's profiling executor
+// optimises a method on its first calls). A median, so a burst of other work
+// on the machine during one batch does not decide the cascade's order.
 struct Evaluation {
   std::vector<at::Tensor> members;
   at::Tensor ensemble;
+  std::vector<double> member_seconds_per_row;
 };
 
 // Combines member probabilities as the router's EnsembleCombiner does:

@@ -5,11 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <thread>
@@ -65,18 +67,40 @@ int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
     spdlog::error("{}", devices.status().message());
     return 2;
   }
-  const int world = static_cast<int>(devices->size());
+  // This node's ranks: global ranks node_rank * per_node + local rank.
+  const int per_node = static_cast<int>(devices->size());
+  const int nnodes = options.nnodes;
+  const int node = options.node_rank;
+  const int world = nnodes * per_node;
+  const bool multi_node = nnodes > 1;
+  const std::string node_name = multi_node ? fmt::format("node {} of {}: ", node, nnodes) : "";
+  // The store: on one machine a free loopback port. Across machines node
+  // 0 hosts it on MASTER_PORT (torch 1.13's TCPStore listens on every
+  // address of the machine), and the other nodes' ranks connect to
+  // MASTER_ADDR; their launchers host nothing.
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
   c10::intrusive_ptr<c10d::TCPStore> store;
-  try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = 0;  // a free port
-    store_options.isServer = true;
-    store_options.waitWorkers = false;
-    store_options.timeout = std::chrono::milliseconds(config.distributed.collective_timeout_ms);
-    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
-  } catch (const std::exception& e) {
-    spdlog::error("cannot start the rendezvous store: {}", e.what());
-    return 1;
+  if (!multi_node || node == 0) {
+    try {
+      c10d::TCPStoreOptions store_options;
+      store_options.port = static_cast<std::uint16_t>(multi_node ? options.master_port : 0);  // 0: a free port
+      store_options.isServer = true;
+      store_options.waitWorkers = false;
+      store_options.timeout = std::chrono::milliseconds(config.distributed.collective_timeout_ms);
+      store = c10::make_intrusive<c10d::TCPStore>(multi_node ? options.master_addr : master_addr, store_options);
+    } catch (const std::exception& e) {
+      spdlog::error("{}cannot start the rendezvous store{}: {}", node_name,
+                    multi_node ? fmt::format(" on port {}", options.master_port) : "", e.what());
+      return 1;
+    }
+    master_port = store->getPort();
+  }
+  if (multi_node) {
+    master_addr = options.master_addr;
+    master_port = options.master_port;
+    spdlog::info("{}ranks {}..{} of {}; {} store at {}:{}", node_name, node * per_node, (node + 1) * per_node - 1,
+                 world, node == 0 ? "hosting the" : "node 0's", master_addr, master_port);
   }
 
   struct sigaction action {};
@@ -86,22 +110,23 @@ int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
 
   const std::vector<int> cpus = OnlineCpus();
   std::vector<RankProcess> ranks;
-  for (int rank = 0; rank < world; ++rank) {
+  for (int local = 0; local < per_node; ++local) {
+    const int rank = node * per_node + local;
     RankEnv env;
     env.rank = rank;
     env.world_size = world;
-    env.local_rank = rank;
-    env.local_world_size = world;
-    env.master_addr = "127.0.0.1";
-    env.master_port = store->getPort();
+    env.local_rank = local;
+    env.local_world_size = per_node;
+    env.master_addr = master_addr;
+    env.master_port = master_port;
     env.agent_store = true;
     LaunchSpec spec;
     spec.binary = ExecutableDir() + "/ensemble-train";
     spec.args = argv;
     spec.env = RankEnvironment(env);
-    const bool cpu = (*devices)[rank].rfind("cpu", 0) == 0;
+    const bool cpu = (*devices)[local].rfind("cpu", 0) == 0;
     if (cpu) {
-      spec.cpu_affinity = CpusOfRank(cpus, rank, world);
+      spec.cpu_affinity = CpusOfRank(cpus, local, per_node);
       const std::string threads = std::to_string(std::max<size_t>(1, spec.cpu_affinity.size()));
       spec.env.emplace_back("ES_TRAIN_PINNED", "1");
       spec.env.emplace_back("OMP_NUM_THREADS", threads);
@@ -114,7 +139,7 @@ int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
       for (const RankProcess& started : ranks) waitpid(started.pid, nullptr, 0);
       return 1;
     }
-    spdlog::info("rank {} on {}: pid {}", rank, (*devices)[rank], *pid);
+    spdlog::info("{}rank {} on {}: pid {}", node_name, rank, (*devices)[local], *pid);
     ranks.push_back({rank, *pid, std::nullopt});
   }
 
@@ -122,7 +147,7 @@ int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
       std::chrono::milliseconds(config.distributed.collective_timeout_ms) + kGrace;
   std::optional<Clock::time_point> kill_at;
   int forwarded = 0;
-  int running = world;
+  int running = per_node;
   while (running > 0) {
     const int signal = g_forward_signal.exchange(0);
     if (signal != 0) {
@@ -174,6 +199,18 @@ int LaunchLocalRanks(const TrainOptions& options, const TrainConfig& config,
     all_usage = all_usage && WIFEXITED(status) && WEXITSTATUS(status) == 2;
   }
   if (!failed) return 0;
+  if (multi_node) {
+    // The ranks' own lines say what failed (often a rank on another node:
+    // "a peer rank died, or a collective passed its timeout", or node 0's
+    // store that never answered).
+    std::error_code ec;
+    const bool checkpoint = std::filesystem::exists(CheckpointPath(options.out), ec);
+    spdlog::error("{}training stopped (a rank here failed; see above). When every node is back, run the same "
+                  "command on every node {}",
+                  node_name,
+                  checkpoint ? "with --resume to continue from the last checkpoint"
+                             : "again (no checkpoint was written: nothing to resume)");
+  }
   if (forwarded != 0) return 128 + forwarded;
   return all_usage ? 2 : 1;
 }

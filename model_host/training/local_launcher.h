@@ -6,6 +6,16 @@
 // being this same binary with the same flags plus torchrun's variables, and
 // watches them.
 //
+// Several machines (options.nnodes > 1, what torchrun's agent does for a
+// static rendezvous): one launcher per machine, each starting its own
+// devices' ranks as global ranks node_rank * P + 0..P-1 of nnodes * P (P =
+// the number of --devices). Node 0's launcher hosts the store on
+// master_port; every rank connects to master_addr:master_port. A launcher
+// watches only its own ranks: a node that dies makes the other nodes' ranks
+// fail their next collective (at once when its connections close, within
+// the collective timeout when it vanished), and their launchers exit 1
+// telling the user to run again with --resume on every node.
+//
 // CPU ranks are pinned to disjoint CPU sets (cpu:N on C CPUs: rank i gets
 // CPUs i, i+N, ...; more ranks than CPUs share them round-robin).
 //

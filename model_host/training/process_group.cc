@@ -8,6 +8,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 
@@ -16,6 +22,7 @@ namespace {
 
 constexpr const char* kRankVariables[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                           "MASTER_ADDR", "MASTER_PORT"};
+constexpr const char* kPerProcessVariables[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
 
 StatusOr<int> ReadIntVariable(const char* name, int min, int max) {
   const char* text = std::getenv(name);
@@ -34,24 +41,83 @@ bool IsLoopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
 }
 
+// The local address this machine sends from to reach `host` (a UDP
+// connect() sends nothing; the kernel picks the route and its source
+// address), so the address the other machines can reach this rank at;
+// "" when `host` does not resolve or has no route.
+std::string LocalAddressTowards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  // Any port: only the route matters.
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return "";
+  std::string address;
+  for (addrinfo* a = found; a != nullptr && address.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    char text[INET6_ADDRSTRLEN] = {};
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        getnameinfo(reinterpret_cast<sockaddr*>(&local), length, text, sizeof(text), nullptr, 0,
+                    NI_NUMERICHOST) == 0) {
+      address = text;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return address;
+}
+
+// The Gloo device: the interfaces in GLOO_SOCKET_IFNAME (as PyTorch does);
+// else loopback on one machine; else the address of the route to
+// MASTER_ADDR. Not the hostname's address, which is what Gloo's default
+// would take: Debian maps the hostname to 127.0.1.1 (here 127.0.0.1), and
+// the other machines would then be told to connect to their own loopback.
+std::vector<std::shared_ptr<::gloo::transport::Device>> GlooDevices(const std::string& master_addr) {
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+  const char* interfaces = std::getenv("GLOO_SOCKET_IFNAME");
+  if (interfaces != nullptr && *interfaces != '\0') {
+    std::string list = interfaces;
+    size_t begin = 0;
+    while (begin <= list.size()) {
+      const size_t comma = std::min(list.find(',', begin), list.size());
+      if (comma > begin) {
+        devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(begin, comma - begin)));
+      }
+      begin = comma + 1;
+    }
+    if (!devices.empty()) return devices;
+  }
+  if (IsLoopback(master_addr)) {
+    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    return devices;
+  }
+  const std::string local = LocalAddressTowards(master_addr);
+  devices.push_back(local.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                  : c10d::ProcessGroupGloo::createDeviceForHostname(local));
+  return devices;
+}
+
 }  // namespace
 
 StatusOr<std::optional<RankEnv>> RankEnvFromEnvironment() {
-  int set = 0;
+  // RANK, WORLD_SIZE, LOCAL_RANK or LOCAL_WORLD_SIZE make this process one
+  // rank; MASTER_ADDR and MASTER_PORT alone are also a node launcher's
+  // (NNODES > 1), so they do not.
+  bool per_process = false;
+  for (const char* name : kPerProcessVariables) per_process = per_process || std::getenv(name) != nullptr;
+  if (!per_process) return std::optional<RankEnv>();
   std::string missing;
   for (const char* name : kRankVariables) {
-    if (std::getenv(name) != nullptr) {
-      ++set;
-    } else {
-      missing += (missing.empty() ? "" : ", ") + std::string(name);
-    }
+    if (std::getenv(name) == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
   }
-  if (set == 0) return std::optional<RankEnv>();
   if (!missing.empty()) {
     return Status::InvalidArgument(
         "some of torchrun's rank variables are set but not " + missing +
         "; set all of RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT "
-        "or none (to let ensemble-train launch its own ranks)");
+        "or none of the first four (to let ensemble-train launch its own ranks)");
   }
   RankEnv env;
   const std::pair<const char*, int*> ints[] = {{"WORLD_SIZE", &env.world_size},
@@ -134,11 +200,7 @@ StatusOr<c10::intrusive_ptr<CollectiveGroup>> MakeProcessGroup(
 #endif
     }
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    // On one machine bind loopback: resolving the hostname may pick an
-    // interface that is down or firewalled.
-    options->devices.push_back(IsLoopback(master_addr)
-                                   ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                   : c10d::ProcessGroupGloo::createDefaultDevice());
+    options->devices = GlooDevices(master_addr);
     options->threads = 2;
     return c10::intrusive_ptr<CollectiveGroup>(
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options));

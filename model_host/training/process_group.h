@@ -49,9 +49,10 @@ struct RankEnv {
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT: part of the store prefix
 };
 
-// std::nullopt when none of torchrun's variables is set (ensemble-train then
-// launches its own ranks); an error naming the variable when the set is
-// partial or a value is malformed or out of range.
+// std::nullopt when none of RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+// is set (ensemble-train then launches its own ranks; MASTER_ADDR and
+// MASTER_PORT alone are a node launcher's); an error naming the variable
+// when the set is partial or a value is malformed or out of range.
 StatusOr<std::optional<RankEnv>> RankEnvFromEnvironment();
 
 // The variables that make a child process rank `env.rank` (for Spawn()).
@@ -64,7 +65,10 @@ StatusOr<c10::intrusive_ptr<c10d::Store>> Rendezvous(const RankEnv& env, const s
 
 // The collective group over `store`: "cpu" -> Gloo, "cuda" -> NCCL (the
 // caller has made this rank's GPU the current device). Blocks until all
-// `world_size` ranks joined or `timeout` passed.
+// `world_size` ranks joined or `timeout` passed. Gloo listens on the
+// interfaces of GLOO_SOCKET_IFNAME (comma-separated) if set; else on
+// loopback when `master_addr` is a loopback address; else on the address of
+// this machine's route to master_addr (the one other machines reach it at).
 StatusOr<c10::intrusive_ptr<CollectiveGroup>> MakeProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     const std::string& device_kind, const std::string& master_addr,

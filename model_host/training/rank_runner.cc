@@ -137,6 +137,9 @@ class RankRun {
   Status Prepare();
   Status CheckSameRun(const CheckpointData& saved, const std::string& path) const;
   Status Train();
+  // Every rank compares its final parameters with all the others' (a
+  // collective): the check that data-parallel training kept them identical.
+  Status CheckRanksAgree();
   Status Finish();
   // The whole run's times so far: the earlier processes' plus this one's.
   RunTimes TimesSoFar(Clock::time_point train_start) const;
@@ -158,6 +161,7 @@ class RankRun {
   RunTimes run_times_;        // the whole run's, once Train() is done
   bool stopped_early_ = false;
   bool nothing_left_ = false;  // resumed a finished run
+  double divergence_ = 0;      // CheckRanksAgree()'s
 };
 
 RunTimes RankRun::TimesSoFar(Clock::time_point train_start) const {
@@ -194,7 +198,7 @@ Status RankRun::Prepare() {
   if (!group.ok()) return group.status();
   group_ = std::move(group).value();
 
-  ShardSpec shard{env_.rank, env_.world_size, config_.optim.batch_size, config_.optim.seed};
+  ShardSpec shard{env_.rank, env_.world_size, config_.optim.batch_size, config_.optim.seed, config_.data.augment};
   ES_RETURN_IF_ERROR(ValidateShardSpec(data_.train, shard));
   loader_ = std::make_unique<BatchLoader>(data_.train, shard, config_.data.loader_threads,
                                           config_.data.prefetch_batches);
@@ -341,6 +345,20 @@ Status RankRun::Train() {
   return Status::Ok();
 }
 
+Status RankRun::CheckRanksAgree() {
+  StatusOr<double> divergence = trainer_->reducer().ParameterDivergence();
+  if (!divergence.ok()) return divergence.status();
+  divergence_ = *divergence;
+  if (env_.rank != 0) return Status::Ok();
+  if (divergence_ == 0) {
+    spdlog::info("all {} rank(s) hold identical parameters", env_.world_size);
+  } else {
+    spdlog::warn("the ranks' parameters differ by up to {:.3g} (each rank should hold the same weights)",
+                 divergence_);
+  }
+  return Status::Ok();
+}
+
 Status RankRun::Finish() {
   metrics_->EndProgressLine();
   if (env_.rank != 0) return Status::Ok();
@@ -365,12 +383,14 @@ Status RankRun::Finish() {
   const double timed = static_cast<double>(std::max<int64_t>(run_times_.steps_timed, 1));
   report.mean_step_seconds = run_times_.step_seconds_sum / timed;
   report.mean_allreduce_seconds = run_times_.allreduce_seconds_sum / timed;
+  report.parameter_divergence = divergence_;
 
   StatusOr<std::vector<std::string>> devices = ParseDevices(options_.devices);
   if (!devices.ok()) return devices.status();
   trainer_->MoveToCpu();  // the served repository loads on any host
+  const std::optional<CascadeVariant> cascade = ChosenCascade(report);  // ordered by rank 0's timings
   ES_RETURN_IF_ERROR(
-      WriteTrainedRepository(options_.out, config_, trainer_->modules(), *devices));
+      WriteTrainedRepository(options_.out, config_, trainer_->modules(), *devices, cascade));
   ES_RETURN_IF_ERROR(WriteReport(options_.out, report, evaluation, data_.test.images,
                                  data_.test.labels, kSampleRows));
   std::cout << "\nTest set (" << data_.test.size() << " rows):\n" << FormatReport(report)
@@ -378,7 +398,8 @@ Status RankRun::Finish() {
             << "--config " << (std::filesystem::path(options_.out) / "server.yaml").string()
             << ")\n";
   if (!options_.publish.empty()) {
-    StatusOr<std::vector<std::string>> published = PublishTrained(options_.publish, config_, trainer_->modules());
+    StatusOr<std::vector<std::string>> published =
+        PublishTrained(options_.publish, config_, trainer_->modules(), cascade);
     if (!published.ok()) return published.status();
     std::cout << "published into " << options_.publish << ":\n";
     for (const std::string& line : *published) std::cout << "  " << line << "\n";
@@ -390,6 +411,7 @@ Status RankRun::Finish() {
 int RankRun::Run() {
   Status status = Prepare();
   if (status.ok()) status = Train();
+  if (status.ok()) status = CheckRanksAgree();
   if (status.ok()) status = Finish();
   if (!status.ok()) {
     spdlog::error("{}", status.message());

@@ -42,7 +42,7 @@ Status ParseData(const yaml::Field& field, DataSpec* data) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"dataset", "path", "synthetic_train_rows",
                                             "synthetic_test_rows", "loader_threads",
-                                            "prefetch_batches"}));
+                                            "prefetch_batches", "augment"}));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "dataset", &data->dataset));
   ES_RETURN_IF_ERROR(CheckOneOf(field, "dataset", data->dataset, {"fashion-mnist", "synthetic"}));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "path", &data->path));
@@ -51,7 +51,12 @@ Status ParseData(const yaml::Field& field, DataSpec* data) {
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "synthetic_test_rows", int64_t{1},
                                            int64_t{1} << 24, &data->synthetic_test_rows));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "loader_threads", 1, 64, &data->loader_threads));
-  return yaml::ReadOptionalInt(field, "prefetch_batches", 1, 1024, &data->prefetch_batches);
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "prefetch_batches", 1, 1024, &data->prefetch_batches));
+  const yaml::Field augment = yaml::Child(field, "augment");
+  if (!augment.present()) return Status::Ok();
+  ES_RETURN_IF_ERROR(yaml::CheckMap(augment, {"shift", "flip"}));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(augment, "shift", 0, 8, &data->augment.shift));
+  return yaml::ReadOptionalBool(augment, "flip", &data->augment.flip);
 }
 
 Status ParseOptim(const yaml::Field& field, OptimSpec* optim) {
@@ -172,6 +177,11 @@ StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {
     if (member.name == config.ensemble.name) {
       return yaml::Error(yaml::Child(yaml::Child(*root, "ensemble"), "name"),
                          "the ensemble's name '" + member.name + "' is also a member's name");
+    }
+    if (member.name == config.ensemble.name + "_cascade") {  // the cascade variant's folder
+      return yaml::Error(yaml::Child(yaml::Child(*root, "ensemble"), "name"),
+                         "member '" + member.name + "' has the name of the ensemble's cascade variant (" +
+                             config.ensemble.name + "_cascade)");
     }
   }
   return config;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model_host/training/augmentation.h"
 
 namespace es {
 
@@ -32,6 +33,7 @@ struct DataSpec {
   int64_t synthetic_test_rows = 1024;
   int loader_threads = 1;    // background threads gathering batches
   int prefetch_batches = 4;  // batches queued ahead of the training step
+  Augmentation augment;      // `augment: {shift: 2, flip: true}`; none by default
 };
 
 struct OptimSpec {

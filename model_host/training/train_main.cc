@@ -3,9 +3,10 @@
 //
 //   ensemble-train --config config/train-fashion-mnist.yaml --devices cpu:2 --out trained
 //
-// Without torchrun's variables it launches its own ranks (local_launcher.h);
-// with them (under torchrun or a scheduler) it is that one rank
-// (rank_runner.h). Exit codes: 0 trained, 1 failed, 2 usage or config error.
+// Without torchrun's variables it launches its own ranks (local_launcher.h),
+// this machine's share of a several-machine run with --nnodes/--node-rank
+// (NNODES/NODE_RANK); with RANK etc. (under torchrun or a scheduler) it is
+// that one rank (rank_runner.h). Exit codes: 0 trained, 1 failed, 2 usage or config error.
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -91,6 +92,24 @@ int main(int argc, char** argv) {
                  "redrawn every second)")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
+  // Several machines, spelled as torchrun's flags; the variables are what
+  // a job script or Slurm (via srun's SLURM_* variables) sets.
+  app.add_option("--nnodes", options.nnodes,
+                 "Machines in the run; this process launches this machine's ranks (one per --devices entry)")
+      ->envname("NNODES")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--node-rank", options.node_rank, "This machine's index in [0, --nnodes); node 0 hosts the store")
+      ->envname("NODE_RANK")
+      ->check(CLI::Range(0, 4095))
+      ->capture_default_str();
+  app.add_option("--master-addr", options.master_addr,
+                 "Node 0's address as every machine reaches it (needed with --nnodes > 1)")
+      ->envname("MASTER_ADDR");
+  app.add_option("--master-port", options.master_port, "The store's port on node 0")
+      ->envname("MASTER_PORT")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
   app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -120,8 +139,20 @@ int main(int argc, char** argv) {
     std::cerr << "ensemble-train: " << env.status().message() << "\n";
     return 2;
   }
+  if (!env->has_value()) {
+    if (options.node_rank >= options.nnodes) {
+      std::cerr << "ensemble-train: --node-rank (NODE_RANK) " << options.node_rank << " is not below --nnodes (NNODES) "
+                << options.nnodes << "\n";
+      return 2;
+    }
+    if (options.nnodes > 1 && options.master_addr.empty()) {
+      std::cerr << "ensemble-train: --nnodes " << options.nnodes
+                << " needs --master-addr (MASTER_ADDR): node 0's address as every machine reaches it\n";
+      return 2;
+    }
+  }
   // Every rank takes an equal share of each global batch.
-  const int world = env->has_value() ? (*env)->world_size : static_cast<int>(devices->size());
+  const int world = env->has_value() ? (*env)->world_size : options.nnodes * static_cast<int>(devices->size());
   if (config->optim.batch_size % world != 0) {
     std::cerr << "ensemble-train: " << options.config_path << ": training.batch_size "
               << config->optim.batch_size << " does not split evenly over " << world
@@ -134,7 +165,9 @@ int main(int argc, char** argv) {
   }
 
   // The launcher: checks the output folder once, then starts the ranks.
-  if (!CheckOutputFolder(options, /*may_remove=*/true)) return 2;
+  // Only global rank 0 writes in --out (checkpoints, the repository), so
+  // with several machines sharing it only node 0 removes anything there.
+  if (!CheckOutputFolder(options, /*may_remove=*/options.node_rank == 0)) return 2;
   std::error_code ec;
   fs::create_directories(options.out, ec);
   if (ec) {

@@ -27,6 +27,14 @@ struct TrainOptions {
   std::string log_level = "info";
   // Progress when stderr is not a terminal: one log line this often.
   double progress_every_s = 10;
+  // A run over several machines (torchrun's static rendezvous): this
+  // process launches its node's ranks, node 0 hosting the store on
+  // master_port (all addresses), the others' ranks connecting to
+  // master_addr. nnodes 1: one machine, the store on a free loopback port.
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;  // node 0's address as the other nodes reach it
+  int master_port = 29500;  // torchrun's default
 };
 
 // "cpu:2" -> {"cpu:0", "cpu:1"}; "cuda:0,1" -> {"cuda:0", "cuda:1"}; an error

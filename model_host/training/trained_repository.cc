@@ -8,12 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "model_host/served_config.h"
 
 namespace es {
 namespace fs = std::filesystem;
 namespace {
+
+constexpr double kCascadeTolerancePoints = 0.1;  // accuracy points the cascade may lose (issue 16)
 
 std::string ServerYaml(const std::vector<std::string>& host_devices) {
   std::string yaml =
@@ -44,10 +47,69 @@ std::vector<float> Row(const at::Tensor& tensor, int64_t row) {
 
 void WriteJson(const fs::path& path, const nlohmann::json& json) { WriteTextFile(path.string(), json.dump(2) + "\n"); }
 
+std::string Threshold(double t) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.6g", t);
+  return text;
+}
+
+std::string StagesText(const std::vector<std::vector<std::string>>& stages) {
+  std::string text = "[";
+  for (size_t s = 0; s < stages.size(); ++s) {
+    text += s > 0 ? ", [" : "[";
+    for (size_t m = 0; m < stages[s].size(); ++m) text.append(m > 0 ? ", " : "").append(stages[s][m]);
+    text += "]";
+  }
+  return text + "]";
+}
+
+// Writes the cascade variant's folder `parent/<variant>` (its config.yaml).
+void WriteCascadeFolder(const fs::path& folder, int64_t max_batch_size, const CascadeVariant& variant) {
+  fs::create_directories(folder);
+  WriteTextFile((folder / "config.yaml").string(), CascadeEnsembleYaml(max_batch_size, variant));
+}
+
 }  // namespace
 
+std::string CascadeVariantName(const std::string& ensemble_name) { return ensemble_name + "_cascade"; }
+
+std::optional<CascadeVariant> ChosenCascade(const TrainReport& report) {
+  if (!report.cascade) return std::nullopt;
+  const CascadeSweep& sweep = *report.cascade;
+  CascadeVariant variant;
+  variant.name = CascadeVariantName(report.ensemble.name);
+  for (const std::vector<size_t>& stage : sweep.stages) {
+    std::vector<std::string> names;
+    for (size_t m : stage) names.push_back(report.members[m].name);
+    variant.stages.push_back(std::move(names));
+  }
+  variant.exit_threshold = sweep.thresholds[sweep.chosen].threshold;
+  return variant;
+}
+
+std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& variant) {
+  std::vector<std::string> members;
+  for (const std::vector<std::string>& stage : variant.stages) {
+    members.insert(members.end(), stage.begin(), stage.end());
+  }
+  std::string yaml = ClassifierEnsembleYaml(max_batch_size, members, "cascade");
+  // The cascade's keys go right under `combine:` (the one shared writer of
+  // the tensors and the member list stays the only one).
+  const std::string combine = "  combine: cascade\n";
+  const size_t at = yaml.find(combine);
+  if (at == std::string::npos) throw std::runtime_error("ClassifierEnsembleYaml wrote no '  combine: cascade' line");
+  yaml.insert(at + combine.size(), "  exit_threshold: " + Threshold(variant.exit_threshold) +
+                                       "\n  stages: " + StagesText(variant.stages) + "\n");
+  return "# Written by ensemble-train: the cascade variant of the ensemble beside it. Members\n"
+         "# cheapest first (forward time per row on the test set); exit_threshold is the\n"
+         "# smallest of the sweep whose test accuracy was within 0.1 points of the full\n"
+         "# ensemble's (report.json, \"cascade\").\n" +
+         yaml;
+}
+
 Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
-                              std::vector<torch::jit::Module>& modules, const std::vector<std::string>& host_devices) {
+                              std::vector<torch::jit::Module>& modules, const std::vector<std::string>& host_devices,
+                              const std::optional<CascadeVariant>& cascade) {
   try {
     std::vector<std::string> names;
     for (size_t i = 0; i < modules.size(); ++i) {
@@ -65,6 +127,9 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
     fs::create_directories(ensemble);
     WriteTextFile((ensemble / "config.yaml").string(),
                   ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine));
+    const fs::path variant = fs::path(dir) / CascadeVariantName(config.ensemble.name);
+    fs::remove_all(variant);
+    if (cascade) WriteCascadeFolder(variant, config.ensemble.max_batch_size, *cascade);
     WriteTextFile((fs::path(dir) / "server.yaml").string(), ServerYaml(host_devices));
   } catch (const std::exception& e) {
     return Status::Internal("writing the model repository " + dir + ": " + e.what());
@@ -89,7 +154,8 @@ int64_t HighestVersion(const fs::path& model_dir) {
 }  // namespace
 
 StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
-                                                  std::vector<torch::jit::Module>& modules) {
+                                                  std::vector<torch::jit::Module>& modules,
+                                                  const std::optional<CascadeVariant>& cascade) {
   const fs::path staging = fs::path(repo) / (".publish-" + std::to_string(getpid()));
   std::vector<std::string> published;
   try {
@@ -128,6 +194,21 @@ StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const
     } else {
       published.push_back(config.ensemble.name + ": config.yaml kept (it follows its members' newest versions)");
     }
+    if (cascade) {
+      const fs::path variant = fs::path(repo) / cascade->name;
+      const std::string chose =
+          "exit_threshold " + Threshold(cascade->exit_threshold) + ", stages " + StagesText(cascade->stages);
+      if (!fs::exists(variant / "config.yaml")) {
+        const fs::path staged = staging / cascade->name;
+        WriteCascadeFolder(staged, config.ensemble.max_batch_size, *cascade);
+        fs::rename(staged, variant);
+        published.push_back(cascade->name + ": new cascade (" + chose + ")");
+      } else {
+        // Like the ensemble's: the user's file (hosts, a threshold of their
+        // own) wins; this run's choice is said, not imposed.
+        published.push_back(cascade->name + ": config.yaml kept; this run's sweep chose " + chose);
+      }
+    }
     fs::remove_all(staging);
   } catch (const std::exception& e) {
     std::error_code ec;
@@ -137,12 +218,98 @@ StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const
   return published;
 }
 
+namespace {
+
+// report.json's "cascade": costs in microseconds of forward time per row.
+nlohmann::json CascadeJson(const TrainReport& report) {
+  const CascadeSweep& sweep = *report.cascade;
+  const std::optional<CascadeVariant> variant = ChosenCascade(report);
+  nlohmann::json json;
+  json["variant"] = variant->name;
+  json["stages"] = variant->stages;
+  json["cost_unit"] = "microseconds of forward time per row (median over the evaluation's batches, rank 0)";
+  for (size_t m = 0; m < sweep.costs.size(); ++m) json["costs"][report.members[m].name] = 1e6 * sweep.costs[m];
+  json["full_ensemble"] = {{"accuracy", sweep.full_accuracy}, {"nll", sweep.full_nll}, {"cost", 1e6 * sweep.full_cost}};
+  json["tolerance_points"] = sweep.tolerance_points;
+  json["thresholds"] = nlohmann::json::array();
+  for (const CascadeThresholdResult& t : sweep.thresholds) {
+    json["thresholds"].push_back({{"threshold", t.threshold},
+                                  {"accuracy", t.accuracy},
+                                  {"nll", t.nll},
+                                  {"mean_member_cost", 1e6 * t.mean_member_cost},
+                                  {"cost_fraction", t.cost_fraction},
+                                  {"exits_per_stage", t.exits_per_stage}});
+  }
+  const CascadeThresholdResult& chosen = sweep.thresholds[sweep.chosen];
+  json["chosen"] = {{"threshold", chosen.threshold},
+                    {"accuracy", chosen.accuracy},
+                    {"cost_fraction", chosen.cost_fraction},
+                    {"within_tolerance", sweep.chosen_within_tolerance}};
+  return json;
+}
+
+std::string FormatCascade(const TrainReport& report) {
+  if (!report.cascade) return "cascade: not swept (" + report.cascade_error + ")\n";
+  const CascadeSweep& sweep = *report.cascade;
+  const std::optional<CascadeVariant> variant = ChosenCascade(report);
+  std::string text = "\nCascade (" + variant->name + "), stages cheapest first by forward time per row:";
+  char line[256];
+  bool first = true;
+  for (const std::vector<size_t>& stage : sweep.stages) {
+    for (size_t m : stage) {
+      std::snprintf(line, sizeof(line), "%s %s %.1f us", first ? "" : ",", report.members[m].name.c_str(),
+                    1e6 * sweep.costs[m]);
+      text += line;
+      first = false;
+    }
+  }
+  std::snprintf(line, sizeof(line), "\nfull ensemble: %.2f%%, NLL %.4f, %.1f us per row\n", 100.0 * sweep.full_accuracy,
+                sweep.full_nll, 1e6 * sweep.full_cost);
+  text += line;
+  std::snprintf(line, sizeof(line), "%9s %9s %8s %11s %8s  %s\n", "threshold", "accuracy", "NLL", "us per row",
+                "of full", "exits per stage");
+  text += line;
+  for (const CascadeThresholdResult& t : sweep.thresholds) {
+    std::string exits;
+    for (int64_t e : t.exits_per_stage) exits.append(exits.empty() ? "" : "/").append(std::to_string(e));
+    std::snprintf(line, sizeof(line), "%9.3f %8.2f%% %8.4f %11.1f %7.1f%%  %s\n", t.threshold, 100.0 * t.accuracy,
+                  t.nll, 1e6 * t.mean_member_cost, 100.0 * t.cost_fraction, exits.c_str());
+    text += line;
+  }
+  const CascadeThresholdResult& chosen = sweep.thresholds[sweep.chosen];
+  std::snprintf(line, sizeof(line),
+                "chosen: exit_threshold %s, %.2f%% (%+.2f points), %.1f%% of the full ensemble's cost",
+                Threshold(chosen.threshold).c_str(), 100.0 * chosen.accuracy,
+                100.0 * (chosen.accuracy - sweep.full_accuracy), 100.0 * chosen.cost_fraction);
+  text += line;
+  std::snprintf(line, sizeof(line),
+                sweep.chosen_within_tolerance ? " (the smallest within %g points)\n"
+                                              : " (none within %g points: the largest threshold)\n",
+                sweep.tolerance_points);
+  text += line;
+  return text;
+}
+
+}  // namespace
+
 TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation, const at::Tensor& labels) {
   TrainReport report;
   for (size_t i = 0; i < evaluation.members.size(); ++i) {
     report.members.push_back({config.members[i].name, ScoreClassifier(evaluation.members[i], labels)});
   }
   report.ensemble = {config.ensemble.name, ScoreClassifier(evaluation.ensemble, labels)};
+  if (evaluation.member_seconds_per_row.size() != evaluation.members.size()) {
+    report.cascade_error = "the evaluation has no member timings";
+    return report;
+  }
+  const std::vector<double>& costs = evaluation.member_seconds_per_row;
+  StatusOr<CascadeSweep> sweep = SweepCascade(evaluation.members, labels, costs, StagesCheapestFirst(costs),
+                                              DefaultCascadeThresholds(), kCascadeTolerancePoints);
+  if (sweep.ok()) {
+    report.cascade = std::move(sweep).value();
+  } else {
+    report.cascade_error = sweep.status().message();
+  }
   return report;
 }
 
@@ -160,11 +327,17 @@ Status WriteReport(const std::string& dir, const TrainReport& report, const Eval
     json["mean_allreduce_seconds"] = report.mean_allreduce_seconds;
     json["allreduce_share_of_step"] =
         report.mean_step_seconds > 0 ? report.mean_allreduce_seconds / report.mean_step_seconds : 0;
+    json["parameter_divergence"] = report.parameter_divergence;
     for (const ScoredModel& member : report.members) {
       json["members"][member.name] = ScoresJson(member.scores);
     }
     json["ensemble"] = ScoresJson(report.ensemble.scores);
     json["ensemble"]["name"] = report.ensemble.name;
+    if (report.cascade) {
+      json["cascade"] = CascadeJson(report);
+    } else {
+      json["cascade"] = {{"error", report.cascade_error}};
+    }
     WriteJson(fs::path(dir) / "report.json", json);
 
     nlohmann::json samples = nlohmann::json::array();
@@ -214,6 +387,7 @@ std::string FormatReport(const TrainReport& report) {
                 report.train_seconds, 1e3 * report.mean_step_seconds, 1e3 * report.mean_allreduce_seconds,
                 report.mean_step_seconds > 0 ? 100.0 * report.mean_allreduce_seconds / report.mean_step_seconds : 0.0);
   text += line;
+  text += FormatCascade(report);
   return text;
 }
 

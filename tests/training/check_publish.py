@@ -179,6 +179,14 @@ def main():
             fail(f"{counts['failed']} requests failed during the rollout; the first: {counts['first_error']}", log_path)
         if after < before + 0.05:
             fail(f"accuracy did not rise by 5 points: {before:.3f} -> {after:.3f}", log_path)
+        # The cascade variant v1 wrote is kept (the summary says what v2's sweep chose) and serves v2's members.
+        if f"{ENSEMBLE}_cascade: config.yaml kept; this run's sweep chose exit_threshold" not in out:
+            fail(f"the publish summary does not mention the cascade variant:\n{out}")
+        response, _ = infer(f"{ENSEMBLE}_cascade", images[:BATCH])
+        used = response.parameters["member_versions"].string_param
+        if not used or any(not pair.endswith(":2") for pair in used.split(",")):
+            fail(f"the cascade variant answered with member versions {used!r}, not version 2", log_path)
+        print(f"{ENSEMBLE}_cascade through the server: member versions {used}")
         for name in os.listdir(repo):
             if name.startswith(".publish"):
                 fail(f"the staging folder {name} was left in the repository")

@@ -18,7 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -27,6 +29,7 @@
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 #include "tests/metrics/metrics_support.h"
+#include "tests/training/background_process.h"
 
 namespace es {
 namespace {
@@ -66,66 +69,7 @@ nlohmann::json ReadJson(const fs::path& path) {
 
 // A process started in the background with extra environment, its output
 // in a file; killed (with its process group) when the object goes.
-class Background {
- public:
-  Background(const std::vector<std::string>& argv,
-             const std::vector<std::pair<std::string, std::string>>& env, fs::path log)
-      : log_(std::move(log)) {
-    const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    std::vector<std::string> args = argv;
-    std::vector<char*> cargs;
-    for (auto& a : args) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-    pid_ = fork();
-    if (pid_ == 0) {
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      for (const std::string& e : env_strings) putenv(const_cast<char*>(e.c_str()));
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execv(cargs[0], cargs.data());
-      _exit(127);
-    }
-    ::close(fd);
-  }
-  ~Background() {
-    if (!status_) {
-      kill(-pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  std::string Log() const { return it::ReadTextFile(log_); }
-  // The wait status once it exited within `timeout`.
-  std::optional<int> Wait(milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (!status_ && Clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        status_ = status;
-      } else {
-        std::this_thread::sleep_for(milliseconds(20));
-      }
-    }
-    return status_;
-  }
-  // Waits until the log contains `needle`.
-  bool WaitForLog(const std::string& needle, milliseconds timeout) const {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      if (Log().find(needle) != std::string::npos) return true;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    return false;
-  }
-
- private:
-  fs::path log_;
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
+using Background = testing::BackgroundProcess;
 
 // ---- train then serve ------------------------------------------------------
 
@@ -139,7 +83,7 @@ TEST(TrainCommandTest, TrainedRepositoryIsServedAsIsAndAnswersAsTheTrainerEvalua
       << output;
   // The printed report: every model, and the ensemble's margin.
   for (const char* needle : {"syn_mlp", "syn_cnn", "syn_ensemble", "ensemble vs best member",
-                             "2 rank(s)", "server.yaml"}) {
+                             "2 rank(s)", "server.yaml", "Cascade (syn_ensemble_cascade)", "chosen: exit_threshold"}) {
     EXPECT_NE(output.find(needle), std::string::npos) << needle << "\n" << output;
   }
   const nlohmann::json report = ReadJson(out / "report.json");
@@ -180,6 +124,45 @@ TEST(TrainCommandTest, TrainedRepositoryIsServedAsIsAndAnswersAsTheTrainerEvalua
     expect_model(member, [member](const nlohmann::json& s) {
       return s["members"][member].get<std::vector<float>>();
     });
+  }
+
+  // The cascade variant the sweep chose: served as written, each row
+  // leaving at the stage the trainer's outputs and the threshold say, with
+  // the mean of the members it ran through.
+  const nlohmann::json& cascade = report["cascade"];
+  ASSERT_TRUE(cascade.contains("chosen")) << cascade.dump(2);
+  EXPECT_EQ(cascade["variant"], "syn_ensemble_cascade");
+  EXPECT_EQ(cascade["thresholds"].size(), 14u);
+  EXPECT_EQ(cascade["thresholds"].back()["threshold"], 1.0);
+  EXPECT_EQ(cascade["chosen"]["within_tolerance"], true);
+  EXPECT_GE(cascade["chosen"]["accuracy"].get<double>(), cascade["full_ensemble"]["accuracy"].get<double>() - 0.001);
+  const double threshold = cascade["chosen"]["threshold"];
+  std::vector<std::string> stages;
+  for (const auto& stage : cascade["stages"]) stages.push_back(stage[0]);
+  ASSERT_EQ(stages.size(), 2u);
+  inference::ModelInferRequest request = it::ImageRequest("syn_ensemble_cascade", images);
+  request.add_outputs()->set_name("probabilities");
+  request.add_outputs()->set_name("exit_stage");
+  it::InferResult result = it::Infer(*stub, request);
+  ASSERT_TRUE(result.status.ok()) << it::Describe(result.status);
+  it::Fp32Tensor answer;
+  ASSERT_TRUE(it::GetFp32Output(result.response, "probabilities", &answer));
+  ASSERT_EQ(answer.values.size(), samples.size() * 10);
+  ASSERT_EQ(result.response.outputs_size(), 2);
+  ASSERT_EQ(result.response.raw_output_contents(1).size(), samples.size() * sizeof(int32_t));
+  std::vector<int32_t> exits(samples.size());
+  std::memcpy(exits.data(), result.response.raw_output_contents(1).data(), exits.size() * sizeof(int32_t));
+  for (size_t row = 0; row < samples.size(); ++row) {
+    const std::vector<float> first = samples[row]["members"][stages[0]].get<std::vector<float>>();
+    const std::vector<float> second = samples[row]["members"][stages[1]].get<std::vector<float>>();
+    const bool sure = *std::max_element(first.begin(), first.end()) >= threshold;
+    EXPECT_EQ(exits[row], sure ? 0 : 1) << "row " << row;
+    std::vector<float> want = first;
+    if (!sure) {
+      for (size_t c = 0; c < want.size(); ++c) want[c] = (first[c] + second[c]) / 2;
+    }
+    const std::vector<float> served(answer.values.begin() + row * 10, answer.values.begin() + (row + 1) * 10);
+    EXPECT_LE(it::MaxAbsDiff(served, want), 1e-5) << "cascade row " << row;
   }
 }
 

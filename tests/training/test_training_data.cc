@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "model_host/training/augmentation.h"
 #include "model_host/training/batch_loader.h"
 #include "model_host/training/calibration.h"
 #include "model_host/training/fashion_mnist.h"
@@ -560,6 +561,79 @@ TEST(CalibrationTest, ClampsZeroProbabilityAndChecksInputs) {
   EXPECT_THROW(ScoreClassifier(p, at::tensor({0, 1}, at::kLong)), c10::Error);
   EXPECT_THROW(ScoreClassifier(p.view({2}), at::tensor({0}, at::kLong)), c10::Error);
   EXPECT_THROW(ScoreClassifier(p, at::tensor({0}, at::kLong), 0), c10::Error);
+}
+
+// ---- augmentation (augmentation.h) ----------------------------------------
+
+TEST(AugmentationTest, DrawsStayInRangeAreRepeatableAndVary) {
+  const Augmentation a{2, true};
+  std::set<int> dxs, dys;
+  int flips = 0;
+  for (int64_t p = 0; p < 2000; ++p) {
+    const RowTransform t = DrawTransform(a, 7, 3, p);
+    ASSERT_GE(t.dx, -2);
+    ASSERT_LE(t.dx, 2);
+    ASSERT_GE(t.dy, -2);
+    ASSERT_LE(t.dy, 2);
+    dxs.insert(t.dx);
+    dys.insert(t.dy);
+    flips += t.flip;
+    const RowTransform again = DrawTransform(a, 7, 3, p);
+    ASSERT_TRUE(again.dx == t.dx && again.dy == t.dy && again.flip == t.flip);
+  }
+  EXPECT_EQ(dxs.size(), 5u);
+  EXPECT_EQ(dys.size(), 5u);
+  EXPECT_GT(flips, 800);
+  EXPECT_LT(flips, 1200);
+  int differ = 0;
+  for (int64_t p = 0; p < 50; ++p) {
+    const RowTransform x = DrawTransform(a, 7, 3, p), y = DrawTransform(a, 7, 4, p);
+    differ += x.dx != y.dx || x.dy != y.dy || x.flip != y.flip;
+  }
+  EXPECT_GT(differ, 25) << "another epoch draws other transforms";
+  const RowTransform none = DrawTransform(Augmentation{}, 7, 3, 5);
+  EXPECT_TRUE(none.dx == 0 && none.dy == 0 && !none.flip);
+}
+
+TEST(AugmentationTest, AugmentRowsMovesEachPixelAsItsTransformSays) {
+  const Augmentation a{3, true};
+  const int64_t rows = 64;
+  at::Tensor images = at::zeros({rows, 1, 28, 28}, at::kFloat);
+  for (int64_t r = 0; r < rows; ++r) images[r][0][10][5] = 1.0f;  // one lit pixel at (y 10, x 5)
+  AugmentRows(images, a, 11, 2, 100);
+  for (int64_t r = 0; r < rows; ++r) {
+    const RowTransform t = DrawTransform(a, 11, 2, 100 + r);
+    // Source (10, 5) lands at y = 10 + dy, x = 5 + dx, mirrored when flipped.
+    const int64_t y = 10 + t.dy, x = t.flip ? 27 - (5 + t.dx) : 5 + t.dx;
+    EXPECT_EQ(images[r][0][y][x].item<float>(), 1.0f) << "row " << r;
+    EXPECT_EQ(images[r].sum().item<float>(), 1.0f) << "row " << r << ": one pixel, nothing else";
+  }
+  at::Tensor wrong = at::zeros({2, 28, 28}, at::kFloat);
+  EXPECT_THROW(AugmentRows(wrong, a, 1, 0, 0), c10::Error);
+}
+
+TEST(AugmentationTest, OneRankEqualsTwoRanksAndTheDatasetIsUntouched) {
+  const Dataset data = MakeSyntheticDataset(48, 5);
+  const at::Tensor before = data.images.clone();
+  ShardSpec one = Spec(0, 1, 16, 3);
+  one.augment = {2, true};
+  BatchLoader single(data, one, 2, 2);
+  const std::vector<Batch> whole = Epoch(single, 1);
+  std::vector<std::vector<Batch>> halves;
+  for (int r = 0; r < 2; ++r) {
+    ShardSpec spec = Spec(r, 2, 16, 3);
+    spec.augment = {2, true};
+    BatchLoader loader(data, spec, 1, 2);
+    halves.push_back(Epoch(loader, 1));
+  }
+  ASSERT_EQ(whole.size(), 3u);
+  for (size_t b = 0; b < whole.size(); ++b) {
+    EXPECT_TRUE(at::equal(whole[b].images, at::cat({halves[0][b].images, halves[1][b].images})));
+  }
+  // Augmented: the batch differs from the plain gather of the same rows.
+  BatchLoader plain(data, Spec(0, 1, 16, 3), 1, 2);
+  EXPECT_FALSE(at::equal(Epoch(plain, 1)[0].images, whole[0].images));
+  EXPECT_TRUE(at::equal(data.images, before)) << "the loader wrote into the dataset";
 }
 
 }  // namespace

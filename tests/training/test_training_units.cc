@@ -60,6 +60,10 @@ struct BadConfig {
 TEST(TrainConfigTest, ErrorsNameTheLineAndField) {
   const BadConfig cases[] = {
       {"members: []\n", "members: at least one member is required"},
+      {"data:\n  augment: {flip: yes}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "data.augment.flip: expected true or false"},
+      {"data:\n  augment: {shift: 9}\nmembers:\n  - {name: a, architecture: mlp}\n", "data.augment.shift"},
+      {"data:\n  augment: {crop: 2}\nmembers:\n  - {name: a, architecture: mlp}\n", "unknown key 'crop'"},
       {"run: x\n", "members: missing required field"},
       {"members:\n  - {name: a, architecture: resnet}\n",
        "members[0].architecture: unknown zoo architecture 'resnet'"},
@@ -76,6 +80,8 @@ TEST(TrainConfigTest, ErrorsNameTheLineAndField) {
        "data.dataset: unknown value 'cifar'"},
       {"ensemble: {name: a}\nmembers:\n  - {name: a, architecture: mlp}\n",
        "also a member's name"},
+      {"ensemble: {name: e}\nmembers:\n  - {name: e_cascade, architecture: mlp}\n",
+       "ensemble.name: member 'e_cascade' has the name of the ensemble's cascade variant (e_cascade)"},
       {"ensemble: {name: .}\nmembers:\n  - {name: a, architecture: mlp}\n",
        "ensemble.name: '.' is not a valid model name"},
       {"members:\n  - {name: ../x, architecture: mlp}\n",

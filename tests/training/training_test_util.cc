@@ -29,9 +29,11 @@ TrainConfig SmallConfig(const std::string& optimizer, double bucket_mb) {
   return config;
 }
 
-at::Tensor FlatParameters(EnsembleTrainer& trainer) {
+at::Tensor FlatParameters(EnsembleTrainer& trainer) { return FlatParameters(trainer.modules()); }
+
+at::Tensor FlatParameters(const std::vector<torch::jit::Module>& modules) {
   std::vector<at::Tensor> parts;
-  for (torch::jit::Module& module : trainer.modules()) {
+  for (const torch::jit::Module& module : modules) {
     for (const at::Tensor& p : module.parameters()) parts.push_back(p.detach().reshape({-1}).clone());
   }
   return at::cat(parts);

@@ -20,8 +20,10 @@ namespace es::training_test {
 // Two members (mlp, cnn), synthetic data, constant learning rate.
 TrainConfig SmallConfig(const std::string& optimizer, double bucket_mb);
 
-// Every parameter of every member, flattened into one tensor (a copy).
+// Every parameter of every member, flattened into one tensor (a copy): of
+// a trainer, or of modules (e.g. the model.pt files a run wrote).
 at::Tensor FlatParameters(EnsembleTrainer& trainer);
+at::Tensor FlatParameters(const std::vector<torch::jit::Module>& modules);
 
 // A rank of an in-process group.
 struct Rank {

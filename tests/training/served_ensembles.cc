@@ -1,0 +1,30 @@
+#include "tests/training/served_ensembles.h"
+
+#include "config/server_config.h"
+
+namespace es::training_test {
+
+StatusOr<std::map<std::string, ServedEnsemble>> LoadServedEnsembles(const std::string& path, bool server_yaml) {
+  std::map<std::string, ModelConfig> models;
+  if (server_yaml) {
+    StatusOr<ServerConfig> server = LoadServerConfig(path);
+    if (!server.ok()) return server.status();
+    models = server->models;
+  } else {
+    StatusOr<std::map<std::string, ModelConfig>> repo = LoadRepository(path);
+    if (!repo.ok()) return repo.status();
+    models = std::move(repo).value();
+  }
+  std::map<std::string, ServedEnsemble> out;
+  for (const auto& [name, model] : models) {
+    if (!model.is_ensemble()) continue;
+    ServedEnsemble& e = out[name];
+    e.cascade = model.ensemble.cascade();
+    e.exit_threshold = model.ensemble.exit_threshold;
+    for (const auto& member : model.ensemble.members) e.members.push_back(member.model);
+    e.stages = model.ensemble.stages;
+  }
+  return out;
+}
+
+}  // namespace es::training_test

@@ -1,0 +1,27 @@
+// The ensembles of a model repository as the server's own config loader
+// reads them (config/server_config.h), for the training tests. A separate
+// file because config/model_config.h and model_host/training/train_config.h
+// both define es::EnsembleSpec and cannot meet in one translation unit.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace es::training_test {
+
+struct ServedEnsemble {
+  bool cascade = false;
+  double exit_threshold = 0;
+  std::vector<std::string> members;         // in the config's order
+  std::vector<std::vector<size_t>> stages;  // indexes into `members`
+};
+
+// `path` a server.yaml (loaded with its repository and every cross-check, as
+// at server start) or, with `server_yaml` false, a repository folder.
+StatusOr<std::map<std::string, ServedEnsemble>> LoadServedEnsembles(const std::string& path, bool server_yaml);
+
+}  // namespace es::training_test

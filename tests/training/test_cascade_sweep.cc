@@ -1,0 +1,274 @@
+// The cascade sweep of ensemble-train (model_host/training/cascade_sweep.h)
+// on hand-made probabilities whose right threshold is known, and the
+// cascade variant it leads to: report, printed table, and the config.yaml
+// written into the repository, loaded by the server's own config loader.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "model_host/model_zoo.h"
+#include "model_host/training/calibration.h"
+#include "model_host/training/cascade_sweep.h"
+#include "model_host/training/ensemble_trainer.h"
+#include "model_host/training/trained_repository.h"
+#include "tests/common/temp_dir.h"
+#include "tests/training/served_ensembles.h"
+
+namespace es {
+namespace {
+
+namespace fs = std::filesystem;
+
+at::Tensor Probs(const std::vector<std::vector<float>>& rows) {
+  at::Tensor t = at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())}, at::kFloat);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t c = 0; c < rows[r].size(); ++c) t[static_cast<int64_t>(r)][static_cast<int64_t>(c)] = rows[r][c];
+  }
+  return t;
+}
+
+at::Tensor Labels(const std::vector<int64_t>& labels) {
+  return at::tensor(labels, at::TensorOptions().dtype(at::kLong));
+}
+
+// Member 0 ("cheap", cost 1) is sure of rows 0, 2, 3 (0.9, 0.75, 0.8) and
+// right on them; on row 1 it is unsure (0.6) and wrong. Member 1
+// ("expensive", cost 3) puts every row right once averaged in. So the
+// full ensemble is 4/4, and the cascade is too exactly when row 1 goes on
+// to member 1: threshold > 0.6. The smallest such threshold of the list is
+// 0.625; 0.75 lets row 2 (top exactly 0.75) leave too, since a row leaves
+// at >=.
+struct HandMade {
+  at::Tensor cheap = Probs({{0.9f, 0.05f, 0.05f}, {0.6f, 0.3f, 0.1f}, {0.125f, 0.75f, 0.125f}, {0.1f, 0.1f, 0.8f}});
+  at::Tensor expensive = Probs({{0.8f, 0.1f, 0.1f}, {0.1f, 0.8f, 0.1f}, {0.2f, 0.6f, 0.2f}, {0.3f, 0.3f, 0.4f}});
+  at::Tensor labels = Labels({0, 1, 1, 2});
+  std::vector<double> costs{1.0, 3.0};
+  std::vector<double> thresholds{0.5, 0.625, 0.75, 0.875, 0.95, 1.0};
+};
+
+TEST(CascadeSweepTest, HandMadeProbabilitiesGiveTheKnownThresholdAccuracyAndCost) {
+  HandMade h;
+  StatusOr<CascadeSweep> sweep =
+      SweepCascade({h.cheap, h.expensive}, h.labels, h.costs, StagesCheapestFirst(h.costs), h.thresholds);
+  ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+  EXPECT_EQ(sweep->rows, 4);
+  EXPECT_EQ(sweep->full_correct, 4);
+  EXPECT_DOUBLE_EQ(sweep->full_cost, 4.0);
+  ASSERT_EQ(sweep->thresholds.size(), 6u);
+
+  struct Want {
+    int64_t correct;
+    std::vector<int64_t> exits;
+    double cost;  // mean member cost per row
+  };
+  const std::vector<Want> want{{3, {4, 0}, 1.0},  // 0.5: everyone leaves after the cheap member, row 1 wrong
+                               {4, {3, 1}, (3 * 1.0 + 4.0) / 4},  // 0.625: row 1 goes on and is put right
+                               {4, {3, 1}, (3 * 1.0 + 4.0) / 4},  // 0.75: row 2 (exactly 0.75) still leaves
+                               {4, {1, 3}, (1.0 + 3 * 4.0) / 4},  // 0.875: only row 0 (0.9) leaves
+                               {4, {0, 4}, 4.0},                  // 0.95: the full ensemble
+                               {4, {0, 4}, 4.0}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const CascadeThresholdResult& t = sweep->thresholds[i];
+    EXPECT_EQ(t.threshold, h.thresholds[i]);
+    EXPECT_EQ(t.correct, want[i].correct) << "threshold " << t.threshold;
+    EXPECT_DOUBLE_EQ(t.accuracy, want[i].correct / 4.0) << "threshold " << t.threshold;
+    EXPECT_EQ(t.exits_per_stage, want[i].exits) << "threshold " << t.threshold;
+    EXPECT_DOUBLE_EQ(t.mean_member_cost, want[i].cost) << "threshold " << t.threshold;
+    EXPECT_DOUBLE_EQ(t.cost_fraction, want[i].cost / 4.0) << "threshold " << t.threshold;
+  }
+  // NLL at 0.5: the cheap member's probability of each label.
+  const double nll = -(std::log(0.9f) + std::log(0.3f) + std::log(0.75f) + std::log(0.8f)) / 4;
+  EXPECT_NEAR(sweep->thresholds[0].nll, nll, 1e-6);
+  EXPECT_EQ(sweep->chosen, 1u);
+  EXPECT_EQ(sweep->thresholds[sweep->chosen].threshold, 0.625);
+  EXPECT_TRUE(sweep->chosen_within_tolerance);
+
+  // The full ensemble is the mean ensemble, as ensemble-train scores it.
+  const ClassifierScores mean = ScoreClassifier(CombineMembers({h.cheap, h.expensive}, "mean"), h.labels);
+  EXPECT_DOUBLE_EQ(sweep->full_accuracy, mean.accuracy);
+  EXPECT_NEAR(sweep->full_nll, mean.nll, 1e-6);
+  EXPECT_NEAR(sweep->thresholds.back().nll, mean.nll, 1e-6);
+}
+
+// 0.1 points of 1000 rows is one row: a threshold that loses one row is
+// close enough, one that loses two is not.
+TEST(CascadeSweepTest, TheToleranceIsCountedInRows) {
+  HandMade h;
+  auto repeat = [](const at::Tensor& t, int64_t sure_rows, int64_t unsure_rows) {
+    return at::cat({t[0].unsqueeze(0).expand({sure_rows, -1}), t[1].unsqueeze(0).expand({unsure_rows, -1})});
+  };
+  for (int64_t lost : {1, 2}) {
+    const at::Tensor cheap = repeat(h.cheap, 1000 - lost, lost);
+    const at::Tensor expensive = repeat(h.expensive, 1000 - lost, lost);
+    const at::Tensor labels = at::cat({at::zeros({1000 - lost}, at::kLong), at::ones({lost}, at::kLong)});
+    StatusOr<CascadeSweep> sweep =
+        SweepCascade({cheap, expensive}, labels, h.costs, StagesCheapestFirst(h.costs), h.thresholds);
+    ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+    EXPECT_EQ(sweep->full_correct, 1000);
+    EXPECT_EQ(sweep->thresholds[0].correct, 1000 - lost);
+    EXPECT_EQ(sweep->thresholds[sweep->chosen].threshold, lost == 1 ? 0.5 : 0.625) << lost << " row(s) lost";
+  }
+}
+
+TEST(CascadeSweepTest, StagesRunInTheGivenOrderAndAStageAveragesItsMembers) {
+  HandMade h;
+  // Expensive first: at 0.75 rows 0 and 1 (0.8) leave after it alone,
+  // rows 2 (0.6) and 3 (0.4) go on to the cheap member.
+  StatusOr<CascadeSweep> reversed = SweepCascade({h.cheap, h.expensive}, h.labels, h.costs, {{1}, {0}}, {0.75});
+  ASSERT_TRUE(reversed.ok()) << reversed.status().ToString();
+  EXPECT_EQ(reversed->thresholds[0].exits_per_stage, (std::vector<int64_t>{2, 2}));
+  EXPECT_DOUBLE_EQ(reversed->thresholds[0].mean_member_cost, (2 * 3.0 + 2 * 4.0) / 4);
+
+  // One stage of both members: every row gets the full ensemble at any threshold.
+  StatusOr<CascadeSweep> one = SweepCascade({h.cheap, h.expensive}, h.labels, h.costs, {{0, 1}}, {0.5, 1.0});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  for (const CascadeThresholdResult& t : one->thresholds) {
+    EXPECT_EQ(t.correct, 4);
+    EXPECT_EQ(t.exits_per_stage, std::vector<int64_t>{4});
+    EXPECT_DOUBLE_EQ(t.cost_fraction, 1.0);
+  }
+
+  EXPECT_EQ(StagesCheapestFirst({3, 1, 2}), (std::vector<std::vector<size_t>>{{1}, {2}, {0}}));
+  EXPECT_EQ(StagesCheapestFirst({2, 1, 2}), (std::vector<std::vector<size_t>>{{1}, {0}, {2}}));  // ties: member order
+}
+
+// As in the server: a float probability of exactly 1.0 leaves even at 1.0.
+TEST(CascadeSweepTest, ASaturatedRowLeavesEvenAtThresholdOne) {
+  const at::Tensor cheap = Probs({{1.0f, 0.0f}, {0.7f, 0.3f}});
+  const at::Tensor expensive = Probs({{0.6f, 0.4f}, {0.2f, 0.8f}});
+  StatusOr<CascadeSweep> sweep = SweepCascade({cheap, expensive}, Labels({0, 1}), {1, 1}, {{0}, {1}}, {1.0});
+  ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+  EXPECT_EQ(sweep->thresholds[0].exits_per_stage, (std::vector<int64_t>{1, 1}));
+}
+
+TEST(CascadeSweepTest, WhenNoThresholdIsCloseEnoughTheLargestIsChosenAndSaidSo) {
+  HandMade h;
+  StatusOr<CascadeSweep> sweep = SweepCascade({h.cheap, h.expensive}, h.labels, h.costs, {{0}, {1}}, {0.3, 0.5});
+  ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+  EXPECT_FALSE(sweep->chosen_within_tolerance);
+  EXPECT_EQ(sweep->chosen, 1u);
+}
+
+TEST(CascadeSweepTest, BadInputIsAClearError) {
+  HandMade h;
+  const std::vector<at::Tensor> members{h.cheap, h.expensive};
+  struct Case {
+    std::vector<at::Tensor> members;
+    at::Tensor labels;
+    std::vector<double> costs;
+    std::vector<std::vector<size_t>> stages;
+    std::vector<double> thresholds;
+    const char* needle;
+  };
+  const std::vector<Case> cases{
+      {members, h.labels, {1}, {{0}, {1}}, {0.5}, "1 costs for 2 members"},
+      {members, h.labels, {1, NAN}, {{0}, {1}}, {0.5}, "a cost is nan"},
+      {members, h.labels, h.costs, {{0}, {0, 1}}, {0.5}, "in two stages"},
+      {members, h.labels, h.costs, {{0}, {2}}, {0.5}, "out of range"},
+      {members, h.labels, h.costs, {{0}}, {0.5}, "in no stage"},
+      {members, h.labels, h.costs, {{0}, {}}, {0.5}, "an empty stage"},
+      {members, h.labels, h.costs, {{0}, {1}}, {0.9, 0.5}, "strictly ascending in (0, 1]; got 0.5"},
+      {members, h.labels, h.costs, {{0}, {1}}, {0.0}, "strictly ascending in (0, 1]; got 0"},
+      {members, h.labels, h.costs, {{0}, {1}}, {1.5}, "got 1.5"},
+      {members, Labels({0, 1, 7, 2}), h.costs, {{0}, {1}}, {0.5}, "label 7 at row 2 is outside [0, 3)"},
+      {{h.cheap, h.expensive.narrow(0, 0, 3)}, h.labels, h.costs, {{0}, {1}}, {0.5}, "member 1's probabilities"},
+      {{}, h.labels, {}, {}, {0.5}, "no members"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<CascadeSweep> sweep = SweepCascade(c.members, c.labels, c.costs, c.stages, c.thresholds);
+    ASSERT_FALSE(sweep.ok()) << c.needle;
+    EXPECT_EQ(sweep.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(sweep.status().message().find(c.needle), std::string::npos) << sweep.status().message();
+  }
+}
+
+// ---- the variant: report, table, repository ------------------------------------
+
+TrainConfig TwoMembers() {
+  TrainConfig config;
+  config.members = {{"big", "mlp", "", 1}, {"small", "mlp", "", 2}};
+  config.ensemble.name = "ens";
+  return config;
+}
+
+TEST(CascadeVariantTest, TheReportSweepsCheapestFirstByTheEvaluationsTimings) {
+  HandMade h;
+  const TrainConfig config = TwoMembers();
+  // Member 0 ("big") is the expensive one here: the cascade runs "small" first.
+  Evaluation evaluation{{h.expensive, h.cheap}, CombineMembers({h.expensive, h.cheap}, "mean"), {3e-6, 1e-6}};
+  const TrainReport report = ScoreEvaluation(config, evaluation, h.labels);
+  ASSERT_TRUE(report.cascade) << report.cascade_error;
+  const std::optional<CascadeVariant> variant = ChosenCascade(report);
+  ASSERT_TRUE(variant);
+  EXPECT_EQ(variant->name, "ens_cascade");
+  EXPECT_EQ(variant->stages, (std::vector<std::vector<std::string>>{{"small"}, {"big"}}));
+  EXPECT_EQ(variant->exit_threshold, 0.65);  // the default list's smallest above 0.6
+  EXPECT_DOUBLE_EQ(report.cascade->full_accuracy, report.ensemble.scores.accuracy);
+  const std::string text = FormatReport(report);
+  for (const char* needle :
+       {"Cascade (ens_cascade), stages cheapest first by forward time per row: small 1.0 us, big 3.0 us",
+        "full ensemble: 100.00%", "0.650   100.00%", "3/1",
+        "chosen: exit_threshold 0.65, 100.00% (+0.00 points), 43."}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
+  }
+
+  evaluation.member_seconds_per_row.clear();
+  const TrainReport untimed = ScoreEvaluation(config, evaluation, h.labels);
+  EXPECT_FALSE(untimed.cascade);
+  EXPECT_FALSE(ChosenCascade(untimed));
+  EXPECT_NE(FormatReport(untimed).find("cascade: not swept (the evaluation has no member timings)"), std::string::npos);
+}
+
+TEST(CascadeVariantTest, TheWrittenVariantLoadsAsTheServerLoadsIt) {
+  testing::TempDir dir;
+  const TrainConfig config = TwoMembers();
+  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1), BuildZooModel("mlp", 2)};
+  const CascadeVariant variant{"ens_cascade", {{"small"}, {"big"}}, 0.995};
+  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, variant).ok());
+
+  StatusOr<std::map<std::string, training_test::ServedEnsemble>> served =
+      training_test::LoadServedEnsembles(dir.Path("server.yaml"), /*server_yaml=*/true);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  ASSERT_EQ(served->size(), 2u);
+  const training_test::ServedEnsemble& cascade = served->at("ens_cascade");
+  ASSERT_TRUE(cascade.cascade);
+  EXPECT_EQ(cascade.exit_threshold, 0.995);
+  EXPECT_EQ(cascade.members, (std::vector<std::string>{"small", "big"}));  // listed in stage order
+  EXPECT_EQ(cascade.stages, (std::vector<std::vector<size_t>>{{0}, {1}}));
+  EXPECT_FALSE(served->at("ens").cascade);
+
+  // A later run in the same folder without a sweep leaves no stale variant.
+  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}).ok());
+  EXPECT_FALSE(fs::exists(dir.path() / "ens_cascade"));
+}
+
+TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
+  testing::TempDir dir;
+  const TrainConfig config = TwoMembers();
+  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1), BuildZooModel("mlp", 2)};
+  StatusOr<std::vector<std::string>> published =
+      PublishTrained(dir.root(), config, modules, CascadeVariant{"ens_cascade", {{"small"}, {"big"}}, 0.9});
+  ASSERT_TRUE(published.ok()) << published.status().ToString();
+  EXPECT_EQ(published->back(), "ens_cascade: new cascade (exit_threshold 0.9, stages [[small], [big]])");
+  StatusOr<std::map<std::string, training_test::ServedEnsemble>> repo =
+      training_test::LoadServedEnsembles(dir.root(), /*server_yaml=*/false);
+  ASSERT_TRUE(repo.ok()) << repo.status().ToString();
+  ASSERT_TRUE(repo->count("ens_cascade"));
+  EXPECT_EQ(repo->at("ens_cascade").exit_threshold, 0.9);
+  EXPECT_EQ(repo->at("ens_cascade").members, (std::vector<std::string>{"small", "big"}));
+
+  published = PublishTrained(dir.root(), config, modules, CascadeVariant{"ens_cascade", {{"big"}, {"small"}}, 0.97});
+  ASSERT_TRUE(published.ok()) << published.status().ToString();
+  EXPECT_EQ(published->back(),
+            "ens_cascade: config.yaml kept; this run's sweep chose exit_threshold 0.97, stages [[big], [small]]");
+  repo = training_test::LoadServedEnsembles(dir.root(), /*server_yaml=*/false);
+  ASSERT_TRUE(repo.ok()) << repo.status().ToString();
+  EXPECT_EQ(repo->at("ens_cascade").exit_threshold, 0.9);
+  EXPECT_FALSE(fs::exists(dir.path() / (".publish-" + std::to_string(getpid()))));
+}
+
+}  // namespace
+}  // namespace es
