@@ -350,6 +350,13 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
                                                grpc::health::v1::HealthCheckResponse* resp) {
   if (Status s = Authorize(*ctx, *auth_, Access::kHealth); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
   const std::string& service = req->service();
+  // "liveness": the process is up and answers RPCs (a liveness probe), never
+  // NOT_SERVING for a model host that restarts, which the router heals
+  // itself; "" and the KServe service report readiness.
+  if (service == "liveness") {
+    resp->set_status(grpc::health::v1::HealthCheckResponse::SERVING);
+    return Reply(ctx, grpc::Status::OK);
+  }
   if (!service.empty() && service != "inference.GRPCInferenceService") {
     return Reply(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + service + "'"));
   }

@@ -6,7 +6,8 @@
 //    is SIGKILLed: no call fails; answers made while cpu1 restarts say
 //    `degraded: true, members_used: 2`, and after the new cpu1 is up the
 //    answers are whole again (`degraded: false, members_used: 3`). The
-//    ensemble stays ready throughout (its quorum is); /metrics counts the
+//    ensemble stays ready throughout (its quorum is), grpc.health.v1's
+//    readiness goes NOT_SERVING while its `liveness` stays SERVING; /metrics counts the
 //    degraded answers by the missing member, and the members' latencies.
 //  - Stuck member: an ensemble of two `versioned` copies (x + 3) and the
 //    `spinner` (x * 3; spins for ever on a large input), min_members 2,
@@ -120,10 +121,23 @@ TEST(EnsembleQuorumTest, KillingAMemberHostUnderLoadFailsNoRequest) {
   ASSERT_EQ(kill(hosts.at("cpu1"), SIGKILL), 0);
   killed.store(true);
   // The ensemble stays ready while its quorum (cpu0's two members) is.
-  int not_ready = 0, probes = 0, cnn_not_ready = 0;
+  int not_ready = 0, probes = 0, cnn_not_ready = 0, server_not_serving = 0, not_live = 0;
+  auto health = server->HealthStub();
+  auto health_of = [&](const std::string& service) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, milliseconds(500));
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    return health->Check(&ctx, req, &resp).ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  };
   bool back = false;
   while (!back && Clock::now() - killed_at < seconds(20)) {
     ++probes;
+    // grpc.health.v1: readiness ("") goes NOT_SERVING while cpu1 is down,
+    // "liveness" (a Kubernetes liveness probe) never does.
+    server_not_serving += !health_of("");
+    not_live += !health_of("liveness");
     not_ready += ModelReady(*probe, "demo_ensemble", milliseconds(500)) != std::optional<bool>(true);
     cnn_not_ready += ModelReady(*probe, "cnn", milliseconds(500)) == std::optional<bool>(false);
     const auto now_hosts = server->HostPids();
@@ -133,6 +147,8 @@ TEST(EnsembleQuorumTest, KillingAMemberHostUnderLoadFailsNoRequest) {
   }
   ASSERT_TRUE(back) << "cpu1 did not come back: " << server->LogTail();
   EXPECT_GT(cnn_not_ready, 0) << "cnn never reported not ready: was its host down at all?";
+  EXPECT_GT(server_not_serving, 0) << "grpc.health.v1 readiness stayed SERVING with a host down";
+  EXPECT_EQ(not_live, 0) << "grpc.health.v1 'liveness' said NOT_SERVING while the router ran";
   // Load after the new cpu1 is up, until whole answers come back.
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(milliseconds(100));

@@ -179,7 +179,9 @@ function checkProbe(ctx, probe, name, server, ports, where, healthServices) {
 function healthServices(ctx) {
   const src = fs.readFileSync(path.join(ctx.root, 'server/grpc_service.cc'), 'utf8');
   const m = /service\.empty\(\) && service != "([^"]+)"/.exec(src);
-  return m ? ['', m[1]] : [''];
+  const names = m ? ['', m[1]] : [''];
+  for (const e of src.matchAll(/service == "([^"]+)"/g)) names.push(e[1]);
+  return names;
 }
 
 function checkKubernetes(ctx) {
