@@ -14,12 +14,16 @@
 //    member_timeout_ms 300: a large input is answered in well under the
 //    spinner's execution limit, from the two others (x + 3), degraded; a
 //    small one from all three.
+//  - The same stuck member under load from sixteen clients: no request
+//    fails, answers go degraded while the spinner's host is stuck and
+//    restarting (its execution limit ends it), and whole again after.
 //  - Without min_members (the default: all) a killed member's host still
 //    fails the request, naming the member (checked in test_host_kill.cc).
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -186,24 +190,32 @@ TEST(EnsembleQuorumTest, KillingAMemberHostUnderLoadFailsNoRequest) {
   EXPECT_EQ(*mlp_latency, static_cast<double>(tally.ok_whole + tally.ok_degraded));
 }
 
-TEST(EnsembleQuorumTest, AMemberStuckPastTheMemberTimeoutIsNotWaitedFor) {
-  WatchdogScope watchdog(seconds(240), "AMemberStuckPastTheMemberTimeoutIsNotWaitedFor");
-  TempDir repo("es_quorum_");
+// `trio`: two `versioned` copies (x + 3) on cpu0 and the `spinner` (x * 3;
+// spins on a large input until its 1000 ms execution limit) alone on cpu1,
+// min_members 2, member_timeout_ms 300.
+void MakeTrioRepository(const fs::path& repo) {
   std::string error;
-  ASSERT_TRUE(MakeTestRepository(repo.path(), {"versioned", "spinner"}, &error)) << error;
-  fs::copy(repo.path() / "versioned", repo.path() / "versioned_b", fs::copy_options::recursive);
+  ASSERT_TRUE(MakeTestRepository(repo, {"versioned", "spinner"}, &error)) << error;
+  fs::copy(repo / "versioned", repo / "versioned_b", fs::copy_options::recursive);
   // The spinner alone on cpu1, so its spinning blocks no other member.
   {
-    std::ifstream in(repo.path() / "spinner" / "config.yaml");
+    std::ifstream in(repo / "spinner" / "config.yaml");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     text.replace(text.find("hosts: [cpu0]"), 13, "hosts: [cpu1]");
-    std::ofstream(repo.path() / "spinner" / "config.yaml") << text;
+    std::ofstream(repo / "spinner" / "config.yaml") << text;
   }
-  fs::create_directories(repo.path() / "trio");
-  std::ofstream(repo.path() / "trio" / "config.yaml")
+  fs::create_directories(repo / "trio");
+  std::ofstream(repo / "trio" / "config.yaml")
       << "platform: ensemble\nmax_batch_size: 8\n"
          "ensemble:\n  min_members: 2\n  member_timeout_ms: 300\n  members:\n"
          "    - {model: versioned}\n    - {model: versioned_b}\n    - {model: spinner}\n";
+}
+
+TEST(EnsembleQuorumTest, AMemberStuckPastTheMemberTimeoutIsNotWaitedFor) {
+  WatchdogScope watchdog(seconds(240), "AMemberStuckPastTheMemberTimeoutIsNotWaitedFor");
+  TempDir repo("es_quorum_");
+  MakeTrioRepository(repo.path());
+  if (HasFatalFailure()) return;
   ServerProcess::Options options;
   options.repository = repo.path().string();
   auto server = ServerProcess::Start(options);
@@ -237,6 +249,81 @@ TEST(EnsembleQuorumTest, AMemberStuckPastTheMemberTimeoutIsNotWaitedFor) {
   auto scrape = metrics_test::Scrape::From(server->metrics_address());
   ASSERT_TRUE(scrape);
   EXPECT_EQ(scrape->Value("ensemble_degraded_total", {{"model", "trio"}, {"missing_member", "spinner"}}), 1.0);
+}
+
+TEST(EnsembleQuorumTest, AMemberStuckUnderLoadFailsNoRequest) {
+  WatchdogScope watchdog(seconds(240), "AMemberStuckUnderLoadFailsNoRequest");
+  TempDir repo("es_quorum_");
+  MakeTrioRepository(repo.path());
+  if (HasFatalFailure()) return;
+  ServerProcess::Options options;
+  options.repository = repo.path().string();
+  auto server = ServerProcess::Start(options);
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+
+  std::atomic<bool> stop{false}, stuck{false};
+  Tally tally;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 16; ++t) {
+    clients.emplace_back([&, t] {
+      auto stub = server->NewConnectionStub();
+      const std::vector<float> x = {float(t), 1, 2, 3};
+      const auto request = RawRequest("trio", {1, 4}, x);
+      while (!stop.load()) {
+        InferResult r = Infer(*stub, request, milliseconds(10000));
+        const auto now = Clock::now();
+        Fp32Tensor out;
+        const bool parsed = r.status.ok() && GetFp32Output(r.response, "output", &out) && out.values.size() == 4;
+        std::lock_guard<std::mutex> lock(tally.mu);
+        if (!r.status.ok()) {
+          if (tally.failed++ == 0) tally.first_failure = Describe(r.status);
+          continue;
+        }
+        const bool degraded = BoolParameter(r.response, "degraded") == std::optional<bool>(true);
+        bool right = parsed;
+        for (size_t i = 0; right && i < 4; ++i) {
+          const float expected = degraded ? x[i] + 3 : (2 * (x[i] + 3) + 3 * x[i]) / 3;
+          right = std::abs(out.values[i] - expected) < 1e-4f;
+        }
+        if (!right) {
+          ++tally.odd;
+        } else if (degraded) {
+          ++tally.ok_degraded;
+          tally.last_degraded = now;
+        } else {
+          ++tally.ok_whole;
+          if (stuck.load() && tally.ok_degraded > 0 && tally.first_whole_after_degraded == Clock::time_point{}) {
+            tally.first_whole_after_degraded = now;
+          }
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(1000));
+  // One request that makes the spinner spin: its host is stuck until the
+  // execution limit ends it, and every request meanwhile goes on without it.
+  auto stub = server->Stub();
+  stuck.store(true);
+  InferResult spin = Infer(*stub, RawRequest("trio", {1, 4}, {1e6f, 1e6f, 1e6f, 1e6f}), milliseconds(10000));
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+    std::lock_guard<std::mutex> lock(tally.mu);
+    if (tally.first_whole_after_degraded != Clock::time_point{} &&
+        Clock::now() - tally.first_whole_after_degraded > milliseconds(500)) {
+      break;
+    }
+  }
+  stop.store(true);
+  for (auto& c : clients) c.join();
+
+  ASSERT_TRUE(spin.status.ok()) << Describe(spin.status);
+  EXPECT_EQ(BoolParameter(spin.response, "degraded"), std::optional<bool>(true));
+  std::lock_guard<std::mutex> lock(tally.mu);
+  std::cout << "whole " << tally.ok_whole << ", degraded " << tally.ok_degraded << ", failed " << tally.failed << "\n";
+  EXPECT_EQ(tally.failed, 0) << "first failure: " << tally.first_failure;
+  EXPECT_EQ(tally.odd, 0) << "answers whose values are not the members' used";
+  EXPECT_GT(tally.ok_degraded, 0) << "no degraded answer while the spinner was stuck";
+  EXPECT_NE(tally.first_whole_after_degraded, Clock::time_point{}) << "answers never became whole again";
 }
 
 }  // namespace
