@@ -67,6 +67,22 @@ struct Tally {
   std::string first_failure;
   Clock::time_point last_degraded{};
   Clock::time_point first_whole_after_degraded{};
+
+  // Lets the clients run until whole answers have come back for 500 ms
+  // (at most `limit`), then stops and joins them.
+  void LoadUntilWholeAgain(std::chrono::seconds limit, std::atomic<bool>* stop, std::vector<std::thread>* clients) {
+    const auto give_up = Clock::now() + limit;
+    while (Clock::now() < give_up) {
+      std::this_thread::sleep_for(milliseconds(100));
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_whole_after_degraded != Clock::time_point{} &&
+          Clock::now() - first_whole_after_degraded > milliseconds(500)) {
+        break;
+      }
+    }
+    stop->store(true);
+    for (auto& c : *clients) c.join();
+  }
 };
 
 TEST(EnsembleQuorumTest, KillingAMemberHostUnderLoadFailsNoRequest) {
@@ -154,16 +170,7 @@ TEST(EnsembleQuorumTest, KillingAMemberHostUnderLoadFailsNoRequest) {
   EXPECT_GT(server_not_serving, 0) << "grpc.health.v1 readiness stayed SERVING with a host down";
   EXPECT_EQ(not_live, 0) << "grpc.health.v1 'liveness' said NOT_SERVING while the router ran";
   // Load after the new cpu1 is up, until whole answers come back.
-  for (int i = 0; i < 100; ++i) {
-    std::this_thread::sleep_for(milliseconds(100));
-    std::lock_guard<std::mutex> lock(tally.mu);
-    if (tally.first_whole_after_degraded != Clock::time_point{} &&
-        Clock::now() - tally.first_whole_after_degraded > milliseconds(500)) {
-      break;
-    }
-  }
-  stop.store(true);
-  for (auto& c : clients) c.join();
+  tally.LoadUntilWholeAgain(seconds(10), &stop, &clients);
 
   std::lock_guard<std::mutex> lock(tally.mu);
   std::cout << "whole " << tally.ok_whole << ", degraded " << tally.ok_degraded << ", failed " << tally.failed
@@ -305,16 +312,7 @@ TEST(EnsembleQuorumTest, AMemberStuckUnderLoadFailsNoRequest) {
   auto stub = server->Stub();
   stuck.store(true);
   InferResult spin = Infer(*stub, RawRequest("trio", {1, 4}, {1e6f, 1e6f, 1e6f, 1e6f}), milliseconds(10000));
-  for (int i = 0; i < 200; ++i) {
-    std::this_thread::sleep_for(milliseconds(100));
-    std::lock_guard<std::mutex> lock(tally.mu);
-    if (tally.first_whole_after_degraded != Clock::time_point{} &&
-        Clock::now() - tally.first_whole_after_degraded > milliseconds(500)) {
-      break;
-    }
-  }
-  stop.store(true);
-  for (auto& c : clients) c.join();
+  tally.LoadUntilWholeAgain(seconds(20), &stop, &clients);
 
   ASSERT_TRUE(spin.status.ok()) << Describe(spin.status);
   EXPECT_EQ(BoolParameter(spin.response, "degraded"), std::optional<bool>(true));
