@@ -83,12 +83,13 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       InferResponse encoded;  // the outputs move; stages and disagreement stay for the metrics
       encoded.outputs = std::move(answer.outputs);
       encoded.member_versions = answer.member_versions;
+      encoded.version = answer.version;
       encoded.ensemble = answer.ensemble;
       encoded.cascade = answer.cascade;
       outcome = EncodeInferResponse(*request, std::move(encoded), response);
     }
     const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-    stats->Record(request->model->name, request->version, outcome.ok(), static_cast<uint64_t>(elapsed.count()),
+    stats->Record(request->model->name, answer.version > 0 ? answer.version : request->version, outcome.ok(), static_cast<uint64_t>(elapsed.count()),
                   answer.stages, static_cast<uint64_t>(request->batch_rows()));
     if (metrics != nullptr) {
       metrics->Finished(static_cast<int>(outcome.code()), static_cast<uint64_t>(elapsed.count()), answer,

@@ -118,6 +118,10 @@ struct InferResponse {
   std::string member_versions;
   // Ensembles: which members made the answer; nullptr otherwise.
   std::shared_ptr<const EnsembleReport> ensemble;
+  // The version that computed the answer (0: not known, the request's):
+  // an unpinned request resolved to version 1 just before a rollout made
+  // version 2 the highest ready one runs on 2 and must say so.
+  int64_t version = 0;
   // Cascades: how far the rows went; nullptr otherwise.
   std::shared_ptr<const CascadeReport> cascade;
 };

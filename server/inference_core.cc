@@ -114,8 +114,14 @@ void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone
   }
   const ModelConfig* model = request->model;
   int64_t version = request->version;
-  InferDone counted = CountedReady(model, &version, request->version_pinned, std::move(done));
+  auto used = std::make_shared<int64_t>(0);  // the version CountedReady settles on
+  InferDone reported = [used, done = std::move(done)](const Status& status, InferResponse response) {
+    response.version = *used;
+    done(status, std::move(response));
+  };
+  InferDone counted = CountedReady(model, &version, request->version_pinned, std::move(reported));
   if (counted == nullptr) return;
+  *used = version;
   DispatcherFor(*model)->Infer(std::move(request), version, std::move(counted));
 }
 

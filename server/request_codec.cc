@@ -492,7 +492,7 @@ StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferReque
 
 Status EncodeInferResponse(const InferRequest& request, InferResponse response, inference::ModelInferResponse* proto) {
   proto->set_model_name(request.model->name);
-  proto->set_model_version(std::to_string(request.version));
+  proto->set_model_version(std::to_string(response.version > 0 ? response.version : request.version));
   // An ensemble's own version is 1; which versions of its members computed
   // the answer is a response parameter (a rollout shows in it).
   if (!response.member_versions.empty()) {
