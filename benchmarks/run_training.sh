@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The training benchmark of benchmarks/RESULTS.md ("Training"): five small
-# CNNs (zoo `convnet`) on the full Fashion-MNIST, two CPU ranks, then the
-# trained repository served and asked about real test images.
+# The training benchmark of benchmarks/RESULTS.md ("Training"): six CNNs of
+# two sizes (two zoo `convnet`s, four `convnet_wide`s) on the full
+# Fashion-MNIST, two CPU ranks, then the trained repository served and asked
+# about real test images. benchmarks/run_cascade.sh --config
+# config/train-fashion-mnist.yaml --out build/fmnist then measures it
+# through the server (accuracy, NLL, throughput; cascade).
 #
 #   benchmarks/run_training.sh [--devices cpu:2] [--epochs N]
 #
-# Targets (issue 6): the ensemble reaches at least 92.0% test accuracy, beats
+# Targets (issue 16): the ensemble reaches at least 93.5% test accuracy, beats
 # its best member by at least 0.5 points, has a lower NLL and ECE than the
 # best member, and the whole run takes at most 20 minutes on this 2-core
 # machine. Prints the trainer's report, the wall time, the all-reduce share
@@ -17,7 +20,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --devices) DEVICES=$2; shift ;;
     --epochs) EPOCHS=(--epochs "$2"); shift ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_training.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -39,7 +42,7 @@ def verdict(ok): return "PASS" if ok else "MISS"
 print(f"\nwall time {wall:.0f} s ({wall/60:.1f} min), {r['world_size']} rank(s), {r['steps']} steps, "
       f"step {1e3*r['mean_step_seconds']:.1f} ms, all-reduce wait {1e3*r['mean_allreduce_seconds']:.2f} ms "
       f"= {100*r['allreduce_share_of_step']:.1f}% of the step")
-print(f"ensemble accuracy {100*ens['accuracy']:.2f}% >= 92.0%: {verdict(ens['accuracy'] >= 0.92)}")
+print(f"ensemble accuracy {100*ens['accuracy']:.2f}% >= 93.5%: {verdict(ens['accuracy'] >= 0.935)}")
 print(f"beats best member ({best_name}, {100*best['accuracy']:.2f}%) by {margin:+.2f} points >= 0.5: {verdict(margin >= 0.5)}")
 print(f"NLL {ens['nll']:.4f} < {best['nll']:.4f}: {verdict(ens['nll'] < best['nll'])}; "
       f"ECE {ens['ece']:.4f} < {best['ece']:.4f}: {verdict(ens['ece'] < best['ece'])}")

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace es {
 namespace {
@@ -41,10 +42,14 @@ def logits(self, x):
     return torch.linear(x, self.fc_w, self.fc_b)
 )JIT";
 
-// The training-grade CNN: normalises plain [0, 1] pixels itself (Fashion-MNIST's
-// mean and standard deviation), so clients send pixels and the served model
-// sees exactly what it was trained on.
-constexpr const char* kConvNetLogits = R"JIT(
+// The training-grade CNNs: normalise plain [0, 1] pixels themselves
+// (Fashion-MNIST's mean and standard deviation), so clients send pixels and
+// the served model sees exactly what it was trained on. With `dropout` > 0,
+// that share of the hidden layer's units is dropped while training
+// (`self.training`, which Module::train() and eval() switch; served models
+// are saved in eval mode, so serving is deterministic).
+std::string ConvNetLogits(double dropout) {
+  std::string source = R"JIT(
 def logits(self, x):
     x = (x - 0.2860) / 0.3530
     x = torch.relu(torch.conv2d(x, self.conv1_w, self.conv1_b, [1, 1], [1, 1]))
@@ -53,8 +58,10 @@ def logits(self, x):
     x = torch.max_pool2d(x, [2, 2])
     x = torch.flatten(x, 1)
     x = torch.relu(torch.linear(x, self.fc1_w, self.fc1_b))
-    return torch.linear(x, self.fc2_w, self.fc2_b)
 )JIT";
+  if (dropout > 0) source += "    x = torch.dropout(x, " + std::to_string(dropout) + ", self.training)\n";
+  return source + "    return torch.linear(x, self.fc2_w, self.fc2_b)\n";
+}
 
 // U(-bound, bound) from the module's own generator.
 torch::Tensor Uniform(at::IntArrayRef shape, double bound, at::Generator& gen) {
@@ -77,7 +84,10 @@ void AddParameters(torch::jit::Module& m, const std::string& prefix, at::IntArra
                        /*is_buffer=*/false);
 }
 
-torch::jit::Module Finish(torch::jit::Module m, const char* logits_source) {
+torch::jit::Module Finish(torch::jit::Module m, const std::string& logits_source) {
+  // A module made in C++ has no `training` attribute of its own (train() and
+  // eval() then do nothing): give it one, so that dropout can follow it.
+  if (!m.hasattr("training")) m.register_attribute("training", c10::BoolType::get(), true);
   m.define(logits_source);
   m.define(kForwardSource);
   m.eval();
@@ -107,20 +117,23 @@ torch::jit::Module BuildCnn(at::Generator& gen) {
   return Finish(std::move(m), kCnnLogits);
 }
 
-// 16 and 32 3x3 filters and a 128-unit hidden layer: about 92.5% test
-// accuracy on Fashion-MNIST after 6 epochs, at ~20 s per epoch on one core.
-torch::jit::Module BuildConvNet(at::Generator& gen) {
-  torch::jit::Module m("ConvNet");
-  AddParameters(m, "conv1", {16, 1, 3, 3}, gen);
-  AddParameters(m, "conv2", {32, 16, 3, 3}, gen);
-  AddParameters(m, "fc1", {128, 32 * 7 * 7}, gen);
+// Two 3x3 convolutions (`c1`, `c2` filters, each followed by a 2x2 max
+// pool) and a 128-unit hidden layer. convnet (16, 32, no dropout): about
+// 92.5% test accuracy on Fashion-MNIST after 6 epochs, at ~20 s per epoch on
+// one core. convnet_wide (32, 64, dropout 0.3): about 2.3x the compute for
+// about 0.5 points more (92.9-93.1% after 10 epochs).
+torch::jit::Module BuildConvNet(at::Generator& gen, const char* name, int64_t c1, int64_t c2, double dropout) {
+  torch::jit::Module m(name);
+  AddParameters(m, "conv1", {c1, 1, 3, 3}, gen);
+  AddParameters(m, "conv2", {c2, c1, 3, 3}, gen);
+  AddParameters(m, "fc1", {128, c2 * 7 * 7}, gen);
   AddParameters(m, "fc2", {10, 128}, gen);
-  return Finish(std::move(m), kConvNetLogits);
+  return Finish(std::move(m), ConvNetLogits(dropout));
 }
 
 }  // namespace
 
-std::vector<std::string> ZooArchitectures() { return {"mlp", "wide_mlp", "cnn", "convnet"}; }
+std::vector<std::string> ZooArchitectures() { return {"mlp", "wide_mlp", "cnn", "convnet", "convnet_wide"}; }
 
 torch::jit::Module BuildZooModel(const std::string& architecture, uint64_t seed) {
   // A private generator rather than torch::manual_seed: building a model must
@@ -129,9 +142,10 @@ torch::jit::Module BuildZooModel(const std::string& architecture, uint64_t seed)
   if (architecture == "mlp") return BuildMlp(gen);
   if (architecture == "wide_mlp") return BuildWideMlp(gen);
   if (architecture == "cnn") return BuildCnn(gen);
-  if (architecture == "convnet") return BuildConvNet(gen);
+  if (architecture == "convnet") return BuildConvNet(gen, "ConvNet", 16, 32, 0.0);
+  if (architecture == "convnet_wide") return BuildConvNet(gen, "ConvNetWide", 32, 64, 0.3);
   throw std::invalid_argument("unknown zoo architecture '" + architecture +
-                              "' (known: mlp, wide_mlp, cnn, convnet)");
+                              "' (known: mlp, wide_mlp, cnn, convnet, convnet_wide)");
 }
 
 }  // namespace es

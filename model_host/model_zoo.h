@@ -20,7 +20,9 @@ struct Module;
 namespace es {
 
 // The architecture names the zoo knows: "mlp", "wide_mlp", "cnn" (tiny, for
-// serving tests) and "convnet" (the one worth training, see model_zoo.cc).
+// serving tests), "convnet" and "convnet_wide" (the ones worth training, see
+// model_zoo.cc). A module is in training mode when built (dropout, where an
+// architecture has it, follows it) is in eval mode when built; train() for training.
 std::vector<std::string> ZooArchitectures();
 
 // Builds a fresh module; throws std::invalid_argument for an unknown name.

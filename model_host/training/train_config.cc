@@ -13,7 +13,7 @@ namespace {
 
 // The zoo's trainable names, listed here rather than asked of the zoo so
 // that loading a config stays LibTorch-free (it runs before any spawn).
-constexpr const char* kZoo[] = {"mlp", "wide_mlp", "cnn", "convnet"};
+constexpr const char* kZoo[] = {"mlp", "wide_mlp", "cnn", "convnet", "convnet_wide"};
 
 // Names become folders of the output repository and words of its YAML: a
 // letter, digit or '_' first (a leading dot would hide the folder from the
@@ -109,7 +109,7 @@ Status ParseMember(const yaml::Field& field, MemberSpec* member) {
     if (!known) {
       return yaml::Error(yaml::Child(field, "architecture"),
                          "unknown zoo architecture '" + member->architecture +
-                             "' (known: mlp, wide_mlp, cnn, convnet)");
+                             "' (known: mlp, wide_mlp, cnn, convnet, convnet_wide)");
     }
     return Status::Ok();
   }

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -218,15 +219,22 @@ void MakeTrioRepository(const fs::path& repo) {
          "    - {model: versioned}\n    - {model: versioned_b}\n    - {model: spinner}\n";
 }
 
+// The trio repository in `repo`, served (a fatal failure if either fails).
+void StartTrioServer(const fs::path& repo, std::unique_ptr<ServerProcess>* server) {
+  MakeTrioRepository(repo);
+  if (::testing::Test::HasFatalFailure()) return;
+  ServerProcess::Options options;
+  options.repository = repo.string();
+  *server = ServerProcess::Start(options);
+  ASSERT_TRUE(*server) << ServerProcess::last_start_error();
+}
+
 TEST(EnsembleQuorumTest, AMemberStuckPastTheMemberTimeoutIsNotWaitedFor) {
   WatchdogScope watchdog(seconds(240), "AMemberStuckPastTheMemberTimeoutIsNotWaitedFor");
   TempDir repo("es_quorum_");
-  MakeTrioRepository(repo.path());
+  std::unique_ptr<ServerProcess> server;
+  StartTrioServer(repo.path(), &server);
   if (HasFatalFailure()) return;
-  ServerProcess::Options options;
-  options.repository = repo.path().string();
-  auto server = ServerProcess::Start(options);
-  ASSERT_TRUE(server) << ServerProcess::last_start_error();
   auto stub = server->Stub();
 
   const std::vector<float> small = {1, 2, 3, 4};
@@ -261,12 +269,9 @@ TEST(EnsembleQuorumTest, AMemberStuckPastTheMemberTimeoutIsNotWaitedFor) {
 TEST(EnsembleQuorumTest, AMemberStuckUnderLoadFailsNoRequest) {
   WatchdogScope watchdog(seconds(240), "AMemberStuckUnderLoadFailsNoRequest");
   TempDir repo("es_quorum_");
-  MakeTrioRepository(repo.path());
+  std::unique_ptr<ServerProcess> server;
+  StartTrioServer(repo.path(), &server);
   if (HasFatalFailure()) return;
-  ServerProcess::Options options;
-  options.repository = repo.path().string();
-  auto server = ServerProcess::Start(options);
-  ASSERT_TRUE(server) << ServerProcess::last_start_error();
 
   std::atomic<bool> stop{false}, stuck{false};
   Tally tally;

@@ -75,6 +75,33 @@ TEST_P(ZooTest, RoundTripsThroughAFile) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::ValuesIn(ZooArchitectures()));
 
+// Dropout (convnet_wide) follows the module's mode: active after train(),
+// off after eval(), and what is saved after eval() (as ensemble-train saves
+// a served member) answers the same every time. Every zoo model is built in
+// eval mode, so a served model is deterministic whatever it holds.
+TEST(ZooTest, DropoutFollowsTrainAndEvalAndSavedModelsAreDeterministic) {
+  torch::jit::Module m = BuildZooModel("convnet_wide", 4);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = Images(8);
+  EXPECT_TRUE(torch::equal(m.run_method("logits", x).toTensor(), m.run_method("logits", x).toTensor()))
+      << "a freshly built model must be in eval mode";
+  m.train();
+  torch::manual_seed(1);
+  const torch::Tensor a = m.run_method("logits", x).toTensor();
+  const torch::Tensor b = m.run_method("logits", x).toTensor();
+  EXPECT_FALSE(torch::equal(a, b)) << "dropout must be active in training mode";
+  m.eval();
+  const torch::Tensor c = m.run_method("logits", x).toTensor();
+  EXPECT_TRUE(torch::equal(c, m.run_method("logits", x).toTensor()));
+
+  es::testing::TempDir dir;
+  const std::string path = (dir.path() / "model.pt").string();
+  m.save(path);
+  torch::jit::Module loaded = torch::jit::load(path);
+  EXPECT_TRUE(torch::equal(loaded.run_method("logits", x).toTensor(), c));
+  EXPECT_TRUE(torch::equal(loaded.forward({x}).toTensor(), loaded.forward({x}).toTensor()));
+}
+
 TEST(ZooTest, UnknownArchitectureThrows) {
   EXPECT_THROW(BuildZooModel("transformer", 1), std::invalid_argument);
 }

@@ -43,13 +43,32 @@ TEST(TrainConfigTest, MinimalConfigGetsDefaults) {
 TEST(TrainConfigTest, TheExampleConfigsLoad) {
   StatusOr<TrainConfig> config = LoadTrainConfig(ES_SOURCE_DIR "/config/train-fashion-mnist.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  EXPECT_EQ(config->members.size(), 5u);
+  // The training benchmark's: two convnets, then four wide ones.
+  ASSERT_EQ(config->members.size(), 6u);
+  EXPECT_EQ(config->members[0].architecture, "convnet");
+  EXPECT_EQ(config->members[5].architecture, "convnet_wide");
   // The cascade benchmark's: members of different depths, cheapest first.
   config = LoadTrainConfig(ES_SOURCE_DIR "/config/train-fashion-mnist-cascade.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   ASSERT_EQ(config->members.size(), 5u);
   EXPECT_EQ(config->members[0].architecture, "mlp");
   EXPECT_EQ(config->members[1].architecture, "cnn");
+}
+
+// The config parser keeps its own list of the zoo's names (it must stay
+// LibTorch-free): every architecture the zoo builds is accepted, and a name
+// it does not build is refused.
+TEST(TrainConfigTest, AcceptsEveryZooArchitectureAndNoOther) {
+  testing::TempDir dir;
+  for (const std::string& architecture : ZooArchitectures()) {
+    StatusOr<TrainConfig> config =
+        LoadText(dir, "members:\n  - {name: a, architecture: " + architecture + ", seed: 1}\n");
+    EXPECT_TRUE(config.ok()) << architecture << ": " << config.status().ToString();
+  }
+  StatusOr<TrainConfig> config = LoadText(dir, "members:\n  - {name: a, architecture: resnet, seed: 1}\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("unknown zoo architecture 'resnet'"), std::string::npos)
+      << config.status().message();
 }
 
 struct BadConfig {
