@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The training benchmark of benchmarks/RESULTS.md ("Training"): six CNNs of
-# two sizes (two zoo `convnet`s, four `convnet_wide`s) on the full
-# Fashion-MNIST, two CPU ranks, then the trained repository served and asked
-# about real test images. benchmarks/run_cascade.sh --config
+# The training benchmark of benchmarks/RESULTS.md ("Training"): twelve small
+# CNNs (zoo `convnet`, seeds 101-112) on the full Fashion-MNIST, two CPU
+# ranks, then the trained repository served and asked about real test
+# images. benchmarks/run_cascade.sh --config
 # config/train-fashion-mnist.yaml --out build/fmnist then measures it
 # through the server (accuracy, NLL, throughput; cascade).
 #
