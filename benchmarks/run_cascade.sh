@@ -13,8 +13,9 @@
 # Trains only when DIR (default build/fmnist_cascade) holds no trained
 # repository (or with --retrain): about 20 minutes on 2 cores. --config
 # config/train-fashion-mnist.yaml --out build/fmnist measures the training
-# benchmark's ensemble (benchmarks/run_training.sh) the same way. Target: the cascade within 0.1
-# accuracy points of the full ensemble at no less than 2x its throughput.
+# benchmark's ensemble (benchmarks/run_training.sh) the same way. Target:
+# the cascade within 0.1 accuracy points of the full ensemble at no less
+# than 2x its throughput.
 # Prints the table with PASS/MISS and writes it to
 # build/benchmarks/cascade-<date>.md.
 set -euo pipefail
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --batch) BATCH=$2 ;;
     --config) CONFIG=$2 ;;
     --out) OUT=$2 ;;
-    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_cascade.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift 2

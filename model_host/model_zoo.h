@@ -21,8 +21,8 @@ namespace es {
 
 // The architecture names the zoo knows: "mlp", "wide_mlp", "cnn" (tiny, for
 // serving tests), "convnet" and "convnet_wide" (the ones worth training, see
-// model_zoo.cc). A module is in training mode when built (dropout, where an
-// architecture has it, follows it) is in eval mode when built; train() for training.
+// model_zoo.cc). A module is built in eval mode; train() switches it to
+// training mode (dropout, where an architecture has it, follows the mode).
 std::vector<std::string> ZooArchitectures();
 
 // Builds a fresh module; throws std::invalid_argument for an unknown name.
