@@ -56,6 +56,11 @@ struct Limits {
   int64_t grpc_keepalive_timeout_ms = 20000;           // close it if the ping is not acked
   int64_t grpc_max_connection_age_ms = 0;              // 0 = connections live as long as clients want
   int64_t grpc_max_connection_age_grace_ms = 30000;    // in-flight calls finish after GOAWAY
+  // HTTP/REST front end (see server/http_server.h for what each bounds):
+  int64_t http_max_header_bytes = 16 << 10;   // larger request headers: 431, closed
+  int64_t http_request_timeout_ms = 30000;    // a whole request must arrive, and its answer be taken, within this
+  int64_t http_idle_timeout_ms = 60000;       // a keep-alive connection idle this long is closed
+  int64_t http_max_connections = 512;         // more are closed at once
 };
 
 // How the model set may change while the server runs (Triton's modes):

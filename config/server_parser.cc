@@ -171,7 +171,8 @@ Status ParseLimits(const yaml::Field& field, Limits* limits) {
               "heartbeat_timeout_ms", "drain_timeout_ms", "channel_spin_polls", "max_compute_ms",
               "max_inflight_calls", "grpc_memory_quota_bytes", "grpc_max_concurrent_streams",
               "grpc_keepalive_time_ms", "grpc_keepalive_timeout_ms", "grpc_max_connection_age_ms",
-              "grpc_max_connection_age_grace_ms"}));
+              "grpc_max_connection_age_grace_ms", "http_max_header_bytes", "http_request_timeout_ms",
+              "http_idle_timeout_ms", "http_max_connections"}));
   // Ranges keep every later computation in range: byte sizes fit the arena
   // arithmetic, times fit std::chrono and gRPC's int milliseconds.
   constexpr int64_t kMaxBytes = int64_t{1} << 40;    // 1 TiB
@@ -197,6 +198,11 @@ Status ParseLimits(const yaml::Field& field, Limits* limits) {
       {"grpc_keepalive_timeout_ms", &limits->grpc_keepalive_timeout_ms, 1000, INT32_MAX},
       {"grpc_max_connection_age_ms", &limits->grpc_max_connection_age_ms, 0, INT32_MAX},
       {"grpc_max_connection_age_grace_ms", &limits->grpc_max_connection_age_grace_ms, 0, INT32_MAX},
+      // Beast's header limit is a uint32; 1 KiB is less than any client's own headers.
+      {"http_max_header_bytes", &limits->http_max_header_bytes, 1024, int64_t{1} << 24},
+      {"http_request_timeout_ms", &limits->http_request_timeout_ms, 100, kMaxMs},
+      {"http_idle_timeout_ms", &limits->http_idle_timeout_ms, 100, kMaxMs},
+      {"http_max_connections", &limits->http_max_connections, 1, int64_t{1} << 20},
   };
   for (const Range& r : fields) {
     ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, r.key, r.min, r.max, r.out));

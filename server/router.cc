@@ -257,11 +257,16 @@ Status Router::StartHttp(const RouterOptions& options) {
   // The tensors' bytes plus room for the JSON around them (binary tensors
   // cost nothing extra; JSON numbers take several times their binary size,
   // so large tensors should travel binary).
-  http.max_body_bytes = static_cast<uint64_t>(config_.limits.max_request_bytes) + (1u << 20);
-  if (options.http_request_timeout) http.request_timeout = *options.http_request_timeout;
+  const Limits& limits = config_.limits;
+  http.max_body_bytes = static_cast<uint64_t>(limits.max_request_bytes) + (1u << 20);
+  http.max_header_bytes = static_cast<uint32_t>(limits.http_max_header_bytes);
+  http.request_timeout = std::chrono::milliseconds(limits.http_request_timeout_ms);
+  if (options.http_request_timeout) http.request_timeout = *options.http_request_timeout;  // the flag wins
+  http.idle_timeout = std::chrono::milliseconds(limits.http_idle_timeout_ms);
+  http.max_connections = static_cast<size_t>(limits.http_max_connections);
   // Bodies being read or held, across connections: the same budget as gRPC's
   // buffers (limits.grpc_memory_quota_bytes).
-  http.memory_budget_bytes = static_cast<uint64_t>(std::max<int64_t>(config_.limits.grpc_memory_quota_bytes, 0));
+  http.memory_budget_bytes = static_cast<uint64_t>(std::max<int64_t>(limits.grpc_memory_quota_bytes, 0));
   http.tls = tls_ ? &*tls_ : nullptr;
   auto server = HttpServer::Start(http, [routes = http_routes_.get()](std::shared_ptr<HttpRequest> request,
                                                                      HttpRoutes::Reply reply) {

@@ -70,7 +70,7 @@ struct RouterOptions {
   // config's http_enabled false serves none.
   std::optional<int> http_port;
   bool http = true;
-  std::optional<std::chrono::milliseconds> http_request_timeout;  // default 30 s
+  std::optional<std::chrono::milliseconds> http_request_timeout;  // overrides limits.http_request_timeout_ms
 };
 
 class Router {

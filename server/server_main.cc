@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   int http_timeout_secs = 0;
   app.add_option("--http-request-timeout-secs", http_timeout_secs,
                  "HTTP: seconds a client has to send a whole request (and to take its answer) before it is cut "
-                 "off (default 30)")
+                 "off (default: limits.http_request_timeout_ms, else 30)")
       ->check(CLI::Range(1, 3600));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: config, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));

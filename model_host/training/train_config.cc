@@ -141,7 +141,7 @@ Status ParseMembers(const yaml::Field& field, std::vector<MemberSpec>* members) 
   return Status::Ok();
 }
 
-Status ParseEnsemble(const yaml::Field& field, EnsembleSpec* spec) {
+Status ParseEnsemble(const yaml::Field& field, TrainedEnsembleSpec* spec) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"name", "combine", "max_batch_size"}));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "name", &spec->name));

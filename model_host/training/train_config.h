@@ -55,7 +55,10 @@ struct CheckpointSpec {
   int64_t every_steps = 500;  // 0: only at the end of each epoch
 };
 
-struct EnsembleSpec {
+// The ensemble model the run writes beside its members (the server's own
+// es::EnsembleSpec, config/model_config.h, is what that config.yaml becomes
+// when served).
+struct TrainedEnsembleSpec {
   std::string name = "ensemble";
   std::string combine = "mean";  // mean or majority_vote (weights are not learned)
   int64_t max_batch_size = 64;    // of the served models
@@ -69,7 +72,7 @@ struct TrainConfig {
   DistributedSpec distributed;
   CheckpointSpec checkpoint;
   std::vector<MemberSpec> members;
-  EnsembleSpec ensemble;
+  TrainedEnsembleSpec ensemble;
 };
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path);

@@ -134,6 +134,29 @@ TEST_F(LimitsTest, CountAndGrpcLimits) {
   ExpectLimitLoads("grpc_max_connection_age_ms", 0, &Limits::grpc_max_connection_age_ms);  // 0 = unlimited
 }
 
+TEST_F(LimitsTest, HttpLimits) {
+  for (const auto& [key, field] : std::vector<std::pair<std::string, int64_t Limits::*>>{
+           {"http_request_timeout_ms", &Limits::http_request_timeout_ms},
+           {"http_idle_timeout_ms", &Limits::http_idle_timeout_ms}}) {
+    ExpectLimitLoads(key, kWeekMs, field);
+    ExpectLimitLoads(key, 100, field);
+    ExpectLimitError(key, "99", "expected in [100, 604800000]");
+    ExpectLimitError(key, std::to_string(kWeekMs + 1), "out of range");
+  }
+  ExpectLimitLoads("http_max_header_bytes", 1024, &Limits::http_max_header_bytes);
+  ExpectLimitError("http_max_header_bytes", "1023", "expected in [1024, 16777216]");
+  ExpectLimitError("http_max_header_bytes", "4294967296", "out of range");  // past Beast's uint32
+  ExpectLimitLoads("http_max_connections", 1, &Limits::http_max_connections);
+  ExpectLimitError("http_max_connections", "0", "expected in [1, 1048576]");
+  WriteServer(WithLimit("max_inflight_calls: 8"));
+  StatusOr<ServerConfig> config = Load();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->limits.http_max_header_bytes, 16 << 10);  // the defaults
+  EXPECT_EQ(config->limits.http_request_timeout_ms, 30000);
+  EXPECT_EQ(config->limits.http_idle_timeout_ms, 60000);
+  EXPECT_EQ(config->limits.http_max_connections, 512);
+}
+
 // 2^20: bounded because ModelStatistics keeps a counter per batch size.
 TEST_F(LimitsTest, MaxBatchSizeIsBounded) {
   const std::string file = WriteMlp("max_batch_size: 64", "max_batch_size: 1048577");

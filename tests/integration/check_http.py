@@ -4,7 +4,8 @@
     check_http.py --server-bin BIN --make-demo BIN --stubs DIR
 
 Writes the demo repository into a temp dir and starts ensemble-server with
---http-port 0 (and a 3 s --http-request-timeout-secs), then checks, with curl
+--http-port 0 and small HTTP limits in its config (3 s request timeout, 6 s
+idle timeout, 8 KiB of headers, 64 connections), then checks, with curl
 and Python's http.client / raw sockets against the printed address:
   - every route with curl: health, server and model metadata, model ready,
     config and statistics (against the gRPC answers), repository index,
@@ -18,13 +19,16 @@ and Python's http.client / raw sockets against the printed address:
   - one keep-alive connection serving hundreds of requests (same local port);
   - a slow-loris client (headers, and a body, dribbled) and bodies over the
     limit (413, also chunked, and a gzip body inflating past it) and headers over the limit (431) cut off while
-    another client keeps being served; connections past the cap closed;
+    another client keeps being served; an idle keep-alive connection closed
+    after the idle timeout; connections past the cap closed;
   - system shared memory over HTTP: register, status, an inference whose
     input and output are in regions, unregister;
   - a second server with TLS (certificates made here with openssl, clients
     must present one: mTLS), bearer tokens (infer and admin roles) and
     explicit model control: 401 without or with a wrong token, 403 for an
-    infer token on admin routes, open health probes, unload and load;
+    infer token on admin routes, open health probes, unload and load; its
+    --http-request-timeout-secs 2 overriding the config's 60 s (a client
+    that never starts the handshake is cut after 2 s);
   - SIGTERM under HTTP load with an idle keep-alive connection open: calls in
     flight answered 200, later ones 503 "shutting down", exit 0.
 Everything it writes is removed at the end. Exit 0 = pass.
@@ -47,15 +51,21 @@ import time
 
 TIMEOUT_S = 30
 STARTUP_S = 120
-REQUEST_TIMEOUT_S = 3  # --http-request-timeout-secs of the first server
 MAX_REQUEST_BYTES = 1 << 20
-MAX_CONNECTIONS = 512  # HttpServerOptions::max_connections
+# The first server's HTTP limits (its config's limits), all below the defaults
+# so that each check fails if the config did not reach the HTTP server.
+REQUEST_TIMEOUT_S = 3      # http_request_timeout_ms (default 30 s)
+IDLE_TIMEOUT_S = 6         # http_idle_timeout_ms (default 60 s)
+MAX_HEADER_BYTES = 8192    # http_max_header_bytes (default 16 KiB)
+MAX_CONNECTIONS = 64       # http_max_connections (default 512)
+HTTP_LIMITS = (f", http_request_timeout_ms: {REQUEST_TIMEOUT_S * 1000}, http_idle_timeout_ms: {IDLE_TIMEOUT_S * 1000}"
+               f", http_max_header_bytes: {MAX_HEADER_BYTES}, http_max_connections: {MAX_CONNECTIONS}")
 
 SERVER_YAML = """repository: {repo}
 listen_address: 127.0.0.1
 hosts:
 {hosts}
-limits: {{max_request_bytes: {max_bytes}, heartbeat_timeout_ms: 5000, drain_timeout_ms: 5000}}
+limits: {{max_request_bytes: {max_bytes}, heartbeat_timeout_ms: 5000, drain_timeout_ms: 5000{http_limits}}}
 {extra}"""
 TWO_HOSTS = """  - {name: cpu0, device: cpu, cpu_affinity: [0], threads: 1, executors: 1}
   - {name: cpu1, device: cpu, cpu_affinity: [1], threads: 1, executors: 1}"""
@@ -494,9 +504,21 @@ def dribble(server, prefix, trickle, results, key):
     results[key] = cut
 
 
+def idle_cut(server, results):
+    """One request on a keep-alive connection, then silence: how long until the server closes it."""
+    sock = socket.create_connection((server.host, server.port), timeout=TIMEOUT_S)
+    sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(read_status_line(sock, 10).startswith(b"HTTP/1.1 200"), "the idle connection's first request failed")
+    start = time.monotonic()
+    _, closed = read_all(sock, 4 * IDLE_TIMEOUT_S)
+    sock.close()
+    results["idle"] = time.monotonic() - start if closed else None
+
+
 def check_limits(server):
     results = {}
     threads = [
+        threading.Thread(target=idle_cut, args=(server, results)),
         threading.Thread(target=dribble, args=(server, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Slow: ",
                                                b"abcdefgh", results, "headers")),
         threading.Thread(target=dribble, args=(server, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
@@ -517,6 +539,11 @@ def check_limits(server):
     for t in threads:
         t.join()
     conn.close()
+    cut = results.get("idle")
+    check(cut is not None, f"an idle keep-alive connection was not closed within {4 * IDLE_TIMEOUT_S} s")
+    check(IDLE_TIMEOUT_S - 0.5 <= cut <= IDLE_TIMEOUT_S + 5,
+          f"an idle keep-alive connection was closed after {cut:.1f} s; want about {IDLE_TIMEOUT_S} s")
+    print(f"idle keep-alive connection closed after {cut:.1f} s (idle timeout {IDLE_TIMEOUT_S} s)")
     for key in ("headers", "body"):
         cut = results.get(key)
         check(cut is not None, f"the slow-loris client ({key}) was never cut off (20 s)")
@@ -563,12 +590,13 @@ def check_limits(server):
     conn.close()
     expect(f"a {len(bomb)}-byte gzip body inflating past the limit ({raw[:200]!r})", status, 413)
     check(b"inflates to more than" in raw, f"the 413 does not say why: {raw!r}")
-    # Headers over 16 KiB: 431.
-    sock = socket.create_connection((server.host, server.port), timeout=TIMEOUT_S)
-    sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Big: " + b"y" * (20 << 10) + b"\r\n\r\n")
-    line = read_status_line(sock, 10)
-    sock.close()
-    check(line.startswith(b"HTTP/1.1 431"), f"20 KiB of headers got {line!r}, want 431")
+    # Headers over the limit (8 KiB here; 10 KiB would pass the default 16): 431.
+    for size, want in ((MAX_HEADER_BYTES - 1024, b"HTTP/1.1 200"), (MAX_HEADER_BYTES + 2048, b"HTTP/1.1 431")):
+        sock = socket.create_connection((server.host, server.port), timeout=TIMEOUT_S)
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Big: " + b"y" * size + b"\r\n\r\n")
+        line = read_status_line(sock, 10)
+        sock.close()
+        check(line.startswith(want), f"{size} bytes of headers got {line!r}, want {want!r}")
     # Not HTTP at all: 400, closed.
     sock = socket.create_connection((server.host, server.port), timeout=TIMEOUT_S)
     sock.sendall(b"HELLO THERE\r\n\r\n")
@@ -578,7 +606,7 @@ def check_limits(server):
     expect("still serving after the limits", curl(f"http://{server.http}/v2/health/live")[0], 200)
     print("limits: 413 (announced, sent, chunked, inflated), 431 and 400 answered; others still served")
 
-    # The connection cap (512): the ones past it are closed at once; the
+    # The connection cap (64 here): the ones past it are closed at once; the
     # others, and new ones once they are gone, are served.
     time.sleep(1.0)  # the connections closed above are gone from the server's count
     import resource
@@ -727,9 +755,10 @@ def check_tls_and_tokens(args, work, repo):
     extra = (f"tls: {{cert: {work}/server.crt, key: {work}/server.key, client_ca: {work}/ca.crt}}\n"
              f"auth: {{tokens_file: {work}/tokens, open_health: true}}\n")
     config = work / "secure.yaml"
-    config.write_text(SERVER_YAML.format(repo=repo, hosts=ONE_HOST, max_bytes=MAX_REQUEST_BYTES, extra=extra))
+    config.write_text(SERVER_YAML.format(repo=repo, hosts=ONE_HOST, max_bytes=MAX_REQUEST_BYTES,
+                                         http_limits=", http_request_timeout_ms: 60000", extra=extra))
     server = Server(args.server_bin, config, work / "secure.log",
-                    ["--model-control-mode", "explicit", "--load-model", "mlp"])
+                    ["--model-control-mode", "explicit", "--load-model", "mlp", "--http-request-timeout-secs", "2"])
     try:
         base = f"https://{server.http}"
         tls = ["--cacert", str(work / "ca.crt"), "--cert", str(work / "client.crt"), "--key", str(work / "client.key")]
@@ -769,6 +798,14 @@ def check_tls_and_tokens(args, work, repo):
         # Plain HTTP to the TLS port is not answered as HTTP.
         status, _, err = curl(f"http://{server.http}/v2/health/live")
         check(status in (None, 0), f"plain HTTP on the TLS port got HTTP {status}")
+        # A client that never starts the handshake: cut after the flag's 2 s, not the config's 60.
+        sock = socket.create_connection((server.host, server.port), timeout=TIMEOUT_S)
+        start = time.monotonic()
+        _, closed = read_all(sock, 20)
+        cut = time.monotonic() - start
+        sock.close()
+        check(closed and 1.5 <= cut <= 7, f"a silent client on the TLS port was cut after {cut:.1f} s "
+              f"(closed: {closed}); want about 2 s (--http-request-timeout-secs)")
         expect("secure server exit status after SIGTERM", server.stop(), 0)
     except CheckFailed:
         print("---- secure server log (tail) ----\n" + server.log_tail(), file=sys.stderr)
@@ -776,7 +813,8 @@ def check_tls_and_tokens(args, work, repo):
     finally:
         server.kill()
     print("TLS + tokens: mTLS required, 401 without/with a wrong token, 403 for infer on admin routes, "
-          "open health, unload/load with the admin token")
+          f"open health, unload/load with the admin token; a client silent on the TLS port cut after {cut:.1f} s "
+          "(--http-request-timeout-secs 2)")
 
 
 def main():
@@ -794,11 +832,11 @@ def main():
             print(f"FAIL: ensemble-make-demo exited {made.returncode}: {made.stderr}", file=sys.stderr)
             return 1
         config = work / "server.yaml"
-        config.write_text(SERVER_YAML.format(repo=repo, hosts=TWO_HOSTS, max_bytes=MAX_REQUEST_BYTES, extra=""))
+        config.write_text(SERVER_YAML.format(repo=repo, hosts=TWO_HOSTS, max_bytes=MAX_REQUEST_BYTES,
+                                             http_limits=HTTP_LIMITS, extra=""))
         server = None
         try:
-            server = Server(args.server_bin, config, work / "server.log",
-                            ["--http-request-timeout-secs", str(REQUEST_TIMEOUT_S)])
+            server = Server(args.server_bin, config, work / "server.log")
             print(f"server: grpc {server.grpc}, http {server.http} (pid {server.proc.pid})")
             with grpc.insecure_channel(server.grpc) as channel:
                 stub = service_grpc.GRPCInferenceServiceStub(channel)

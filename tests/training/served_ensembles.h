@@ -1,7 +1,6 @@
 // The ensembles of a model repository as the server's own config loader
-// reads them (config/server_config.h), for the training tests. A separate
-// file because config/model_config.h and model_host/training/train_config.h
-// both define es::EnsembleSpec and cannot meet in one translation unit.
+// reads them (config/server_config.h), for the training tests: what the
+// trainer wrote, checked by the code that will serve it.
 #pragma once
 
 #include <cstddef>
