@@ -367,20 +367,24 @@ void HttpRoutes::Infer(std::shared_ptr<HttpRequest> http, const std::string& mod
   std::optional<uint64_t> header_length;
   if (const std::string& h = call->http->inference_header_length; !h.empty()) {
     if (h.size() > 19 || h.find_first_not_of("0123456789") != std::string::npos) {
-      return reply(
-          HttpError(Status::InvalidArgument("Inference-Header-Content-Length '" + h + "' is not a byte count")));
+      const Status bad = Status::InvalidArgument("Inference-Header-Content-Length '" + h + "' is not a byte count");
+      calls_->Refuse(call->place, model, bad);
+      return reply(HttpError(bad));
     }
     header_length = std::stoull(h);
   }
   if (Status s = DecodeHttpInferRequest(call->http->body, header_length, model, version, &call->request, &call->plan);
       !s.ok()) {
+    calls_->Refuse(call->place, model, s);  // as a gRPC request that fails to decode
     return reply(HttpError(s));
   }
   // The request proto holds its own copy of every tensor's bytes: the body can go.
   call->http->body.clear();
   call->http->body.shrink_to_fit();
   InferCalls::Place run_place = call->place;
-  calls_->Run(run_place, call->request, &call->response, InferCalls::CallContext{},
+  InferCalls::CallContext context;
+  if (call->http->client_gone) context.cancelled = [gone = call->http->client_gone] { return gone->load(); };
+  calls_->Run(run_place, call->request, &call->response, std::move(context),
               [call, reply = std::move(reply)](const Status& status) {
                 HttpResponse r;
                 r.hold = call;  // the place stays held until the answer is written

@@ -23,6 +23,7 @@
 // Thread safety: Handle from any thread, concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +46,10 @@ struct HttpRequest {
   std::string inference_header_length;
   // The body, inflated already when it was sent compressed (http_server.h).
   std::string body;
+  // Set by the transport once the client has closed its connection while
+  // the request is being handled (null: the transport cannot tell). An
+  // inference run takes it as its cancellation, as a gRPC call's.
+  std::shared_ptr<std::atomic<bool>> client_gone;
 };
 
 struct HttpResponse {

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <atomic>
@@ -179,6 +180,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     request->authorization = std::string(message[http::field::authorization]);
     request->inference_header_length = std::string(message["Inference-Header-Content-Length"]);
     request->body = std::move(message.body());
+    request->client_gone = std::make_shared<std::atomic<bool>>(false);
     keep_alive_ = message.keep_alive();
     version_ = message.version();
     server_->busy.fetch_add(1);
@@ -195,6 +197,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       asio::post(self->stream_.get_executor(),
                  [self, r = std::move(r)]() mutable { self->Write(std::move(r), /*error_close=*/false); });
     };
+    WatchPeer(request->client_gone);
     try {
       server_->handler(std::move(request), reply);
     } catch (const std::exception& e) {
@@ -202,6 +205,36 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       spdlog::error("http: request handler failed: {}", e.what());
       if (!replied->load()) reply(HttpError(Status::Internal(std::string("internal error: ") + e.what())));
     }
+  }
+
+  // While the routes work on a request, the connection is watched: the
+  // client closing it (EOF or reset: it gave up, e.g. on a timeout of its
+  // own) sets `gone`, which cancels the request's run as a gRPC client's
+  // cancellation does, so work still queued for it is never computed.
+  // Bytes that arrive instead (a pipelined request, or a TLS alert such as
+  // close_notify) end the watch and wait for the next read: so over TLS only
+  // an abrupt close is seen.
+  void WatchPeer(std::shared_ptr<std::atomic<bool>> gone) {
+    const uint64_t watch = ++watch_;
+    watching_ = true;
+    Lowest().socket().async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this(), watch, gone = std::move(gone)](error_code ec) {
+          if (ec || watch != self->watch_) return;  // cancelled: the answer is being written
+          self->watching_ = false;
+          char byte;
+          const ssize_t n = ::recv(self->Lowest().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            gone->store(true);
+            spdlog::debug("http: client closed its connection while its request ran: cancelled");
+          }
+        });
+  }
+  void StopWatching() {
+    if (!watching_) return;
+    watching_ = false;
+    ++watch_;  // a completion already queued is ignored
+    error_code ignored;
+    Lowest().socket().cancel(ignored);
   }
 
   // A compressed body (Content-Encoding gzip or deflate) inflated in place,
@@ -241,6 +274,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Write(HttpResponse r, bool error_close) {
+    StopWatching();
     if (r.render) {
       auto render = std::move(r.render);
       std::shared_ptr<void> hold = std::move(r.hold);
@@ -322,6 +356,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::array<char, 16 << 10> drop_{};
   uint64_t dropped_ = 0;
   uint64_t reserved_ = 0;  // of the body budget
+  bool watching_ = false;  // WatchPeer's wait is pending
+  uint64_t watch_ = 0;     // the current watch; older completions are ignored
 };
 
 }  // namespace

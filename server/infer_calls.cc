@@ -57,14 +57,9 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
   ModelMetrics* metrics = metrics_ != nullptr ? metrics_->Find(proto.model_name()) : nullptr;
   auto decoded = DecodeInferRequest(proto, *repository_, config_->limits, shm_);
   if (!decoded.ok()) {
-    // Counted against the version it would have gone to (none: not counted).
-    if (const es::ModelConfig* model = repository_->Find(proto.model_name()); model != nullptr) {
-      const std::vector<int64_t> ready = repository_->ReadyVersions(*model);
-      if (!ready.empty()) stats_->Record(model->name, ready.back(), false, 0, {}, 0);
-    }
-    CountRefused(metrics, decoded.status());
     spdlog::debug("request '{}' to model '{}' refused: {}", proto.id(), proto.model_name(),
                   decoded.status().ToString());
+    CountUndecodable(metrics, proto.model_name(), decoded.status());
     done(decoded.status());
     place->EndRun();
     return;
@@ -102,6 +97,20 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
     done(outcome);
     place->EndRun();
   });
+}
+
+void InferCalls::CountUndecodable(ModelMetrics* metrics, const std::string& model_name, const Status& status) {
+  // Counted against the version it would have gone to (none: not counted).
+  if (const es::ModelConfig* model = repository_->Find(model_name); model != nullptr) {
+    const std::vector<int64_t> ready = repository_->ReadyVersions(*model);
+    if (!ready.empty()) stats_->Record(model->name, ready.back(), false, 0, {}, 0);
+  }
+  CountRefused(metrics, status);
+}
+
+void InferCalls::Refuse(const Place& place, const std::string& model_name, const Status& status) {
+  CountUndecodable(metrics_ != nullptr ? metrics_->Find(model_name) : nullptr, model_name, status);
+  place->EndRun();
 }
 
 bool InferCalls::WaitForInFlight(std::chrono::steady_clock::time_point deadline) const {

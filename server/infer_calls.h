@@ -74,6 +74,11 @@ class InferCalls {
   void Run(const Place& place, const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
            CallContext context, Done done);
 
+  // A call its transport could not even turn into a request (e.g. an HTTP
+  // body that is not valid JSON): counted against `model_name` as Run counts
+  // a request that fails to decode, and its run ended. The caller answers it.
+  void Refuse(const Place& place, const std::string& model_name, const Status& status);
+
   // Waits until no Run is in progress or `deadline` passes; true if none is.
   bool WaitForInFlight(std::chrono::steady_clock::time_point deadline) const;
 
@@ -97,6 +102,8 @@ class InferCalls {
   // A call refused before it ran: counted against its model's metrics
   // (`metrics`, null for a model not served), else as an unknown model.
   void CountRefused(ModelMetrics* metrics, const Status& status);
+  // A request that did not decode: a failure in its model's statistics too.
+  void CountUndecodable(ModelMetrics* metrics, const std::string& model_name, const Status& status);
 
   const ServerConfig* config_;
   ModelRepository* repository_;

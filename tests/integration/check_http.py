@@ -367,6 +367,11 @@ def check_infer(server, stub, service):
         (json.dumps({"inputs": [good], "outputs": [{"name": "nope"}]}), 400, ["no output named 'nope'"]),
         (json.dumps({"inputs": {}}), 400, ["\"inputs\""]),
     ]
+    def failures():
+        stats = curl_json(f"http://{server.http}/v2/models/mlp/stats", 200, "stats")["model_stats"]
+        return sum(s["inference_stats"]["fail"]["count"] for s in stats)
+
+    failed_before = failures()
     for body, want_status, needles in cases:
         status, fields, raw = http_post(conn, "/v2/models/mlp/infer", body)
         expect(f"bad body {body[:60]!r} status ({raw[:200]!r})", status, want_status)
@@ -378,9 +383,13 @@ def check_infer(server, stub, service):
     status, fields, raw = http_post(conn, "/v2/models/mlp/infer", json.dumps({"inputs": [good]}),
                                     {"Inference-Header-Content-Length": "12x"})
     expect("bad Inference-Header-Content-Length", status, 400)
+    # Each failed mlp request is in its statistics, whether the JSON or the
+    # tensors were wrong (as gRPC counts a request that fails to decode).
+    expect("mlp's failure count after the bad bodies", failures() - failed_before, len(cases) + 1)
     status, fields, raw = http_post(conn, "/v2/models/mlp/infer", json.dumps({"inputs": [good]}))
     expect("a good request after the bad ones, same connection", status, 200)
-    print("infer: bad bodies answered 400/404 with messages naming the input, element or field")
+    print(f"infer: bad bodies answered 400/404 with messages naming the input, element or field; "
+          f"all {len(cases) + 1} counted as mlp failures")
 
     # Compressed bodies (tritonclient's request_compression_algorithm): the
     # same answer as the plain body; other encodings 415, a corrupt one 400.

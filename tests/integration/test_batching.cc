@@ -4,8 +4,12 @@
 //   mlp_batched   dynamic batching, 2 ms delay            (equality, priorities)
 //   mlp_slow      dynamic batching, 1.5 s delay, queue 4  (queue full, deadline, cancel)
 //   mlp_replicas  dynamic batching, on both hosts         (replicas, replica kill)
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -142,7 +146,8 @@ TEST_F(BatchingTest, FullQueueIsResourceExhaustedAtOnce) {
 }
 
 // A request whose deadline passes in the queue is answered DEADLINE_EXCEEDED
-// and never computed; so is a request the client cancels.
+// and never computed; so is a request the client cancels, over gRPC or by
+// closing its HTTP connection.
 TEST_F(BatchingTest, ExpiredAndCancelledRequestsLeaveTheQueueUncomputed) {
   WatchdogScope watchdog(seconds(60), "ExpiredAndCancelledRequestsLeaveTheQueueUncomputed");
   auto stub = server_->Stub();
@@ -176,7 +181,25 @@ TEST_F(BatchingTest, ExpiredAndCancelledRequestsLeaveTheQueueUncomputed) {
   while (!finished) std::this_thread::sleep_for(milliseconds(5));
   EXPECT_EQ(cancelled_status.error_code(), grpc::CANCELLED);
 
-  // Past the 1.5 s delay: had any of the three been computed, it would be now.
+  // An HTTP client that closes its connection while its request waits.
+  const std::string& http = server_->http_address();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(http.substr(http.rfind(':') + 1))));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << http;
+  std::string data;
+  for (int i = 0; i < 784; ++i) data += (i ? ",0.5" : "0.5");
+  const std::string body = R"({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [)" +
+                           data + "]}]}";
+  const std::string post = "POST /v2/models/mlp_slow/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(fd, post.data(), post.size(), MSG_NOSIGNAL), static_cast<ssize_t>(post.size()));
+  std::this_thread::sleep_for(milliseconds(200));
+  close(fd);
+
+  // Past the 1.5 s delay: had any of the four been computed, it would be now.
   std::this_thread::sleep_for(milliseconds(2000));
   EXPECT_EQ(Executions(*stub, "mlp_slow"), before) << "an expired or cancelled request was computed";
 }

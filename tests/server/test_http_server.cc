@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
@@ -168,6 +169,91 @@ TEST(HttpServerTest, AnswersMayComeLaterFromAnotherThread) {
   close(fd);
   server->Shutdown(milliseconds(1000));
   for (auto& t : threads) t.join();
+}
+
+// A client that closes its connection while its request is being handled
+// is seen (the request's client_gone flag, which cancels an inference run);
+// one that keeps its connection, or sends its next request meanwhile
+// (pipelining), is not; and the watch ends with the answer: a close after
+// it changes nothing for the request already answered.
+TEST(HttpServerTest, AClientClosingWhileItsRequestRunsIsSeen) {
+  std::mutex mu;
+  std::vector<std::pair<std::shared_ptr<HttpRequest>, HttpRoutes::Reply>> held;
+  auto server = StartServer({}, [&](std::shared_ptr<HttpRequest> request, HttpRoutes::Reply reply) {
+    std::lock_guard<std::mutex> lock(mu);
+    held.emplace_back(std::move(request), std::move(reply));
+  });
+  ASSERT_TRUE(server);
+  auto wait_held = [&](size_t n) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (held.size() >= n) return true;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  };
+  auto gone = [&](size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    return held[i].first->client_gone && held[i].first->client_gone->load();
+  };
+  auto becomes_gone = [&](size_t i) {
+    for (int k = 0; k < 300 && !gone(i); ++k) std::this_thread::sleep_for(milliseconds(10));
+    return gone(i);
+  };
+  const int leaver = Connect(Port(*server));
+  const int stayer = Connect(Port(*server));
+  const int pipeliner = Connect(Port(*server));
+  ASSERT_TRUE(Send(leaver, Get("/leaver")));
+  ASSERT_TRUE(wait_held(1));
+  ASSERT_TRUE(Send(stayer, Get("/stayer")));
+  ASSERT_TRUE(wait_held(2));
+  ASSERT_TRUE(Send(pipeliner, Get("/first")));
+  ASSERT_TRUE(wait_held(3));
+  ASSERT_TRUE(Send(pipeliner, Get("/second")));  // arrives while /first runs
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(gone(0));
+  close(leaver);
+  EXPECT_TRUE(becomes_gone(0)) << "the closed connection was not seen";
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_FALSE(gone(1)) << "a client still connected was taken as gone";
+  EXPECT_FALSE(gone(2)) << "a pipelined request was taken as the client leaving";
+  // Answers still go out: the stayer's, and the pipeliner's two in order.
+  HttpRoutes::Reply stay, first;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stay = held[1].second;
+    first = held[2].second;
+  }
+  HttpResponse ok;
+  stay(ok);
+  first(ok);
+  EXPECT_EQ(Statuses(ReadAnswers(stayer, 1)), std::vector<std::string>{"200"});
+  ASSERT_TRUE(wait_held(4));  // /second, read once /first was answered
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(held[3].first->target, "/second");
+  }
+  close(stayer);  // after its answer: nothing left to cancel
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_FALSE(gone(1)) << "a close after the answer was charged to the answered request";
+  HttpRoutes::Reply second;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    second = held[3].second;
+  }
+  second(ok);
+  EXPECT_EQ(Statuses(ReadAnswers(pipeliner, 2)), (std::vector<std::string>{"200", "200"}));
+  close(pipeliner);
+  // The leaver's late answer is written to a closed connection: no harm.
+  HttpRoutes::Reply late;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    late = held[0].second;
+  }
+  late(ok);
+  server->Shutdown(milliseconds(1000));
 }
 
 TEST(HttpServerTest, BodyAndHeaderLimits) {
