@@ -16,6 +16,7 @@
 //    threads; HttpClient: calls are serialized on its one connection).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -45,8 +46,16 @@ class Api {
   virtual Result<inference::ModelInferResponse> Infer(const inference::ModelInferRequest& request,
                                                       const CallOptions& call = {}) const = 0;
 
+  // Triton's system shared-memory extension: registers bytes [offset,
+  // offset + byte_size) of the POSIX shared-memory object `key` as region
+  // `name`; unregisters region `name` ("" = every region). Admin calls
+  // when the server checks tokens.
+  virtual Status RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                            uint64_t byte_size, const CallOptions& call = {}) const = 0;
+  virtual Status UnregisterSystemSharedMemory(const std::string& name, const CallOptions& call = {}) const = 0;
+
   // The gRPC client behind this Api, or null (HTTP): for what only gRPC
-  // offers (ModelStreamInfer, the tools' shared-memory registration).
+  // offers (ModelStreamInfer).
   virtual const Client* grpc() const { return nullptr; }
   // "gRPC" or "HTTP", for messages.
   virtual const char* transport() const = 0;
@@ -83,6 +92,10 @@ class GrpcApi final : public Api {
                                               const CallOptions& call = {}) const override {
     return client_->Infer(request, call);
   }
+  // In clients/shm_region.cc, with the stub calls they make.
+  Status RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                    uint64_t byte_size, const CallOptions& call = {}) const override;
+  Status UnregisterSystemSharedMemory(const std::string& name, const CallOptions& call = {}) const override;
   const Client* grpc() const override { return client_.get(); }
   const char* transport() const override { return "gRPC"; }
 

@@ -412,6 +412,22 @@ Result<inference::ModelInferResponse> HttpClient::Infer(const inference::ModelIn
   return response;
 }
 
+Status HttpClient::RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                              uint64_t byte_size, const CallOptions& call) const {
+  const std::string body = json{{"key", key}, {"offset", offset}, {"byte_size", byte_size}}.dump();
+  auto reply = impl_->Exchange(http::verb::post, ShmRegionPath(name) + "/register", body, std::nullopt,
+                               "application/json", call);
+  if (!reply.ok()) return reply.status();
+  return StatusOf(*reply);
+}
+
+Status HttpClient::UnregisterSystemSharedMemory(const std::string& name, const CallOptions& call) const {
+  const std::string path = name.empty() ? "/v2/systemsharedmemory/unregister" : ShmRegionPath(name) + "/unregister";
+  auto reply = impl_->Exchange(http::verb::post, path, "", std::nullopt, "application/json", call);
+  if (!reply.ok()) return reply.status();
+  return StatusOf(*reply);
+}
+
 Status HttpClient::PostInfer(const std::string& path, const std::string& body, size_t header_length,
                              const CallOptions& call) const {
   auto reply = impl_->Exchange(http::verb::post, path, body, header_length, "application/octet-stream", call);

@@ -66,6 +66,8 @@ Status DecodeHttpInferResponse(std::string_view body, std::optional<uint64_t> he
 grpc::StatusCode CodeOfHttpStatus(int http_status);
 // "/v2/models/NAME[/versions/V]" with NAME and V percent-encoded.
 std::string ModelPath(const std::string& model, const std::string& version);
+// "/v2/systemsharedmemory/region/NAME" with NAME percent-encoded.
+std::string ShmRegionPath(const std::string& name);
 
 class HttpClient final : public Api {
  public:
@@ -90,6 +92,11 @@ class HttpClient final : public Api {
                                                              const CallOptions& call = {}) const override;
   Result<inference::ModelInferResponse> Infer(const inference::ModelInferRequest& request,
                                               const CallOptions& call = {}) const override;
+  // POST /v2/systemsharedmemory/region/{name}/register ({key, offset,
+  // byte_size}) and .../unregister (without /region/{name} for "": all).
+  Status RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                    uint64_t byte_size, const CallOptions& call = {}) const override;
+  Status UnregisterSystemSharedMemory(const std::string& name, const CallOptions& call = {}) const override;
   const char* transport() const override { return "HTTP"; }
 
   // A POST of a body made once by EncodeHttpInferRequest (the load

@@ -367,4 +367,6 @@ std::string ModelPath(const std::string& model, const std::string& version) {
   return path;
 }
 
+std::string ShmRegionPath(const std::string& name) { return "/v2/systemsharedmemory/region/" + Percent(name); }
+
 }  // namespace es::client

@@ -93,7 +93,18 @@ grpc::Status UnregisterShm(inference::GRPCInferenceService::Stub& stub, const st
   return stub.SystemSharedMemoryUnregister(&ctx, req, &resp);
 }
 
-Result<std::unique_ptr<ShmInputs>> ShmInputs::Move(const Client& client, const std::string& name,
+Status GrpcApi::RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                           uint64_t byte_size, const CallOptions& call) const {
+  return Status::FromGrpc(RegisterShm(client_->stub(), name, key, offset, byte_size,
+                                      [&](grpc::ClientContext* ctx) { client_->SetDeadline(ctx, call); }));
+}
+
+Status GrpcApi::UnregisterSystemSharedMemory(const std::string& name, const CallOptions& call) const {
+  return Status::FromGrpc(
+      UnregisterShm(client_->stub(), name, [&](grpc::ClientContext* ctx) { client_->SetDeadline(ctx, call); }));
+}
+
+Result<std::unique_ptr<ShmInputs>> ShmInputs::Move(const Api& client, const std::string& name,
                                                    inference::ModelInferRequest* request) {
   const int n = request->raw_input_contents_size();
   if (n == 0 || n != request->inputs_size()) {
@@ -113,11 +124,10 @@ Result<std::unique_ptr<ShmInputs>> ShmInputs::Move(const Client& client, const s
     const std::string& raw = request->raw_input_contents(i);
     if (!raw.empty()) std::memcpy((*region)->data() + offsets[static_cast<size_t>(i)], raw.data(), raw.size());
   }
-  const grpc::Status registered = RegisterShm(client.stub(), name, (*region)->key(), 0, (*region)->size(),
-                                              [&](grpc::ClientContext* ctx) { client.SetDeadline(ctx, {}); });
+  const Status registered = client.RegisterSystemSharedMemory(name, (*region)->key(), 0, (*region)->size());
   if (!registered.ok()) {
-    return Status(registered.error_code(),
-                  "registering shared-memory region '" + name + "': " + registered.error_message());
+    return Status(registered.code(), "registering shared-memory region '" + name + "' over " + client.transport() +
+                                         ": " + registered.message());
   }
   for (int i = 0; i < n; ++i) {
     SetShmParameters(request->mutable_inputs(i), name, request->raw_input_contents(i).size(),
@@ -128,9 +138,7 @@ Result<std::unique_ptr<ShmInputs>> ShmInputs::Move(const Client& client, const s
 }
 
 ShmInputs::~ShmInputs() {
-  (void)UnregisterShm(client_->stub(), name_, [this](grpc::ClientContext* ctx) {
-    client_->SetDeadline(ctx, CallOptions{std::chrono::milliseconds(5000)});
-  });
+  (void)client_->UnregisterSystemSharedMemory(name_, CallOptions{std::chrono::milliseconds(5000)});
 }  // region_ goes next: unmapped and unlinked
 
 }  // namespace es::client

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "clients/api.h"
 #include "clients/client.h"
 #include "clients/status.h"
 #include "proto/grpc_service.grpc.pb.h"
@@ -63,14 +64,15 @@ grpc::Status UnregisterShm(inference::GRPCInferenceService::Stub& stub, const st
                            const std::function<void(grpc::ClientContext*)>& prepare = {});
 
 // A request's inputs moved into shared memory (ensemble-cli infer --shm,
-// ensemble-loadgen --shm): Move() copies every raw_input_contents entry into
-// one new object (each at a 64-byte aligned offset), registers it with the
-// server as region `name`, points each input at its place and clears
-// raw_input_contents. The destructor unregisters the region (best effort,
-// 5 s deadline) and unlinks the object; `client` must outlive it.
+// ensemble-loadgen --shm, over gRPC or HTTP): Move() copies every
+// raw_input_contents entry into one new object (each at a 64-byte aligned
+// offset), registers it with the server as region `name`, points each input
+// at its place and clears raw_input_contents. The destructor unregisters the
+// region (best effort, 5 s deadline) and unlinks the object; `client` must
+// outlive it.
 class ShmInputs {
  public:
-  static Result<std::unique_ptr<ShmInputs>> Move(const Client& client, const std::string& name,
+  static Result<std::unique_ptr<ShmInputs>> Move(const Api& client, const std::string& name,
                                                  inference::ModelInferRequest* request);
   ~ShmInputs();
   ShmInputs(const ShmInputs&) = delete;
@@ -78,9 +80,9 @@ class ShmInputs {
   const ShmRegion& region() const { return *region_; }
 
  private:
-  ShmInputs(const Client* client, std::string name, std::unique_ptr<ShmRegion> region)
+  ShmInputs(const Api* client, std::string name, std::unique_ptr<ShmRegion> region)
       : client_(client), name_(std::move(name)), region_(std::move(region)) {}
-  const Client* client_;
+  const Api* client_;
   std::string name_;
   std::unique_ptr<ShmRegion> region_;
 };

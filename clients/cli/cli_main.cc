@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   bool http = false;
   app.add_flag("--http", http,
                "talk KServe v2 HTTP/REST (Triton's paths, binary tensors) to --server, the HTTP address "
-               "(default 127.0.0.1:8000); not with infer --streaming or --shm");
+               "(default 127.0.0.1:8000); not with infer --streaming");
   app.require_subcommand(1);
   app.fallthrough();  // --server, --timeout-ms and --json after the subcommand too
 
@@ -101,10 +101,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ensemble-cli: %s\n", s.message().c_str());
     return 2;  // a usage error: the flags named something unusable
   }
-  if (http && (infer_args.streaming || infer_args.shm)) {
-    std::fprintf(stderr,
-                 "ensemble-cli: %s needs gRPC (ModelStreamInfer / shared-memory registration): not with --http\n",
-                 infer_args.streaming ? "--streaming" : "--shm");
+  if (http && infer_args.streaming) {
+    std::fprintf(stderr, "ensemble-cli: --streaming needs gRPC (ModelStreamInfer): not with --http\n");
     return 2;
   }
   if (http && server_option->count() == 0) server = "127.0.0.1:8000";

@@ -366,14 +366,12 @@ int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::
   // --shm (issue 15): inputs through a region of a new shared-memory object,
   // registered as "ensemble_cli_<pid>"; `shm` unregisters and unlinks it on return.
   std::unique_ptr<es::client::ShmInputs> shm;
-  // --streaming and --shm are gRPC's (cli_main refuses them with --http).
-  if ((args.shm || args.streaming) && client.grpc() == nullptr) {
-    return Usage(std::string(args.shm ? "--shm" : "--streaming") + " needs gRPC: not with --http");
-  }
+  // --streaming is gRPC's (cli_main refuses it with --http).
+  if (args.streaming && client.grpc() == nullptr) return Usage("--streaming needs gRPC: not with --http");
   if (args.shm) {
     std::string region = "ensemble_cli_";
     region += std::to_string(::getpid());
-    auto moved = es::client::ShmInputs::Move(*client.grpc(), region, &request);
+    auto moved = es::client::ShmInputs::Move(client, region, &request);
     if (!moved.ok()) return Failed(moved.status());
     shm = std::move(moved).value();
   }

@@ -136,7 +136,7 @@ int Run(const Options& o, const std::string& command) {
       std::string region = "ensemble_loadgen_";
       region += std::to_string(::getpid());
       region += suffix;
-      auto moved = es::client::ShmInputs::Move(*client->grpc(), region, &prepared->request);  // gRPC only (options.cc)
+      auto moved = es::client::ShmInputs::Move(*client, region, &prepared->request);
       if (!moved.ok()) return Fail("--shm: " + moved.status().ToString());
       shm_inputs.push_back(std::move(moved).value());
       prepared->bytes = prepared->request.SerializeAsString();

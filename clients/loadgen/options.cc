@@ -168,7 +168,7 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
   // KServe v2 HTTP/REST (issue 15).
   app.add_flag("--http", o->http,
                "talk KServe v2 HTTP/REST to --server (the HTTP address): a keep-alive connection and thread per slot "
-               "(open loop: min(--max-inflight, 64) of them); not with --streaming, --shm, --channels or --threads");
+               "(open loop: min(--max-inflight, 64) of them); not with --streaming, --channels or --threads");
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-loadgen")) {
     return *exit_code == 0 ? ParseOutcome::kHelp : ParseOutcome::kUsageError;
   }
@@ -199,7 +199,6 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
   if (o->streaming && !o->rates.empty()) return usage("--streaming is closed loop only: use --concurrency, not --rate");
   if (o->http) {  // what the HTTP engine cannot honour
     for (const auto& [flag, given] : {std::pair<const char*, bool>{"--streaming", o->streaming},
-                                      {"--shm", o->shm},
                                       {"--channels", o->channels != 0},
                                       {"--threads", app.count("--threads") > 0}}) {
       if (given) {

@@ -6,12 +6,15 @@
 // certificate and a bearer token work over HTTP as over gRPC.
 // ensemble-loadgen: a short closed-loop run completes without errors and
 // the server's own statistics (read over gRPC) count every request it made;
-// options HTTP cannot honour are refused (exit 2).
+// options HTTP cannot honour are refused (exit 2). --shm works over HTTP
+// for both (the region registered through the HTTP routes).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -207,12 +210,10 @@ TEST_F(CliHttpTest, ErrorsHaveTheGrpcCodesAndExitCodes) {
   EXPECT_EQ(late.rc, 1) << late.output;
   EXPECT_EQ(ErrorCode(late.output), "DEADLINE_EXCEEDED") << late.output;
   // What HTTP cannot carry is refused before any call: usage (2), one line.
-  for (const char* flag : {"--streaming", "--shm"}) {
-    const CliRun r = Http({"infer", "mlp", flag});
-    EXPECT_EQ(r.rc, 2) << r.output;
-    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-    EXPECT_NE(r.output.find(flag), std::string::npos) << r.output;
-  }
+  const CliRun r = Http({"infer", "mlp", "--streaming"});
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("--streaming"), std::string::npos) << r.output;
   // --server is the gRPC address: over HTTP it is not understood (a clear error, exit 1).
   const CliRun wrong = RunCli({"--http", "--server", server_->address()}, {"live"});
   EXPECT_EQ(wrong.rc, 1) << wrong.output;
@@ -325,7 +326,7 @@ TEST_F(CliHttpTest, LoadgenRunsOverHttpAndTheServerCountsIt) {
 TEST_F(CliHttpTest, LoadgenRefusesWhatHttpCannotHonour) {
   WatchdogScope watchdog(seconds(60), "LoadgenRefuses");
   for (const std::vector<std::string>& extra :
-       std::vector<std::vector<std::string>>{{"--streaming"}, {"--shm"}, {"--threads", "2"}, {"--channels", "2"}}) {
+       std::vector<std::vector<std::string>>{{"--streaming"}, {"--threads", "2"}, {"--channels", "2"}}) {
     std::vector<std::string> argv = {kLoadgen, "--http", "--server", server_->http_address(), "--model", "mlp"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::string output;
@@ -340,6 +341,67 @@ TEST_F(CliHttpTest, LoadgenRefusesWhatHttpCannotHonour) {
             1)
       << output;
   EXPECT_NE(output.find("NOT_FOUND"), std::string::npos) << output;
+}
+
+std::set<std::string> ClientShmObjects() {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().rfind("es_client_", 0) == 0) names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
+int RegisteredRegions(const std::string& grpc_address) {
+  auto client = es::client::Client::Create(grpc_address);
+  grpc::ClientContext ctx;
+  client->SetDeadline(&ctx, {});
+  inference::SystemSharedMemoryStatusResponse regions;
+  EXPECT_TRUE(client->stub().SystemSharedMemoryStatus(&ctx, {}, &regions).ok());
+  return regions.regions_size();
+}
+
+// --shm over HTTP: the region is registered and unregistered through the
+// HTTP routes; the answer is the one the tensors in the message give, the
+// load generator's requests carry only the region's parameters, and nothing
+// is left registered or in /dev/shm.
+TEST_F(CliHttpTest, SharedMemoryInputsOverHttp) {
+  WatchdogScope watchdog(seconds(120), "SharedMemoryInputsOverHttp");
+  const std::set<std::string> before = ClientShmObjects();
+  const std::vector<std::string> args = {"infer", "demo_ensemble", "--plain", "--json", "--seed", "9", "--batch", "3"};
+  std::vector<std::string> with_shm = args;
+  with_shm.push_back("--shm");
+  const CliRun plain = Grpc(args);
+  const CliRun shm = Http(with_shm);
+  ASSERT_EQ(plain.rc, 0) << plain.output;
+  ASSERT_EQ(shm.rc, 0) << shm.output;
+  EXPECT_EQ(shm.output, plain.output);
+  EXPECT_EQ(ClientShmObjects(), before);
+  EXPECT_EQ(RegisteredRegions(server_->address()), 0);
+  // A server-side error still unregisters and unlinks.
+  const CliRun refused = Http({"infer", "mlp", "--batch", "100", "--shm"});
+  EXPECT_EQ(refused.rc, 1) << refused.output;
+  EXPECT_EQ(ErrorCode(refused.output), "INVALID_ARGUMENT") << refused.output;
+  EXPECT_EQ(ClientShmObjects(), before);
+  EXPECT_EQ(RegisteredRegions(server_->address()), 0);
+
+  const uint64_t served_before = GrpcSuccessCount(server_->address(), "mlp");
+  const std::string report = dir_.Path("shm.json");
+  std::string output;
+  ASSERT_EQ(RunCommand({kLoadgen, "--http", "--server", server_->http_address(), "--model", "mlp", "--batch", "8",
+                        "--concurrency", "2", "--duration-s", "0.3", "--warmup-s", "0.2", "--max-windows", "2",
+                        "--ceiling-model", "none", "--shm", "--json", report},
+                       seconds(90), &output),
+            0)
+      << output;
+  const auto j = nlohmann::json::parse(es::it::ReadTextFile(report));
+  const uint64_t ok = j["totals"]["client_ok"].get<uint64_t>();
+  EXPECT_GT(ok, 0u);
+  EXPECT_EQ(j["totals"]["client_failed"].get<uint64_t>(), 0u) << j["totals"].dump();
+  EXPECT_EQ(GrpcSuccessCount(server_->address(), "mlp") - served_before, ok + 1) << "plus the tool's check call";
+  // 8 images are 25088 bytes in the message; through shared memory only the parameters travel.
+  EXPECT_LT(j["config"]["request_bytes"].get<uint64_t>(), 1000u) << j["config"].dump();
+  EXPECT_EQ(ClientShmObjects(), before);
+  EXPECT_EQ(RegisteredRegions(server_->address()), 0);
 }
 
 TEST(CliHttpNoServer, UnreachableIsUnavailable) {
@@ -417,6 +479,17 @@ TEST(CliHttpTls, ClientCertificateAndToken) {
     EXPECT_EQ(h.rc, 1) << h.output;
     EXPECT_EQ(ErrorCode(h.output), ErrorCode(g.output)) << "gRPC: " << g.output << "\nHTTP: " << h.output;
   }
+  // Registering a region is an admin call: with an infer token, --shm is
+  // refused PERMISSION_DENIED, on either transport, and the object is gone.
+  const std::set<std::string> objects = ClientShmObjects();
+  auto [g, h] = both(with_token, {"infer", "mlp", "--shm"});
+  EXPECT_EQ(g.rc, 1) << g.output;
+  EXPECT_EQ(h.rc, 1) << h.output;
+  EXPECT_EQ(ErrorCode(g.output), "PERMISSION_DENIED") << g.output;
+  EXPECT_EQ(ErrorCode(h.output), "PERMISSION_DENIED") << h.output;
+  EXPECT_NE(h.output.find("registering shared-memory region"), std::string::npos) << h.output;
+  EXPECT_NE(h.output.find("over HTTP"), std::string::npos) << h.output;
+  EXPECT_EQ(ClientShmObjects(), objects);
   // Plaintext HTTP to the TLS port: refused, not hung.
   const CliRun plain = RunCli({"--http", "--server", server->http_address(), "--token", kInferToken}, {"live"});
   EXPECT_EQ(plain.rc, 1) << plain.output;
