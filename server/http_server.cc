@@ -12,6 +12,7 @@
 #include <boost/beast/ssl.hpp>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "server/http_compression.h"
@@ -65,6 +66,9 @@ constexpr size_t kReadChunk = 16 << 10;
 constexpr size_t kKeepBuffer = 1 << 20;     // a connection's read buffer shrinks back below this
 constexpr uint64_t kLingerBytes = 8 << 20;  // read and dropped after an error answer, before closing
 constexpr std::chrono::seconds kLinger{2};
+// Answers shorter than this go uncompressed whatever the client accepts (RFC
+// 9110 allows it): gzip's own 18 bytes and the CPU would buy nothing.
+constexpr size_t kMinCompressedAnswer = 256;
 
 template <class Stream>
 constexpr bool kIsTls = !std::is_same_v<Stream, beast::tcp_stream>;
@@ -181,6 +185,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     request->inference_header_length = std::string(message["Inference-Header-Content-Length"]);
     request->body = std::move(message.body());
     request->client_gone = std::make_shared<std::atomic<bool>>(false);
+    const auto accept = message[http::field::accept_encoding];
+    answer_encoding_ = AnswerEncoding(std::string_view(accept.data(), accept.size()));
     keep_alive_ = message.keep_alive();
     version_ = message.version();
     server_->busy.fetch_add(1);
@@ -270,6 +276,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     HttpResponse r = HttpError(Status::InvalidArgument(std::move(message)));
     r.status = status;
     keep_alive_ = false;
+    answer_encoding_ = BodyEncoding::kIdentity;
     Write(std::move(r), /*error_close=*/true);
   }
 
@@ -294,6 +301,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       response_.set("Inference-Header-Content-Length", std::to_string(*r.inference_header_length));
     }
     if (!r.allow.empty()) response_.set(http::field::allow, r.allow);
+    Compress(&r);
     // RFC 7235: a 401 names the scheme the client must use.
     if (r.status == 401) response_.set(http::field::www_authenticate, "Bearer");
     const bool close = error_close || !keep_alive_ || server_->stopping.load();
@@ -312,6 +320,23 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       if (close) return self->Close();
       self->WaitRequest();
     });
+  }
+
+  // The answer's body compressed when the request's Accept-Encoding asked
+  // for gzip or deflate (tritonclient's response_compression_algorithm).
+  // Inference-Header-Content-Length keeps counting the uncompressed JSON,
+  // as Triton's does: the client inflates the body, then splits it.
+  void Compress(HttpResponse* r) {
+    const BodyEncoding encoding = std::exchange(answer_encoding_, BodyEncoding::kIdentity);
+    if (encoding == BodyEncoding::kIdentity || r->body.size() < kMinCompressedAnswer) return;
+    StatusOr<std::string> compressed = DeflateBody(r->body, encoding);
+    if (!compressed.ok()) {  // the plain body is a correct answer too
+      spdlog::warn("http: answer not compressed: {}", compressed.status().ToString());
+      return;
+    }
+    r->body = std::move(compressed).value();
+    response_.set(http::field::content_encoding, BodyEncodingName(encoding));
+    response_.set(http::field::vary, "Accept-Encoding");
   }
 
   // After an error answer to a request whose body may still be arriving:
@@ -356,6 +381,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::array<char, 16 << 10> drop_{};
   uint64_t dropped_ = 0;
   uint64_t reserved_ = 0;  // of the body budget
+  BodyEncoding answer_encoding_ = BodyEncoding::kIdentity;  // of the request being answered
   bool watching_ = false;  // WatchPeer's wait is pending
   uint64_t watch_ = 0;     // the current watch; older completions are ignored
 };

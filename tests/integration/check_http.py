@@ -419,6 +419,41 @@ def check_infer(server, stub, service):
     expect(f"a plain body called deflate ({raw!r})", status, 400)
     print("infer: gzip and deflate bodies (JSON and binary) answered as plain ones; br 415, corrupt 400")
 
+    # Compressed answers (tritonclient's response_compression_algorithm sends
+    # Accept-Encoding): the same bytes once inflated, binary outputs included
+    # (Inference-Header-Content-Length counts the inflated JSON).
+    batch = 8
+    pixels = image(batch, seed=5)
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [batch, 1, 28, 28],
+                                     "parameters": {"binary_data_size": batch * 784 * 4}}],
+                         "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}]}).encode()
+    binary_body = header + struct.pack(f"<{batch * 784}f", *pixels)
+    headers = {"Inference-Header-Content-Length": str(len(header))}
+    status, fields, want = http_post(conn, "/v2/models/demo_ensemble/infer", binary_body, headers)
+    expect("binary answer, uncompressed", (status, fields.get("content-encoding")), (200, None))
+    json_length = fields.get("inference-header-content-length")
+    check(json_length is not None and 0 < int(json_length) < len(want), f"no JSON length in {fields}")
+    for accept, unpack in (("gzip", gzip.decompress), ("gzip;q=0.1, deflate", zlib.decompress)):
+        status, fields, raw = http_post(conn, "/v2/models/demo_ensemble/infer", binary_body,
+                                        dict(headers, **{"Accept-Encoding": accept}))
+        coding = "gzip" if accept == "gzip" else "deflate"
+        expect(f"Accept-Encoding {accept}: status and Content-Encoding", (status, fields.get("content-encoding")),
+               (200, coding))
+        inflated, cut = unpack(raw), int(json_length)
+        # Equal JSON (its parameters map has no fixed order) and equal tensor bytes.
+        expect(f"Accept-Encoding {accept}: the inflated answer's JSON", json.loads(inflated[:cut]),
+               json.loads(want[:cut]))
+        expect(f"Accept-Encoding {accept}: the inflated answer's binary outputs", inflated[cut:], want[cut:])
+        expect(f"Accept-Encoding {accept}: Inference-Header-Content-Length (of the inflated JSON)",
+               fields.get("inference-header-content-length"), json_length)
+    url = f"http://{server.http}/v2/models/demo_ensemble/config"
+    status, fields, packed_config = curl(url, options=["--compressed"])
+    expect("curl --compressed on the config: status, Content-Encoding", (status, fields.get("content-encoding")),
+           (200, "gzip"))
+    expect("curl --compressed on the config: the inflated answer", json.loads(packed_config), json.loads(curl(url)[2]))
+    print(f"infer: answers compressed on request (gzip, deflate): inflated, the plain answer's JSON and "
+          f"tensor bytes ({len(want)} bytes, {len(raw)} compressed); curl --compressed")
+
 
 def check_keep_alive(server):
     conn = http.client.HTTPConnection(server.host, server.port, timeout=TIMEOUT_S)

@@ -1,5 +1,6 @@
-// InflateBody (server/http_compression.h): gzip and zlib bodies inflated
-// under a hard limit and a budget, corrupt and truncated streams refused.
+// server/http_compression.h: InflateBody (gzip and zlib bodies inflated
+// under a hard limit and a budget, corrupt and truncated streams refused),
+// AnswerEncoding (Accept-Encoding with q-values) and DeflateBody.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -78,6 +79,51 @@ TEST(HttpCompressionTest, CorruptTruncatedAndTrailingBytesAreRefused) {
   EXPECT_EQ(trailing.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(trailing.status().message().find("after the gzip stream"), std::string::npos);
   EXPECT_EQ(InflateBody("not compressed at all", true, 100, kAny).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(HttpCompressionTest, AnswerEncodingFollowsAcceptEncoding) {
+  const std::pair<const char*, BodyEncoding> cases[] = {
+      {"", BodyEncoding::kIdentity},
+      {"identity", BodyEncoding::kIdentity},
+      {"br", BodyEncoding::kIdentity},
+      {"gzip", BodyEncoding::kGzip},
+      {"GZip", BodyEncoding::kGzip},
+      {"x-gzip", BodyEncoding::kGzip},
+      {"deflate", BodyEncoding::kDeflate},
+      {"gzip, deflate", BodyEncoding::kGzip},  // tritonclient, curl --compressed
+      {"deflate, gzip", BodyEncoding::kGzip},  // a tie goes to gzip
+      {"gzip;q=0.5, deflate", BodyEncoding::kDeflate},
+      {"gzip; q=0.9 , deflate;q=0.8", BodyEncoding::kGzip},
+      {"gzip;q=0", BodyEncoding::kIdentity},
+      {"gzip;q=0, deflate;q=0.001", BodyEncoding::kDeflate},
+      {"*", BodyEncoding::kGzip},
+      {"*;q=0", BodyEncoding::kIdentity},
+      {"gzip;q=0, *", BodyEncoding::kDeflate},  // "*" is for the codings not named
+      {"gzip;q=2", BodyEncoding::kIdentity},    // malformed q: not accepted
+      {"gzip;q=abc, deflate", BodyEncoding::kDeflate},
+      {"gzip;q=0.12345", BodyEncoding::kIdentity},
+      {",,, ;;", BodyEncoding::kIdentity},
+  };
+  for (const auto& [header, want] : cases) {
+    EXPECT_EQ(AnswerEncoding(header), want) << "Accept-Encoding: " << header;
+  }
+}
+
+TEST(HttpCompressionTest, DeflateBodyRoundTrips) {
+  std::string data;
+  for (int i = 0; i < 100000; ++i) data += std::to_string(i % 613) + ",";
+  for (BodyEncoding encoding : {BodyEncoding::kGzip, BodyEncoding::kDeflate}) {
+    StatusOr<std::string> packed = DeflateBody(data, encoding);
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    EXPECT_LT(packed->size(), data.size() / 2) << BodyEncodingName(encoding);
+    StatusOr<std::string> back = InflateBody(*packed, encoding == BodyEncoding::kGzip, data.size(), kAny);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, data);
+  }
+  StatusOr<std::string> empty = DeflateBody("", BodyEncoding::kGzip);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(*InflateBody(*empty, true, 0, kAny), "");
+  EXPECT_FALSE(DeflateBody("x", BodyEncoding::kIdentity).ok());
 }
 
 }  // namespace

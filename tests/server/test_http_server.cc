@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/http_compression.h"
 #include "server/http_server.h"
 
 namespace es {
@@ -427,6 +428,45 @@ TEST(HttpServerTest, CompressedBodiesAreInflatedForTheHandler) {
   EXPECT_EQ(Statuses(ReadAnswers(fd, 1)), std::vector<std::string>{"415"});
   ASSERT_TRUE(Send(fd, Post("/z", Gzip(std::string(5000, '0')), "Content-Encoding: gzip\r\n")));
   EXPECT_EQ(Statuses(ReadAnswers(fd, 1)), std::vector<std::string>{"413"});
+  close(fd);
+}
+
+// Answers are compressed when the request's Accept-Encoding asks (and the
+// body is worth it), with Content-Encoding saying how; otherwise plain.
+TEST(HttpServerTest, AnswersAreCompressedWhenTheClientAsks) {
+  const std::string big(20000, 'a');
+  auto server = StartServer({});
+  ASSERT_TRUE(server);
+  const int fd = Connect(Port(*server));
+  const std::string echoed = "POST /c " + big;
+  auto answer_body = [](const std::string& answer) {
+    const size_t end = answer.find("\r\n\r\n");
+    return end == std::string::npos ? std::string() : answer.substr(end + 4);
+  };
+  for (const auto& [accept, want] : std::vector<std::pair<std::string, std::string>>{
+           {"gzip, deflate", "gzip"}, {"gzip;q=0, deflate", "deflate"}, {"", ""}, {"br", ""}}) {
+    SCOPED_TRACE("Accept-Encoding: " + accept);
+    ASSERT_TRUE(Send(fd, Post("/c", big, accept.empty() ? "" : "Accept-Encoding: " + accept + "\r\n")));
+    const std::string answer = ReadAnswers(fd, 1);
+    ASSERT_EQ(Statuses(answer), std::vector<std::string>{"200"}) << answer.substr(0, 200);
+    const std::string body = answer_body(answer);
+    if (want.empty()) {
+      EXPECT_EQ(answer.find("Content-Encoding"), std::string::npos) << answer.substr(0, 300);
+      EXPECT_EQ(body, echoed);
+      continue;
+    }
+    EXPECT_NE(answer.find("Content-Encoding: " + want + "\r\n"), std::string::npos) << answer.substr(0, 300);
+    EXPECT_NE(answer.find("Vary: Accept-Encoding\r\n"), std::string::npos) << answer.substr(0, 300);
+    EXPECT_LT(body.size(), 1000u);
+    StatusOr<std::string> inflated = InflateBody(body, want == "gzip", 1 << 20, [](uint64_t) { return true; });
+    ASSERT_TRUE(inflated.ok()) << inflated.status().ToString();
+    EXPECT_EQ(*inflated, echoed);
+  }
+  // A short answer stays plain even when gzip is accepted.
+  ASSERT_TRUE(Send(fd, Post("/c", "tiny", "Accept-Encoding: gzip\r\n")));
+  const std::string small = ReadAnswers(fd, 1);
+  EXPECT_EQ(small.find("Content-Encoding"), std::string::npos) << small;
+  EXPECT_EQ(answer_body(small), "POST /c tiny");
   close(fd);
 }
 
