@@ -3,7 +3,15 @@
 # throughput at concurrency 64, batch 1).
 #
 #   benchmarks/run_streaming.sh [--rounds N] [--duration-s S] [--models "mlp demo_ensemble"]
-#                               [--concurrency "1 16 64"] [--echo] [--batched] [--out FILE.md]
+#                               [--concurrency "1 16 64"] [--loadgen-threads N] [--echo] [--batched]
+#                               [--out FILE.md]
+#
+# --loadgen-threads (default 1): ensemble-loadgen's --threads, for every
+# mode alike. One completion-queue thread is the cheapest client on a small
+# machine the server shares: gRPC's epoll1 poller lets one thread at a time
+# wait in epoll, so a second thread mostly adds hand-offs (cv waits and
+# context switches) between the two; on the 2-core development VM it cost
+# 8.3 µs of client CPU per streamed mlp request against 12 with 2 threads.
 #
 # --batched serves the demo members with dynamic batching (max_queue_delay_us
 # 0: a batch is whatever waits when a host slot frees), the configuration one
@@ -16,8 +24,8 @@
 # with echo added (needs Debian's python3-torch).
 #
 # One ensemble-server on config/demo.yaml (the demo repository, made if
-# missing), driven by ensemble-loadgen (closed loop, batch 1, 4 channels, 2
-# threads) in three modes, one after the other at each concurrency, in
+# missing), driven by ensemble-loadgen (closed loop, batch 1, 4 channels,
+# --loadgen-threads threads) in three modes, one after the other at each concurrency, in
 # alternating order round by round so that drift on a shared machine hits
 # every mode alike:
 #   unary    one ModelInfer call per request
@@ -36,7 +44,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 
-ROUNDS=2 DURATION=1.5 MODELS="mlp demo_ensemble" CONCURRENCY="1 16 64" OUT="" ECHO=0 BATCHED=0
+ROUNDS=2 DURATION=1.5 MODELS="mlp demo_ensemble" CONCURRENCY="1 16 64" OUT="" ECHO=0 BATCHED=0 THREADS=1
 while [ $# -gt 0 ]; do
   case $1 in
     --echo) ECHO=1; shift; continue ;;
@@ -45,8 +53,9 @@ while [ $# -gt 0 ]; do
     --duration-s) DURATION=$2 ;;
     --models) MODELS=$2 ;;
     --concurrency) CONCURRENCY=$2 ;;
+    --loadgen-threads) THREADS=$2 ;;
     --out) OUT=$2 ;;
-    *) echo "usage: $0 [--rounds N] [--duration-s S] [--models \"M ...\"] [--concurrency \"C ...\"] [--echo] [--batched] [--out FILE]" >&2
+    *) echo "usage: $0 [--rounds N] [--duration-s S] [--models \"M ...\"] [--concurrency \"C ...\"] [--loadgen-threads N] [--echo] [--batched] [--out FILE]" >&2
        exit 2 ;;
   esac
   shift 2
@@ -109,7 +118,7 @@ run() {
   local base="$WORK/$model-$c-$mode-$round" r0 h0 r1 h1
   r0=$(ticks "$SERVER_PID") h0=$(ticks $HOSTS)
   "$BIN/ensemble-loadgen" --server "$SERVER_ADDR" --model "$model" --batch 1 --concurrency "$c" \
-    --channels 4 --threads 2 --warmup-s 0.5 --duration-s "$DURATION" --max-windows 4 --ceiling-model none \
+    --channels 4 --threads "$THREADS" --warmup-s 0.5 --duration-s "$DURATION" --max-windows 4 --ceiling-model none \
     "${flags[@]}" --json "$base.json" >"$base.out" 2>&1 || { cat "$base.out" >&2; exit 1; }
   r1=$(ticks "$SERVER_PID") h1=$(ticks $HOSTS)
   # Requests of the whole invocation (warm-up included), as the CPU times are.
@@ -137,15 +146,15 @@ done
 
 CPU_MODEL=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 python3 - "$WORK" "$ROUNDS" "$(getconf CLK_TCK)" "$CPU_MODEL" "$(nproc)" "$LOAD_BEFORE" "$MODELS" "$CONCURRENCY" \
-  "$DURATION" >"$OUT" <<'EOF'
+  "$DURATION" "$THREADS" >"$OUT" <<'EOF'
 import json, os, statistics, sys
-work, rounds, hz, cpu, cores, load, models, concs, duration = sys.argv[1:]
+work, rounds, hz, cpu, cores, load, models, concs, duration, threads = sys.argv[1:]
 rounds, hz = int(rounds), int(hz)
 def med(xs):
     return statistics.median(xs) if xs else float('nan')
 print(f"Machine: {cores} cores ({cpu}), load average {load} before the run; `benchmarks/run_streaming.sh {os.environ.get('ES_STREAMING_ARGS', '')}` (models: {models}).")
 print()
-print("ensemble-loadgen closed loop, batch 1, 4 channels, 2 threads; medians over the rounds. req/s and latencies")
+print(f"ensemble-loadgen closed loop, batch 1, 4 channels, {threads} thread(s); medians over the rounds. req/s and latencies")
 print("client-side (µs); ratio = median over the rounds of req/s over unary's at the same concurrency in the same")
 print("round [lowest - highest]; CPU per request from /proc (router process, its host processes; warm-ups")
 print("included) and ensemble-loadgen's own (cores).")
