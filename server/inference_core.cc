@@ -88,6 +88,19 @@ int64_t InferenceCore::InFlight(const std::string& model, int64_t version) const
   return it == in_flight_.end() ? 0 : it->second;
 }
 
+size_t InferenceCore::FailQueued(const Status& why) {
+  std::vector<ModelDispatcher*> dispatchers;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [signature, d] : dispatchers_) dispatchers.push_back(d.get());
+  }
+  // Outside the lock: the answers run the callers' callbacks. Dispatchers are
+  // never removed, so the pointers stay valid.
+  size_t failed = 0;
+  for (ModelDispatcher* d : dispatchers) failed += d->FailQueued(why);
+  return failed;
+}
+
 bool InferenceCore::ModelReady(const ModelConfig& model) {
   if (catalog_->ReadyVersions(model).empty()) return false;
   if (model.is_ensemble()) {

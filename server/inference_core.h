@@ -53,6 +53,11 @@ class InferenceCore {
   // members (ensemble.min_members, default all) is ready.
   bool ModelReady(const ModelConfig& model);
 
+  // Shutdown, once the hosts are stopped: every batch queue answers what it
+  // holds (and anything queued later) with `why` (ModelDispatcher::FailQueued).
+  // Returns how many requests were queued.
+  size_t FailQueued(const Status& why);
+
   // Requests given to (host key, version) not answered yet (ModelConfig::HostKey).
   int64_t InFlight(const std::string& host_key, int64_t version) const;
 

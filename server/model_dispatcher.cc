@@ -130,7 +130,9 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t
     // as much as the count: queued requests hold their payloads (up to
     // max_request_bytes each) until they are answered.
     const int64_t bytes = InputBytes(*request);
-    if (static_cast<int64_t>(queued_) >= cfg.max_queue_size) {
+    if (closed_) {
+      dropped.push_back({Queued{request, std::move(done), now, 0, version}, *closed_});
+    } else if (static_cast<int64_t>(queued_) >= cfg.max_queue_size) {
       dropped.push_back({Queued{request, std::move(done), now, 0, version},
                          Status::ResourceExhausted("model '" + model_->name + "': queue full (" +
                                                    std::to_string(queued_) + " requests waiting, max_queue_size " +
@@ -153,6 +155,24 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t
   }
   if (wake_timer) timer_cv_.NotifyOne();
   DispatchAll(std::move(batches), std::move(dropped));
+}
+
+size_t ModelDispatcher::FailQueued(const Status& why) {
+  Dropped dropped;
+  {
+    MutexLock lock(&mu_);
+    closed_ = why;
+    for (auto& q : queues_) {
+      for (Queued& queued : q) dropped.push_back({std::move(queued), why});
+      q.clear();
+    }
+    queued_ = 0;
+    queued_rows_ = 0;
+    queued_bytes_ = 0;
+  }
+  const size_t n = dropped.size();
+  DispatchAll({}, std::move(dropped));
+  return n;
 }
 
 bool ModelDispatcher::TimerMustWakeSoonerLocked() const {

@@ -34,6 +34,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,10 @@ class ModelDispatcher {
   // exactly once, possibly before Infer() returns.
   void Infer(std::shared_ptr<const InferRequest> request, int64_t version, InferDone done);
   bool Ready() const;
+  // Shutdown: answers every request still in the batch queue with `why`
+  // (and every one queued later, at once), so none outlives the front end
+  // that is waiting for its answer. Returns how many were queued.
+  size_t FailQueued(const Status& why);
   const ModelConfig& model() const { return *model_; }
 
  private:
@@ -125,6 +130,7 @@ class ModelDispatcher {
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // input bytes of the queued requests
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;         // batches
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<Status> closed_ ABSL_GUARDED_BY(mu_);  // set by FailQueued: the answer to later requests
   // When the timer wakes by itself; max() while it waits for a notify.
   Clock::time_point timer_wake_ ABSL_GUARDED_BY(mu_) = Clock::time_point::max();
   std::thread timer_;

@@ -314,6 +314,15 @@ void Router::Shutdown() {
   // them, then every HTTP connection closes.
   if (http_) http_->Shutdown(kHttpWriteGrace);
   StopHosts();
+  // After a drain timeout, requests can still sit in a batch queue (a long
+  // max_queue_delay_us): answered now, while the front ends that wait for
+  // them (and the call places they hold) still exist, not dropped unanswered
+  // when the dispatchers go.
+  if (core_) {
+    if (const size_t failed = core_->FailQueued(Status::Unavailable("server is shutting down")); failed > 0) {
+      spdlog::warn("shutdown: {} request(s) still queued answered UNAVAILABLE", failed);
+    }
+  }
   if (repository_) repository_->Stop();  // a load in progress ended with its hosts
   metrics_.reset();  // scrapes were answered through the drain; now the endpoint goes
 }

@@ -1,5 +1,10 @@
 #include "tests/integration/kserve_helpers.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -189,6 +194,31 @@ grpc::Status LoadModel(Stub& stub, const std::string& model) {
   req.set_model_name(model);
   inference::RepositoryModelLoadResponse resp;
   return stub.RepositoryModelLoad(&ctx, req, &resp);
+}
+
+int SendHttpImageRequest(const std::string& http_address, const std::string& model) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(http_address.substr(http_address.rfind(':') + 1))));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ADD_FAILURE() << "cannot connect to " << http_address;
+    close(fd);
+    return -1;
+  }
+  std::string data;
+  for (int64_t i = 0; i < kImageElements; ++i) data += (i ? ",0.5" : "0.5");
+  const std::string body = R"({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [)" +
+                           data + "]}]}";
+  const std::string post = "POST /v2/models/" + model + "/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" + body;
+  if (send(fd, post.data(), post.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(post.size())) {
+    ADD_FAILURE() << "cannot send the request to " << http_address;
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace es::it

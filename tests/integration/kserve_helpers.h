@@ -77,4 +77,11 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b);
 // Percentile (0..100, nearest rank) of the values.
 int64_t Percentile(std::vector<int64_t> values, double percentile);
 
+// Opens a connection to the HTTP/REST address `http_address`
+// ("127.0.0.1:PORT") and sends one JSON inference request for `model` (one
+// image of 0.5s), without reading the answer: for tests that then close the
+// connection, or stop the server, while the request runs. Returns the
+// socket (the caller closes it), or -1 after a failed expectation.
+int SendHttpImageRequest(const std::string& http_address, const std::string& model);
+
 }  // namespace es::it

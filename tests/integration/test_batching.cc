@@ -4,11 +4,8 @@
 //   mlp_batched   dynamic batching, 2 ms delay            (equality, priorities)
 //   mlp_slow      dynamic batching, 1.5 s delay, queue 4  (queue full, deadline, cancel)
 //   mlp_replicas  dynamic batching, on both hosts         (replicas, replica kill)
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -182,20 +179,8 @@ TEST_F(BatchingTest, ExpiredAndCancelledRequestsLeaveTheQueueUncomputed) {
   EXPECT_EQ(cancelled_status.error_code(), grpc::CANCELLED);
 
   // An HTTP client that closes its connection while its request waits.
-  const std::string& http = server_->http_address();
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(http.substr(http.rfind(':') + 1))));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << http;
-  std::string data;
-  for (int i = 0; i < 784; ++i) data += (i ? ",0.5" : "0.5");
-  const std::string body = R"({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [)" +
-                           data + "]}]}";
-  const std::string post = "POST /v2/models/mlp_slow/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(send(fd, post.data(), post.size(), MSG_NOSIGNAL), static_cast<ssize_t>(post.size()));
+  const int fd = SendHttpImageRequest(server_->http_address(), "mlp_slow");
+  ASSERT_GE(fd, 0);
   std::this_thread::sleep_for(milliseconds(200));
   close(fd);
 

@@ -2,12 +2,15 @@
 //  - SIGTERM: exit 0 within 10 s, no ensemble-model-host left, nothing new in
 //    /dev/shm, nothing on stdout after the listening line.
 //  - SIGINT while calls are in flight: those calls finish OK (drain), exit 0.
+//  - SIGTERM with a request still queued after the drain timeout: it is
+//    answered UNAVAILABLE before the front ends go, exit 0.
 //  - SIGKILL of the router: its hosts are gone within 1 s.
 //  - Bad flags exit 2; a bad config or a host that cannot start exits 1 with a
 //    one-line error, leaving no process and no shared memory behind.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -195,6 +198,42 @@ TEST(ShutdownTest, SigintDrainsInFlightCallsAndExitsZero) {
   for (const auto& [name, pid] : hosts) EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " still running";
   EXPECT_TRUE(ModelHosts().empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>());
+}
+
+// A request still in a batch queue when the drain times out (its model
+// waits long for a batch) is answered UNAVAILABLE at shutdown, while the
+// front end that waits for it still exists, instead of being dropped when
+// the dispatchers go (an HTTP request's answer holds its connection's
+// session, which must not outlive the HTTP server); the server exits 0.
+TEST(ShutdownTest, RequestsStillQueuedAfterTheDrainTimeoutAreAnswered) {
+  WatchdogScope watchdog(seconds(180), "QueuedAtShutdown");
+  TempDir repo("es_shutdown_queue_repo_");
+  std::string error;
+  ASSERT_TRUE(CopyDemoRepository(repo.path(), &error)) << error;
+  fs::create_directories(repo.path() / "mlp_slow" / "1");
+  fs::copy_file(repo.path() / "mlp" / "1" / "model.pt", repo.path() / "mlp_slow" / "1" / "model.pt");
+  ASSERT_TRUE(WriteTextFile(repo.path() / "mlp_slow" / "config.yaml",
+                            "platform: torchscript\nmax_batch_size: 64\n"
+                            "inputs:\n  - {name: input, datatype: FP32, dims: [1, 28, 28]}\n"
+                            "outputs:\n  - {name: probabilities, datatype: FP32, dims: [10]}\n"
+                            "hosts: [cpu1]\ndynamic_batching: {max_queue_delay_us: 30000000}\n"));
+  ServerProcess::Options options;
+  options.repository = repo.path().string();
+  options.drain_timeout_ms = 300;
+  auto server = ServerProcess::Start(options);
+  ASSERT_TRUE(server) << ServerProcess::last_start_error();
+
+  const int fd = SendHttpImageRequest(server->http_address(), "mlp_slow");
+  ASSERT_GE(fd, 0);
+  std::this_thread::sleep_for(milliseconds(300));  // queued: its batch waits 30 s
+
+  server->Signal(SIGTERM);
+  int status = 0;
+  ASSERT_TRUE(server->WaitExit(milliseconds(15000), &status)) << "no exit within 15 s of SIGTERM";
+  close(fd);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  const std::string log = server->LogTail(20000);
+  EXPECT_NE(log.find("shutdown: 1 request(s) still queued answered UNAVAILABLE"), std::string::npos) << log;
 }
 
 TEST(ShutdownTest, SigkillOfTheRouterTakesItsHostsWithinOneSecond) {

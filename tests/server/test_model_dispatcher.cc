@@ -453,6 +453,36 @@ TEST_F(DispatcherTest, ExpiredAndCancelledRequestsAreNeverComputed) {
   EXPECT_EQ(host_.batches(), (std::vector<std::vector<float>>{{-1}, {3}}));
 }
 
+// Shutdown: FailQueued answers every queued request at once with its
+// status, and every one queued after it; the request already on the host
+// is not touched (the host's own stop answers it).
+TEST_F(DispatcherTest, FailQueuedAnswersTheQueueAndWhatComesLater) {
+  model_.dynamic_batching.max_queue_delay_us = 10000000;  // 10 s: nothing leaves by itself
+  StartDispatcher();
+  host_.Close();
+  Call* blocker = Send(model_.max_batch_size, -1);  // a full batch leaves at once
+  ASSERT_TRUE(host_.WaitBatches(1));
+  Call* a = Send(1, 1);
+  Call* b = Send(2, 2, 2);
+  EXPECT_FALSE(Done(a));
+  EXPECT_EQ(dispatcher_->FailQueued(Status::Unavailable("server is shutting down")), 2u);
+  ASSERT_TRUE(Done(a)) << "FailQueued should answer at once";
+  ASSERT_TRUE(Done(b));
+  for (Call* c : {a, b}) {
+    EXPECT_EQ(c->status.code(), StatusCode::kUnavailable) << c->status.ToString();
+    EXPECT_EQ(c->status.message(), "server is shutting down");
+  }
+  Call* late = Send(1, 3);
+  ASSERT_TRUE(Done(late)) << "a request after FailQueued should be answered at once";
+  EXPECT_EQ(late->status.code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(Done(blocker));
+  host_.Open();
+  ASSERT_TRUE(WaitDone(blocker));
+  EXPECT_TRUE(AnsweredWithItsOwnRows(*blocker));
+  EXPECT_EQ(host_.batch_sizes(), (std::vector<int64_t>{model_.max_batch_size})) << "a failed request reached the host";
+  EXPECT_EQ(dispatcher_->FailQueued(Status::Unavailable("again")), 0u);
+}
+
 // No live connection: UNAVAILABLE naming the model and the host.
 TEST_F(DispatcherTest, NoLiveHostIsUnavailableNamingIt) {
   dispatcher_ = std::make_unique<ModelDispatcher>(
