@@ -276,7 +276,6 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     HttpResponse r = HttpError(Status::InvalidArgument(std::move(message)));
     r.status = status;
     keep_alive_ = false;
-    answer_encoding_ = BodyEncoding::kIdentity;
     Write(std::move(r), /*error_close=*/true);
   }
 
