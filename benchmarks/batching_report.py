@@ -6,7 +6,7 @@
 Reads OUT_DIR/<step>.json (ensemble-loadgen --json), OUT_DIR/<step>.cpu (the
 CPU ticks of the server or floor process and of the hosts during the step)
 and OUT_DIR/<model>_inprocess.txt (bench-inprocess), and prints Markdown:
-the tables, each issue-4 target with its ratio and PASS/MISS, and where each
+the tables, each batching target with its ratio and PASS/MISS, and where each
 request's CPU time went.
 """
 import json

@@ -301,7 +301,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::printf("%10s %12s %12s %10s %10s %12s %10s %12s\n", "payload", "chan sleep", "chan spin", "/futex",
                 "/spin", "socket", "/socket", "/memcpy");
     for (int64_t s : kSizes) {
-      const std::string arg = "/" + std::to_string(s) + "/real_time";
+      // Appended, not "/" + to_string(s): gcc 12 at -O3 warns falsely
+      // (-Wrestrict) on operator+(const char*, string&&).
+      std::string arg = "/";
+      arg += std::to_string(s);
+      arg += "/real_time";
       const double sleep_ns = get("BM_ChannelSleep" + arg), spin_ns = get("BM_ChannelSpin" + arg);
       const double sock = get("BM_SocketPingPong" + arg), copy = get("BM_Memcpy" + arg);
       std::printf("%10lld %12.0f %12.0f %10.2f %10.2f %12.0f %10.2f %12.2f\n", static_cast<long long>(s),

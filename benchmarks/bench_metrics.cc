@@ -11,7 +11,7 @@
 
 #include <map>
 
-#include "server/request_metrics.h"
+#include "server/kserve/request_metrics.h"
 
 namespace {
 

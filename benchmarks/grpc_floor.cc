@@ -24,7 +24,7 @@
 #include "config/server_config.h"
 #include "common/grpc_process.h"
 #include "proto/grpc_service.grpc.pb.h"
-#include "server/request_codec.h"
+#include "server/kserve/request_codec.h"
 
 namespace {
 

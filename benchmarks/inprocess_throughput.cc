@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "model_host/blas_kernels.h"
+#include "torch_utils/blas_kernels.h"
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
 #include "common/command_line.h"

@@ -18,7 +18,7 @@
 #    784-256-10, per-request cost dominates) at batch 1, ensemble-server with
 #    and without dynamic batching on the members; and demo_ensemble
 #    (compute-heavy members) at that batch size.
-# Targets (issue 7): light members, at least 10x the baseline's best
+# Targets: light members, at least 10x the baseline's best
 # throughput at equal or lower p99, and at most a fifth of its p50 at
 # concurrency 1; compute-heavy demo members, at least 95% of the in-process
 # compute limit. Each is printed as PASS or MISS with the figures measured.

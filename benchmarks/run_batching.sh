@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Dynamic batching, measured (issue 4): one server, one run, batching on vs
+# Dynamic batching, measured: one server, one run, batching on vs
 # off, against the in-process limit and the gRPC floor of the same machine.
 #
 #   benchmarks/run_batching.sh [--quick]

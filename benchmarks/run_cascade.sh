@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cascades measured (issue 16): members of different depths trained by
+# Cascades measured: members of different depths trained by
 # ensemble-train on Fashion-MNIST (config/train-fashion-mnist-cascade.yaml:
 # an MLP, a small CNN, three convnets), served by ensemble-server as
 # ensemble-train published them, and measured through the server on the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The chaos soak of issue 13: the demo ensemble and single models under load
+# The chaos soak: the demo ensemble and single models under load
 # from ensemble-loadgen while a killer SIGKILLs or SIGSTOPs a random model
 # host every few seconds (and once makes the lying host lie, when
 # build/bin/ensemble-lying-host is built).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throughput with metrics on vs off (issue 5: on must be >= 97% of off).
+# Throughput with metrics on vs off (target: on must be >= 97% of off).
 #
 #   benchmarks/run_metrics_overhead.sh [--model mlp] [--batch 1] [--concurrency 8]
 #                                      [--seconds 3] [--rounds 10]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rollouts under load (issue 14): five new versions of every demo member,
+# Rollouts under load: five new versions of every demo member,
 # through poll mode and through explicit loads, while ensemble-loadgen keeps
 # demo_ensemble busy at concurrency 16. See benchmarks/rollout/rollout.py.
 #

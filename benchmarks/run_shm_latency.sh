@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared-memory tensors (issue 15): a 16 MiB tensor through a registered
+# Shared-memory tensors: a 16 MiB tensor through a registered
 # system shared-memory region vs inside the gRPC message, in one run. Starts
 # ensemble-server (one host, pinned to CPU 0) on a repository of two models
 # (benchmarks/make_shm_models.py):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ModelStreamInfer vs ModelInfer (issue 15: streaming at least 1.5x the unary
+# ModelStreamInfer vs ModelInfer (target: streaming at least 1.5x the unary
 # throughput at concurrency 64, batch 1).
 #
 #   benchmarks/run_streaming.sh [--rounds N] [--duration-s S] [--models "mlp demo_ensemble"]

@@ -8,7 +8,7 @@
 #
 #   benchmarks/run_training.sh [--devices cpu:2] [--epochs N]
 #
-# Targets (issue 16): the ensemble reaches at least 93.5% test accuracy, beats
+# Targets: the ensemble reaches at least 93.5% test accuracy, beats
 # its best member by at least 0.5 points, has a lower NLL and ECE than the
 # best member, and the whole run takes at most 20 minutes on this 2-core
 # machine. Prints the trainer's report, the wall time, the all-reduce share

@@ -20,7 +20,7 @@
 #include <random>
 #include <vector>
 
-#include "model_host/blas_kernels.h"
+#include "torch_utils/blas_kernels.h"
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
 #include "proto/grpc_service.grpc.pb.h"

@@ -1,5 +1,5 @@
 // bench-shm-latency: a large tensor through a registered system shared-memory
-// region vs inside the gRPC message, in the same run (issue 15).
+// region vs inside the gRPC message, in the same run.
 //
 //   bench-shm-latency --server 127.0.0.1:8001 --model echo16m --elements 4194304
 //

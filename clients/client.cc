@@ -202,13 +202,13 @@ void Client::InferAsync(std::shared_ptr<const inference::ModelInferRequest> requ
     // user may destroy the Client, and the last reference to a channel must
     // never be dropped on one of gRPC's callback threads (its destructor
     // joins them).
-    InferCallback done = std::move(state->done);
+    InferCallback callback = std::move(state->done);
     inference::ModelInferResponse response = std::move(state->response);
     delete state;
     if (status.ok()) {
-      done(Status(), std::move(response));
+      callback(Status(), std::move(response));
     } else {
-      done(Status::FromGrpc(status), inference::ModelInferResponse());
+      callback(Status::FromGrpc(status), inference::ModelInferResponse());
     }
   });
 }

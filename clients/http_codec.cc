@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "clients/http_client.h"
+#include "proto/parameter_json.h"
 
 namespace es::client {
 namespace {
@@ -38,27 +39,10 @@ std::string Percent(const std::string& text) {
 
 // ---- parameters: proto <-> JSON ----
 
-json ParameterJson(const inference::InferParameter& p) {
-  switch (p.parameter_choice_case()) {
-    case inference::InferParameter::kBoolParam:
-      return p.bool_param();
-    case inference::InferParameter::kInt64Param:
-      return p.int64_param();
-    case inference::InferParameter::kStringParam:
-      return p.string_param();
-    case inference::InferParameter::kDoubleParam:
-      return p.double_param();
-    case inference::InferParameter::kUint64Param:
-      return p.uint64_param();
-    default:
-      return nullptr;
-  }
-}
-
 template <typename Map>
 json ParametersJson(const Map& parameters) {
   json j = json::object();
-  for (const auto& [key, value] : parameters) j[key] = ParameterJson(value);
+  for (const auto& [key, value] : parameters) j[key] = es::InferParameterJson(value);
   return j;
 }
 

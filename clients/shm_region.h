@@ -3,7 +3,7 @@
 // existing object of the same name is never taken over), sizes it and maps
 // it into this process; the destructor unmaps and unlinks it. The client
 // writes inputs into data() and reads outputs from it; the server reads and
-// writes the object through its own descriptor (server/shm_registry.h).
+// writes the object through its own descriptor (server/shm/shm_registry.h).
 //
 // Registering the object with a server (SystemSharedMemoryRegister) and
 // unregistering it are the caller's: see RegisterShm / UnregisterShm below,

@@ -21,6 +21,15 @@ int64_t ElementCount(std::span<const int64_t> shape) {
   return n;
 }
 
+std::string ShapeText(std::span<const int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += ",";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
 Status AddRawInput(inference::ModelInferRequest* request, const std::string& name, const std::string& datatype,
                    const std::vector<int64_t>& shape, const void* data, size_t bytes) {
   const size_t element = DatatypeSize(datatype);

@@ -1,6 +1,6 @@
 // Tensors of KServe v2 requests and responses: input builders from buffers
-// (raw_input_contents) and typed, zero-copy views of outputs
-// (raw_output_contents).
+// (raw_input_contents), typed, zero-copy views of outputs
+// (raw_output_contents), and shapes as text.
 //
 // Contract:
 //  - Datatypes are KServe v2 names (BOOL, UINT8..UINT64, INT8..INT64, FP16,
@@ -36,6 +36,10 @@ size_t DatatypeSize(std::string_view datatype);
 
 // Product of the dims (1 for a scalar shape []); -1 if a dim is negative.
 int64_t ElementCount(std::span<const int64_t> shape);
+
+// A shape as the tools print it, in tables and in error messages alike:
+// "[2,3]", "[]" for a scalar, -1 for a variable dim as is ("[-1,784]").
+std::string ShapeText(std::span<const int64_t> shape);
 
 // The KServe datatype of a C++ element type (static_assert on others).
 template <typename T>

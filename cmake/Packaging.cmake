@@ -1,4 +1,4 @@
-# Installation rules and the Debian package (CPack DEB), issue 17.
+# Installation rules and the Debian package (CPack DEB).
 #
 #   scripts/package.sh     # builds the targets below in build/ and writes
 #                          # build/package/ensemble-serve_<version>_<arch>.deb
@@ -79,7 +79,7 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 #  - passwd: the maintainer scripts' useradd/groupadd/userdel.
 #  - libopenblas0-pthread: LibTorch depends on "libblas3 | libblas.so.3", and
 #    with that alone apt installs the reference BLAS, about 24 times slower
-#    for the models' matrix products (model_host/blas_kernels.h).
+#    for the models' matrix products (torch_utils/blas_kernels.h).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "passwd, libopenblas0-pthread")
 # ensemble-make-demo trains the demo members on Fashion-MNIST when it is there.

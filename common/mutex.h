@@ -1,4 +1,5 @@
-// Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with
+// Mutex, MutexLock and CondVar (and SharedMutex with ReaderLock/WriterLock,
+// for state read far more often than written): std::mutex and std::condition_variable with
 // Abseil's thread-safety annotations, so that clang's -Wthread-safety checks
 // at compile time that every member marked ABSL_GUARDED_BY(mu_) is read and
 // written only with mu_ held (cmake/EsWarnings.cmake turns the analysis on,
@@ -54,6 +55,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 namespace es {
@@ -99,6 +101,49 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
  private:
   Mutex* const mu_;
   bool held_ = true;
+};
+
+// A reader/writer mutex (std::shared_mutex) with the same annotations: many
+// readers under ReaderLock, or one writer under WriterLock. Members it
+// guards say ABSL_GUARDED_BY(mu_) as with Mutex; the analysis lets a reader
+// read them and only a writer write them.
+class ABSL_LOCKABLE SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  void ReaderLock() ABSL_SHARED_LOCK_FUNCTION() { mu_.lock_shared(); }
+  void ReaderUnlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+// Holds a SharedMutex shared (a reader) for its scope.
+class ABSL_SCOPED_LOCKABLE ReaderLock {
+ public:
+  explicit ReaderLock(SharedMutex* mu) ABSL_SHARED_LOCK_FUNCTION(mu) : mu_(mu) { mu_->ReaderLock(); }
+  ~ReaderLock() ABSL_UNLOCK_FUNCTION() { mu_->ReaderUnlock(); }
+  ReaderLock(const ReaderLock&) = delete;
+  ReaderLock& operator=(const ReaderLock&) = delete;
+
+ private:
+  SharedMutex* const mu_;
+};
+
+// Holds a SharedMutex exclusively (the writer) for its scope.
+class ABSL_SCOPED_LOCKABLE WriterLock {
+ public:
+  explicit WriterLock(SharedMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  ~WriterLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  SharedMutex* const mu_;
 };
 
 // A condition variable for es::Mutex (std::condition_variable underneath:

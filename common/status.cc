@@ -1,5 +1,8 @@
 #include "common/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace es {
 
 const char* StatusCodeName(StatusCode code) {
@@ -29,5 +32,14 @@ std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;
 }
+
+namespace internal {
+
+void DieOnValueOfError(const Status& status) {
+  std::fprintf(stderr, "value of an error: %s\n", status.ToString().c_str());
+  std::abort();
+}
+
+}  // namespace internal
 
 }  // namespace es

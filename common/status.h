@@ -67,23 +67,40 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// Either a value or a non-OK Status. Accessing value() of an error is a bug.
+namespace internal {
+// Prints "value of an error: <status>" to stderr and aborts.
+[[noreturn]] void DieOnValueOfError(const Status& status);
+}  // namespace internal
+
+// Either a value or a non-OK Status. Accessing the value of an error is a
+// bug, and it aborts with the error's text rather than read an empty
+// optional; an OK Status with no value is turned into an internal error, so
+// ok() is true exactly when there is a value.
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design, like absl
-  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  StatusOr(Status status)  // NOLINT: implicit by design, like absl
+      : status_(status.ok() ? Status::Internal("StatusOr made from OK without a value") : std::move(status)) {}
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
+  T& value() & { return Checked(); }
+  const T& value() const& { return Checked(); }
+  T&& value() && { return std::move(Checked()); }
+  T* operator->() { return &Checked(); }
+  const T* operator->() const { return &Checked(); }
+  T& operator*() & { return Checked(); }
+  const T& operator*() const& { return Checked(); }
 
  private:
+  T& Checked() {
+    if (!value_) internal::DieOnValueOfError(status_);
+    return *value_;
+  }
+  const T& Checked() const {
+    if (!value_) internal::DieOnValueOfError(status_);
+    return *value_;
+  }
   Status status_;
   std::optional<T> value_;
 };
@@ -96,3 +113,16 @@ class [[nodiscard]] StatusOr {
     ::es::Status es_status_ = (expr);       \
     if (!es_status_.ok()) return es_status_; \
   } while (0)
+
+#define ES_STATUS_CONCAT_INNER(a, b) a##b
+#define ES_STATUS_CONCAT(a, b) ES_STATUS_CONCAT_INNER(a, b)
+
+// ES_ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (a StatusOr); returns its
+// status from the enclosing function if it is an error, else moves its value
+// into `lhs` (a declaration such as `auto x` or an existing variable).
+#define ES_ASSIGN_OR_RETURN(lhs, expr) \
+  ES_ASSIGN_OR_RETURN_IMPL(ES_STATUS_CONCAT(es_status_or_, __LINE__), lhs, expr)
+#define ES_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                             \
+  if (!tmp.ok()) return tmp.status();            \
+  lhs = std::move(tmp).value()

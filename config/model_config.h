@@ -111,7 +111,7 @@ struct ModelConfig {
   // The name the hosts hold this config's versions under; "" = `name`. A
   // config.yaml change that alters what a version computes is loaded under
   // a new one ("mlp@2") beside the old, so requests already given to the
-  // old config finish on it (server/model_repository.h).
+  // old config finish on it (server/repository/model_repository.h).
   std::string host_key;
 
   bool is_ensemble() const { return platform == "ensemble"; }

@@ -56,7 +56,7 @@ struct Limits {
   int64_t grpc_keepalive_timeout_ms = 20000;           // close it if the ping is not acked
   int64_t grpc_max_connection_age_ms = 0;              // 0 = connections live as long as clients want
   int64_t grpc_max_connection_age_grace_ms = 30000;    // in-flight calls finish after GOAWAY
-  // HTTP/REST front end (see server/http_server.h for what each bounds):
+  // HTTP/REST front end (see server/http/http_server.h for what each bounds):
   int64_t http_max_header_bytes = 16 << 10;   // larger request headers: 431, closed
   int64_t http_request_timeout_ms = 30000;    // a whole request must arrive, and its answer be taken, within this
   int64_t http_idle_timeout_ms = 60000;       // a keep-alive connection idle this long is closed
@@ -85,7 +85,7 @@ struct TlsConfig {
 };
 
 // Bearer-token authentication (`auth:` in the server config); see
-// server/auth_policy.h for the roles and what each may call.
+// server/security/auth_policy.h for the roles and what each may call.
 struct AuthConfig {
   std::string tokens_file;    // empty = no authentication
   bool open_health = true;    // health (live/ready) answers without a token, for probes

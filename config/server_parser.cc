@@ -254,7 +254,7 @@ Status ResolveRepository(const yaml::Field& root, std::string* repository) {
   return Status::Ok();
 }
 
-// --- tls:, auth:, metrics_address (issue 15) ---------------------------------
+// --- tls:, auth:, metrics_address --------------------------------------------
 
 // A file the server reads at start-up (certificates, keys, tokens): relative
 // to the config file's folder, made absolute, and checked to be a readable
@@ -301,7 +301,7 @@ Status ParseTls(const yaml::Field& field, TlsConfig* tls) {
 }
 
 // auth: {tokens_file, open_health}. The tokens themselves are read by
-// AuthPolicy::Load at start-up (server/auth_policy.h), which names a bad line.
+// AuthPolicy::Load at start-up (server/security/auth_policy.h), which names a bad line.
 Status ParseAuth(const yaml::Field& field, AuthConfig* auth) {
   if (!field.present()) return Status::Ok();
   ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"tokens_file", "open_health"}));

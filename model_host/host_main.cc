@@ -5,7 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/command_line.h"
-#include "model_host/blas_kernels.h"
+#include "torch_utils/blas_kernels.h"
 #include "model_host/host_process.h"
 
 int main(int argc, char** argv) {

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "common/checked_math.h"
-#include "model_host/torch_convert.h"
+#include "torch_utils/torch_convert.h"
 
 namespace es {
 namespace {

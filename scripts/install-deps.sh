@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
-  clang libclang-rt-14-dev                        # test.sh's sanitizer builds (-Wthread-safety, TSan) and fuzz.sh
+  clang libclang-rt-14-dev clang-tidy              # test.sh: sanitizer builds, thread-safety analysis, tidy.sh, fuzz.sh
   libtorch-dev libgloo-dev libopenblas0-pthread   # LibTorch (CPU) + Gloo; OpenBLAS: the reference BLAS is ~24x slower
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev
@@ -18,7 +18,7 @@ PACKAGES=(
   iproute2                                        # tests/training/test_multi_machine.cc: ip netns, veth
 )
 
-# tests/deploy (issue 17) validates the container and Kubernetes files with
+# tests/deploy validates the container and Kubernetes files with
 # node and npm. A machine that already has them (NodeSource's nodejs, which
 # bundles npm and conflicts with Debian's npm package) keeps its own.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -1,9 +1,38 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs every test with ctest.
+# The whole test suite: installs what is missing, builds (warnings are errors
+# here, not in users' builds), checks the code with clang (thread-safety
+# analysis of every source, clang-tidy on what changed), runs every test with
+# ctest. A table of the time each phase took closes the output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+phases=()
+phase_start=$SECONDS
+phase_done() {  # phase_done NAME: records the time since the previous phase
+  phases+=("$(printf '%-28s %6d s' "$1" $((SECONDS - phase_start)))")
+  phase_start=$SECONDS
+}
+print_phases() {
+  echo
+  echo "test.sh phases:"
+  printf '  %s\n' "${phases[@]}"
+  printf '  %-28s %6d s\n' total "$SECONDS"
+}
+trap print_phases EXIT
+
 scripts/install-deps.sh
-scripts/build.sh
+phase_done install
+scripts/build.sh -DES_WERROR=ON
+phase_done build
+
+# clang's thread-safety analysis (and -Wshadow) over every source of the build,
+# the LibTorch ones included, which the torch-free clang builds below leave out.
+scripts/check_thread_safety.py build
+phase_done "thread-safety analysis"
+# clang-tidy (.clang-tidy) on the sources changed by the last commit
+# (ES_TIDY_BASE to compare with another revision).
+scripts/tidy.sh
+phase_done clang-tidy
 
 # First the sanitizer builds, each in its own build folder, torch-free (a few
 # minutes) and with clang, so that -Wthread-safety checks the lock annotations
@@ -26,7 +55,7 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
       rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
     fi
     CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DES_BUILD_TORCH=OFF \
-      -DES_ENABLE_BENCHMARKS=OFF "-D$option=ON" >/dev/null
+      -DES_ENABLE_BENCHMARKS=OFF -DES_WERROR=ON "-D$option=ON" >/dev/null
     CCACHE_BASEDIR=$PWD cmake --build "$dir" -j "$(nproc)" --target "$@"
   }
   sanitizer_ctest() {  # sanitizer_ctest DIR [CTEST ARGS...]: the tests registered in build folder DIR
@@ -39,6 +68,7 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
   sanitizer_ctest build-asan/tests/common
   sanitizer_ctest build-asan/tests/ipc
   sanitizer_ctest build-asan/tests/server
+  phase_done "ASan build and tests"
 
   # TSan. Every report fails the run: halt_on_error ends the process that
   # raced, and each report also lands in a file under $tsan_logs, checked
@@ -67,6 +97,7 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
     exit 1
   fi
   rm -rf "$tsan_logs"
+  phase_done "TSan build and tests"
 fi
 
 # Then the libFuzzer targets (tests/fuzz), each for a short while on its
@@ -74,6 +105,7 @@ fi
 # ES_SKIP_FUZZ=1; ES_FUZZ_SECONDS sets the time per target (default 20).
 if [ "${ES_SKIP_FUZZ:-0}" != 1 ]; then
   scripts/fuzz.sh "${ES_FUZZ_SECONDS:-20}"
+  phase_done fuzz
 fi
 
 # Then the Debian package (docs/package.md): scripts/package.sh builds the
@@ -83,8 +115,10 @@ fi
 # (/var/cache/ensemble-serve). Needs root (CI is). Skip with ES_SKIP_PACKAGE=1.
 if [ "${ES_SKIP_PACKAGE:-0}" != 1 ]; then
   scripts/package-test.sh  # runs scripts/package.sh first
+  phase_done "package test"
 fi
 
 # The whole suite last, so its summary closes the output.
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900
+phase_done ctest

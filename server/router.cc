@@ -7,10 +7,10 @@
 #include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
-#include "model_host/launcher.h"
+#include "common/launcher.h"
 #include "server/port_check.h"
-#include "server/repository_metrics.h"
-#include "server/tls_files.h"
+#include "server/repository/repository_metrics.h"
+#include "server/security/tls_files.h"
 
 namespace es {
 namespace {
@@ -112,6 +112,8 @@ Status Router::StartHosts(const RouterOptions& options) {
   }
   stats_ = std::make_unique<es::ModelStatistics>(StartupModels());
   core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get());
+  ensembles_ = std::make_unique<EnsembleRunner>(core_.get());
+  core_->SetCompositeRunner(ensembles_.get());
   repository_->Attach(by_name, [core = core_.get()](const std::string& model, int64_t version) {
     return core->InFlight(model, version);
   });
@@ -163,14 +165,15 @@ Status Router::StartGrpc(const RouterOptions& options) {
   shm_ = std::make_unique<SharedMemoryRegistry>();
   calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(),
                                         request_metrics_.get(), shm_.get());
-  kserve_ = std::make_unique<KServeService>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
-                                            auth_.get(), shm_.get());
-  health_ = std::make_unique<HealthService>(kserve_.get(), auth_.get());
+  answers_ = std::make_unique<KServeAnswers>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
+                                             shm_.get());
+  kserve_ = std::make_unique<KServeService>(answers_.get(), calls_.get(), auth_.get(), shm_.get());
+  health_ = std::make_unique<HealthService>(answers_.get(), auth_.get());
   listen_address_ = options.listen.value_or(config_.listen_address);
   const int port = options.grpc_port.value_or(config_.grpc_port);
   grpc::ServerBuilder builder;
   // TLS (and mTLS with client_ca) when configured, from the PEM files Start()
-  // read and checked (server/tls_files.h).
+  // read and checked (server/security/tls_files.h).
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (tls_) {
     const TlsFiles* tls = &*tls_;
@@ -250,7 +253,7 @@ std::string Router::grpc_address() const { return listen_address_ + ":" + std::t
 
 Status Router::StartHttp(const RouterOptions& options) {
   if (!options.http || !config_.http_enabled) return Status::Ok();
-  http_routes_ = std::make_unique<HttpRoutes>(kserve_.get(), calls_.get(), auth_.get(), shm_.get());
+  http_routes_ = std::make_unique<HttpRoutes>(answers_.get(), calls_.get(), auth_.get(), shm_.get());
   HttpServerOptions http;
   http.address = listen_address_;
   http.port = options.http_port.value_or(config_.http_port);

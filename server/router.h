@@ -37,20 +37,21 @@
 #include <grpcpp/grpcpp.h>
 
 #include "config/server_config.h"
-#include "server/auth_policy.h"
-#include "server/grpc_service.h"
-#include "server/host_metrics.h"
-#include "server/host_supervisor.h"
-#include "server/http_routes.h"
-#include "server/http_server.h"
-#include "server/infer_calls.h"
-#include "server/inference_core.h"
-#include "server/metrics_endpoint.h"
-#include "server/model_repository.h"
-#include "server/model_statistics.h"
-#include "server/request_metrics.h"
-#include "server/shm_registry.h"
-#include "server/tls_files.h"
+#include "server/security/auth_policy.h"
+#include "server/grpc/grpc_service.h"
+#include "server/hosts/host_metrics.h"
+#include "server/hosts/host_supervisor.h"
+#include "server/http/http_routes.h"
+#include "server/http/http_server.h"
+#include "server/kserve/infer_calls.h"
+#include "server/core/inference_core.h"
+#include "server/ensemble/ensemble_runner.h"
+#include "server/metrics/metrics_endpoint.h"
+#include "server/repository/model_repository.h"
+#include "server/core/model_statistics.h"
+#include "server/kserve/request_metrics.h"
+#include "server/shm/shm_registry.h"
+#include "server/security/tls_files.h"
 
 namespace es {
 
@@ -65,7 +66,7 @@ struct RouterOptions {
   std::optional<ModelControlMode> model_control_mode;  // overrides the config
   std::vector<std::string> load_models;                // explicit mode: loaded at start
   std::optional<int64_t> repository_poll_secs;         // overrides the config
-  // HTTP/REST front end (server/http_server.h): the port overrides the
+  // HTTP/REST front end (server/http/http_server.h): the port overrides the
   // config's http_port (0 picks a free one); `http` false (--no-http) or the
   // config's http_enabled false serves none.
   std::optional<int> http_port;
@@ -106,6 +107,9 @@ class Router {
   ServerConfig config_;
   std::vector<std::unique_ptr<HostSupervisor>> hosts_;
   std::unique_ptr<ModelRepository> repository_;
+  // Before core_, so destroyed after it: the core's member calls in flight
+  // hold the runner's admission counts until the core is gone.
+  std::unique_ptr<EnsembleRunner> ensembles_;
   std::unique_ptr<InferenceCore> core_;
   std::unique_ptr<es::ModelStatistics> stats_;
   std::shared_ptr<RequestMetrics> request_metrics_;  // null when metrics are off
@@ -119,6 +123,7 @@ class Router {
   // users so it outlives them).
   std::unique_ptr<SharedMemoryRegistry> shm_;
   std::unique_ptr<InferCalls> calls_;  // every front end's inference calls
+  std::unique_ptr<KServeAnswers> answers_;  // both front ends' non-inference answers
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Accuracy, NLL and throughput of served models on the whole Fashion-MNIST test set.
 
-For benchmarks/run_cascade.sh (issue 16): the best single member, the full
+For benchmarks/run_cascade.sh: the best single member, the full
 mean ensemble and its cascade variant, each measured through ensemble-server
 on the same 10,000 test images, at the same concurrency, one after the other
 and interleaved over the rounds (round 1: every model, round 2: every model,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The chaos soak of issue 13 (run it through benchmarks/run_chaos.sh).
+"""The chaos soak (run it through benchmarks/run_chaos.sh).
 
 Serves the demo repository, an echo model and (when build/bin has
 ensemble-lying-host) an echo model on a lying host, loads them with

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "model_host/blas_kernels.h"
+#include "torch_utils/blas_kernels.h"
 #include "config/server_config.h"
 #include "model_host/device_setup.h"
 #include "common/command_line.h"

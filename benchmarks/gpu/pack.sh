@@ -36,8 +36,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-# The packages the GPU-side build needs and the GPU machine lacks (GPU.md:
-# it has protobuf, yaml-cpp, Boost headers and zlib's runtime). Runtime
+# The packages the GPU-side build needs and the GPU machine lacks (it has
+# protobuf, yaml-cpp, Boost headers and zlib's runtime). Runtime
 # packages come with their -dev package: their .so is what the -dev symlink
 # and CMake package point at. prometheus-cpp's CMake package asks for
 # civetweb (whose package names its server binary too), ZLIB and CURL, so

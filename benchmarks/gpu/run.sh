@@ -75,7 +75,7 @@ ROUTER_LIB="$WORK/router-lib"
 mkdir -p "$LOG" "$RES" "$WORK"
 rm -f "$RES"/* "$WORK/pids"
 SYSTEM_PYTHON="$(command -v python3 || true)"
-export PATH="/opt/torch/.venv/bin:$PATH"  # the GPU machine's cmake and ninja (GPU.md)
+export PATH="/opt/torch/.venv/bin:$PATH"  # the GPU machine's cmake and ninja
 # The Python whose PyTorch provides the CUDA LibTorch: the first that imports torch.
 TORCH_PY=""
 for p in python3 "$SYSTEM_PYTHON" /usr/bin/python3; do

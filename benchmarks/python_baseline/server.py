@@ -39,7 +39,7 @@ def use_the_cpus_blas_kernels():
     """Names the CPU's kernel class to OpenBLAS before torch loads it.
 
     The same kernel classes as ensemble-server's hosts choose
-    (model_host/blas_kernels.h): Debian 12's OpenBLAS falls back to its
+    (torch_utils/blas_kernels.h): Debian 12's OpenBLAS falls back to its
     generic Prescott kernels on CPUs it does not know, which made a batch-1
     MLP forward about four times slower on the development VM. Python cannot
     ask OpenBLAS before torch loads it, so unlike the hosts (which only act

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Rollouts under load (issue 14): new versions of every demo member while
+"""Rollouts under load: new versions of every demo member while
 ensemble-loadgen keeps the demo ensemble busy.
 
     rollout.py --bin build/bin --stubs build/python [--rounds 5] [--concurrency 16] [--out DIR]

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the answer as JSON");
   es::client::SecurityFlags security;  // --ssl, --ssl-ca, --ssl-cert, --ssl-key, --token (clients/security_flags.h)
   es::client::AddSecurityFlags(&app, &security);
-  // KServe v2 HTTP/REST (issue 15): every subcommand over HTTP/1.1 instead of gRPC.
+  // KServe v2 HTTP/REST: every subcommand over HTTP/1.1 instead of gRPC.
   bool http = false;
   app.add_flag("--http", http,
                "talk KServe v2 HTTP/REST (Triton's paths, binary tensors) to --server, the HTTP address "
@@ -78,13 +78,13 @@ int main(int argc, char** argv) {
   infer->add_flag("--plain", infer_args.plain, "ensembles: do not ask for member outputs and uncertainty");
   infer->add_option("--seed", infer_args.seed, "seed of random inputs (default 0)");
   infer->add_option("--id", infer_args.id, "request id (echoed by the server)");
-  // ModelStreamInfer (issue 15).
+  // ModelStreamInfer.
   auto* streaming = infer->add_flag("--streaming", infer_args.streaming,
                                     "send over one ModelStreamInfer stream; answers printed as they come, by id");
   infer->add_option("--repeat", infer_args.repeat, "--streaming: send the request N times on the stream (ids ID-0, ...)")
       ->check(CLI::Range(1, 100000))
       ->needs(streaming);
-  // System shared memory (issue 15).
+  // System shared memory.
   infer->add_flag("--shm", infer_args.shm,
                   "send the inputs through a shared-memory region (created, registered, then unregistered and "
                   "unlinked); the server must be on this machine");

@@ -16,9 +16,13 @@
 
 #include "clients/cli/input_source.h"
 #include "clients/shm_region.h"
+#include "clients/tensor.h"
+#include "clients/timestamp.h"
 
 namespace es::cli {
 namespace {
+
+using es::client::ShapeText;
 
 int Failed(const es::client::Status& status, const std::string& context = "") {
   std::fprintf(stderr, "ensemble-cli: %s%s\n", context.empty() ? "" : (context + ": ").c_str(),
@@ -39,15 +43,6 @@ std::string ProtoJson(const google::protobuf::Message& message) {
   options.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString(message, &text, options);
   return text;
-}
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) s += ",";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 template <typename Repeated>
@@ -286,15 +281,8 @@ int Stats(const es::client::Api& client, const std::string& model, bool json, st
       << std::setw(10) << "QUEUE_US" << std::setw(11) << "INFER_US" << "  LAST_INFERENCE\n";
   for (const auto& m : stats->model_stats()) {
     const auto& s = m.inference_stats();
-    std::string last = "-";
-    if (m.last_inference() > 0) {
-      const std::time_t t = static_cast<std::time_t>(m.last_inference() / 1000);
-      std::tm tm{};
-      gmtime_r(&t, &tm);
-      char buf[32];
-      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-      last = buf;
-    }
+    const std::string last =
+        m.last_inference() > 0 ? es::client::UtcTimestamp(static_cast<std::time_t>(m.last_inference() / 1000)) : "-";
     out << std::left << std::setw(22) << m.name() << std::right << std::setw(5) << m.version() << std::setw(10)
         << s.success().count() << std::setw(7) << s.fail().count() << std::setw(10) << m.inference_count()
         << std::setw(8) << m.execution_count() << std::setw(11) << Us(PerCount(s.success())) << std::setw(10)
@@ -342,10 +330,10 @@ int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::
   for (const auto& input : meta->inputs()) {
     const auto it = sources.find(input.name());
     const std::string source = it == sources.end() ? "random" : it->second;
-    std::string error;
-    auto tensor = LoadInput(source, input.datatype(), Dims(input.shape()), args.batch, rng, &error);
-    if (!tensor) {
-      std::fprintf(stderr, "ensemble-cli: input '%s': %s\n", input.name().c_str(), error.c_str());
+    auto tensor = LoadInput(source, input.datatype(), Dims(input.shape()), args.batch, rng);
+    if (!tensor.ok()) {
+      // The message alone: it names the source, and the code adds nothing a user acts on.
+      std::fprintf(stderr, "ensemble-cli: input '%s': %s\n", input.name().c_str(), tensor.status().message().c_str());
       return kExitFailed;
     }
     es::client::Status s = es::client::AddRawInput(&request, input.name(), tensor->datatype, tensor->shape,
@@ -363,7 +351,7 @@ int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::
   }
   for (const auto& name : asked) es::client::RequestOutput(&request, name);
 
-  // --shm (issue 15): inputs through a region of a new shared-memory object,
+  // --shm: inputs through a region of a new shared-memory object,
   // registered as "ensemble_cli_<pid>"; `shm` unregisters and unlinks it on return.
   std::unique_ptr<es::client::ShmInputs> shm;
   // --streaming is gRPC's (cli_main refuses it with --http).

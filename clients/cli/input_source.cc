@@ -1,5 +1,6 @@
 #include "clients/cli/input_source.h"
 
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fstream>
@@ -13,29 +14,29 @@
 namespace es::cli {
 namespace {
 
-bool ReadFile(const std::string& path, std::string* out, std::string* error) {
+using es::client::ShapeText;
+
+// A file that could not be opened or written, coded by the errno it left
+// (`err`): a missing file and a forbidden one are fixed in different ways.
+es::Status FileError(int err, const std::string& message) {
+  if (err == ENOENT) return es::Status::NotFound(message);
+  if (err == EACCES || err == EPERM) return es::Status::PermissionDenied(message);
+  return es::Status(es::StatusCode::kUnknown, message);
+}
+
+es::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    *error = path + ": " + std::strerror(errno);
-    return false;
+    const int err = errno;
+    return FileError(err, path + ": " + std::strerror(err));
   }
   std::ostringstream s;
   s << in.rdbuf();
-  *out = s.str();
-  return true;
+  return s.str();
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) s += ",";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 // Stores `v` as element i of `bytes` in `datatype`.
@@ -66,16 +67,15 @@ bool ShapeFits(const std::vector<int64_t>& shape, const std::vector<int64_t>& mo
 // The shape of numbers whose own shape is `given` (or flat, when empty):
 // as given, or with a batch dim of 1 prepended, or (flat) the model's shape
 // with its one variable dim taken from the count.
-std::optional<std::vector<int64_t>> ResolveShape(const std::vector<int64_t>& given, size_t count,
-                                                 const std::vector<int64_t>& model_shape, const std::string& source,
-                                                 std::string* error) {
+es::StatusOr<std::vector<int64_t>> ResolveShape(const std::vector<int64_t>& given, size_t count,
+                                                const std::vector<int64_t>& model_shape, const std::string& source) {
   if (!given.empty()) {
     if (ShapeFits(given, model_shape)) return given;
     std::vector<int64_t> batched{1};
     batched.insert(batched.end(), given.begin(), given.end());
     if (!model_shape.empty() && model_shape[0] == -1 && ShapeFits(batched, model_shape)) return batched;
-    *error = source + ": shape " + ShapeText(given) + " does not fit the model's " + ShapeText(model_shape);
-    return std::nullopt;
+    return es::Status::InvalidArgument(source + ": shape " + ShapeText(given) + " does not fit the model's " +
+                                       ShapeText(model_shape));
   }
   int64_t fixed = 1;
   int variable = -1;
@@ -85,65 +85,108 @@ std::optional<std::vector<int64_t>> ResolveShape(const std::vector<int64_t>& giv
     } else if (variable < 0) {
       variable = static_cast<int>(i);
     } else {
-      *error = source + ": a flat list cannot fill the model's shape " + ShapeText(model_shape) +
-               " (two variable dims): give it nested";
-      return std::nullopt;
+      return es::Status::InvalidArgument(source + ": a flat list cannot fill the model's shape " +
+                                         ShapeText(model_shape) + " (two variable dims): give it nested");
     }
   }
   std::vector<int64_t> shape = model_shape;
   if (variable >= 0) {
     if (fixed == 0 || count % static_cast<size_t>(fixed) != 0) {
-      *error = source + ": " + std::to_string(count) + " values are not a whole number of " + std::to_string(fixed) +
-               "-value rows of " + ShapeText(model_shape);
-      return std::nullopt;
+      return es::Status::InvalidArgument(source + ": " + std::to_string(count) + " values are not a whole number of " +
+                                         std::to_string(fixed) + "-value rows of " + ShapeText(model_shape));
     }
     shape[static_cast<size_t>(variable)] = static_cast<int64_t>(count / static_cast<size_t>(fixed));
   } else if (static_cast<size_t>(fixed) != count) {
-    *error = source + ": " + std::to_string(count) + " values, the model's shape " + ShapeText(model_shape) +
-             " needs " + std::to_string(fixed);
-    return std::nullopt;
+    return es::Status::InvalidArgument(source + ": " + std::to_string(count) + " values, the model's shape " +
+                                       ShapeText(model_shape) + " needs " + std::to_string(fixed));
   }
   return shape;
 }
 
 // Flattens a nested JSON array; *shape gets its dims (checked rectangular).
-bool FlattenJson(const nlohmann::json& j, size_t depth, std::vector<int64_t>* shape, std::vector<double>* out,
-                 std::string* error) {
+// The message does not name the source: the caller prefixes it.
+es::Status FlattenJson(const nlohmann::json& j, size_t depth, std::vector<int64_t>* shape, std::vector<double>* out) {
+  const auto ragged = [&] { return es::Status::InvalidArgument("ragged array at depth " + std::to_string(depth)); };
   if (j.is_array()) {
     if (depth == shape->size()) {
       shape->push_back(static_cast<int64_t>(j.size()));
     } else if ((*shape)[depth] != static_cast<int64_t>(j.size())) {
-      *error = "ragged array at depth " + std::to_string(depth);
-      return false;
+      return ragged();
     }
-    for (const auto& e : j) {
-      if (!FlattenJson(e, depth + 1, shape, out, error)) return false;
-    }
-    return true;
+    for (const auto& e : j) ES_RETURN_IF_ERROR(FlattenJson(e, depth + 1, shape, out));
+    return es::Status::Ok();
   }
-  if (depth != shape->size()) {
-    *error = "ragged array at depth " + std::to_string(depth);
-    return false;
-  }
+  if (depth != shape->size()) return ragged();
   if (j.is_boolean()) {
     out->push_back(j.get<bool>() ? 1 : 0);
   } else if (j.is_number()) {
     out->push_back(j.get<double>());
   } else {
-    *error = "not a number: " + j.dump();
-    return false;
+    return es::Status::InvalidArgument("not a number: " + j.dump());
   }
-  return true;
+  return es::Status::Ok();
 }
 
-std::optional<Tensor> FromNumbers(const std::vector<double>& values, const std::vector<int64_t>& given_shape,
-                                  const std::string& datatype, const std::vector<int64_t>& model_shape,
-                                  const std::string& source, std::string* error) {
-  auto shape = ResolveShape(given_shape, values.size(), model_shape, source, error);
-  if (!shape) return std::nullopt;
-  Tensor t{datatype, *shape, std::string(values.size() * es::client::DatatypeSize(datatype), '\0')};
+es::StatusOr<Tensor> FromNumbers(const std::vector<double>& values, const std::vector<int64_t>& given_shape,
+                                 const std::string& datatype, const std::vector<int64_t>& model_shape,
+                                 const std::string& source) {
+  ES_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ResolveShape(given_shape, values.size(), model_shape, source));
+  Tensor t{datatype, std::move(shape), std::string(values.size() * es::client::DatatypeSize(datatype), '\0')};
   for (size_t i = 0; i < values.size(); ++i) PutElement(datatype, values[i], i, &t.bytes);
   return t;
+}
+
+// `random`: the model's shape, its batch dim (if variable) `batch` rows.
+es::StatusOr<Tensor> RandomInput(const std::string& datatype, const std::vector<int64_t>& model_shape, int64_t batch,
+                                 std::mt19937& rng) {
+  std::vector<int64_t> shape = model_shape;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] >= 0) continue;
+    if (i > 0) {
+      return es::Status::InvalidArgument("random: the model's shape " + ShapeText(model_shape) +
+                                         " has a variable dim besides the batch dim");
+    }
+    shape[i] = batch;
+  }
+  const int64_t count = es::client::ElementCount(shape);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 9);
+  const bool floating = datatype == "FP32" || datatype == "FP64";
+  std::vector<double> values(static_cast<size_t>(count));
+  for (auto& v : values) v = floating ? unit(rng) : (datatype == "BOOL" ? small(rng) & 1 : small(rng));
+  return FromNumbers(values, shape, datatype, model_shape, "random");
+}
+
+// `raw:PATH`: the bytes as they are, the batch dim from their count.
+es::StatusOr<Tensor> RawInput(const std::string& path, const std::string& datatype,
+                              const std::vector<int64_t>& model_shape) {
+  const size_t element = es::client::DatatypeSize(datatype);
+  Tensor t{datatype, {}, {}};
+  ES_ASSIGN_OR_RETURN(t.bytes, ReadFile(path));
+  if (t.bytes.size() % element != 0) {
+    return es::Status::InvalidArgument(path + ": " + std::to_string(t.bytes.size()) + " bytes are not whole " +
+                                       datatype + " elements");
+  }
+  ES_ASSIGN_OR_RETURN(t.shape, ResolveShape({}, t.bytes.size() / element, model_shape, path));
+  return t;
+}
+
+// JSON `text` (inline or a file's); `name` labels the errors.
+es::StatusOr<Tensor> JsonInput(const std::string& text, const std::string& name, const std::string& datatype,
+                               const std::vector<int64_t>& model_shape) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {  // the parser's exceptions end here
+    return es::Status::InvalidArgument(name + ": " + e.what());
+  }
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+  if (es::Status s = FlattenJson(j, 0, &shape, &values); !s.ok()) {
+    return es::Status(s.code(), name + ": " + s.message());
+  }
+  if (shape.size() == 1) shape.clear();  // flat: the model's shape decides
+  return FromNumbers(values, shape, datatype, model_shape, name);
 }
 
 }  // namespace
@@ -167,16 +210,14 @@ double ElementAsDouble(const std::string& datatype, const std::string& bytes, si
   return 0;
 }
 
-std::optional<NpyArray> ReadNpy(const std::string& path, std::string* error) {
-  std::string data;
-  if (!ReadFile(path, &data, error)) return std::nullopt;
-  return ParseNpy(data, path, error);
+es::StatusOr<NpyArray> ReadNpy(const std::string& path) {
+  ES_ASSIGN_OR_RETURN(const std::string data, ReadFile(path));
+  return ParseNpy(data, path);
 }
 
-std::optional<NpyArray> ParseNpy(const std::string& data, const std::string& name, std::string* error) {
+es::StatusOr<NpyArray> ParseNpy(const std::string& data, const std::string& name) {
   auto bad = [&](const std::string& why) {
-    *error = name + ": not a usable .npy file: " + why;
-    return std::nullopt;
+    return es::Status::InvalidArgument(name + ": not a usable .npy file: " + why);
   };
   if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0) return bad("no NUMPY magic");
   const int major = static_cast<unsigned char>(data[6]);
@@ -237,8 +278,8 @@ std::optional<NpyArray> ParseNpy(const std::string& data, const std::string& nam
       {"f4", "FP32"},  {"f8", "FP64"},  {"i8", "INT64"},  {"i4", "INT32"},  {"i2", "INT16"}, {"i1", "INT8"},
       {"u8", "UINT64"}, {"u4", "UINT32"}, {"u2", "UINT16"}, {"u1", "UINT8"}, {"b1", "BOOL"}};
   std::string datatype;
-  for (const auto& [code, name] : kTypes) {
-    if (a.descr.substr(1) == code) datatype = name;
+  for (const auto& [code, type_name] : kTypes) {
+    if (a.descr.substr(1) == code) datatype = type_name;
   }
   if (datatype.empty()) return bad("dtype '" + a.descr + "' is not supported");
   const size_t element = es::client::DatatypeSize(datatype);
@@ -255,8 +296,8 @@ std::optional<NpyArray> ParseNpy(const std::string& data, const std::string& nam
   return a;
 }
 
-bool WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values,
-                     std::string* error) {
+es::Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,
+                           const std::vector<float>& values) {
   std::string dims;
   for (int64_t d : shape) dims += std::to_string(d) + ", ";
   if (shape.size() > 1) dims.resize(dims.size() - 1);  // "(2, 3)"; a 1-tuple keeps its comma: "(2,)"
@@ -273,84 +314,29 @@ bool WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,
   out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f || !(f << out) || !f.flush()) {
-    *error = path + ": cannot write";
-    return false;
+    const int err = errno;
+    return FileError(err, path + ": cannot write");
   }
-  return true;
+  return es::Status::Ok();
 }
 
-std::optional<Tensor> LoadInput(const std::string& source, const std::string& datatype,
-                                const std::vector<int64_t>& model_shape, int64_t batch, std::mt19937& rng,
-                                std::string* error) {
-  const size_t element = es::client::DatatypeSize(datatype);
-  if (element == 0) {
-    *error = "datatype " + datatype + " is not supported";
-    return std::nullopt;
+es::StatusOr<Tensor> LoadInput(const std::string& source, const std::string& datatype,
+                               const std::vector<int64_t>& model_shape, int64_t batch, std::mt19937& rng) {
+  if (es::client::DatatypeSize(datatype) == 0) {
+    return es::Status::InvalidArgument("datatype " + datatype + " is not supported");
   }
-  if (source == "random") {
-    std::vector<int64_t> shape = model_shape;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] >= 0) continue;
-      if (i == 0) {
-        shape[i] = batch;
-      } else {
-        *error = "random: the model's shape " + ShapeText(model_shape) + " has a variable dim besides the batch dim";
-        return std::nullopt;
-      }
-    }
-    const int64_t count = es::client::ElementCount(shape);
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    std::uniform_int_distribution<int> small(0, 9);
-    const bool floating = datatype == "FP32" || datatype == "FP64";
-    std::vector<double> values(static_cast<size_t>(count));
-    for (auto& v : values) v = floating ? unit(rng) : (datatype == "BOOL" ? small(rng) & 1 : small(rng));
-    return FromNumbers(values, shape, datatype, model_shape, source, error);
-  }
-  if (source.rfind("raw:", 0) == 0) {
-    const std::string path = source.substr(4);
-    Tensor t{datatype, {}, {}};
-    if (!ReadFile(path, &t.bytes, error)) return std::nullopt;
-    if (t.bytes.size() % element != 0) {
-      *error = path + ": " + std::to_string(t.bytes.size()) + " bytes are not whole " + datatype + " elements";
-      return std::nullopt;
-    }
-    auto shape = ResolveShape({}, t.bytes.size() / element, model_shape, path, error);
-    if (!shape) return std::nullopt;
-    t.shape = *shape;
-    return t;
-  }
-  if (source.rfind("json:", 0) == 0 || EndsWith(source, ".json")) {
-    std::string text;
-    const bool inline_json = source.rfind("json:", 0) == 0;
-    if (inline_json) {
-      text = source.substr(5);
-    } else if (!ReadFile(source, &text, error)) {
-      return std::nullopt;
-    }
-    const std::string name = inline_json ? "json input" : source;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const std::exception& e) {
-      *error = name + ": " + e.what();
-      return std::nullopt;
-    }
-    std::vector<int64_t> shape;
-    std::vector<double> values;
-    if (!FlattenJson(j, 0, &shape, &values, error)) {
-      *error = name + ": " + *error;
-      return std::nullopt;
-    }
-    if (shape.size() == 1) shape.clear();  // flat: the model's shape decides
-    return FromNumbers(values, shape, datatype, model_shape, name, error);
+  if (source == "random") return RandomInput(datatype, model_shape, batch, rng);
+  if (source.rfind("raw:", 0) == 0) return RawInput(source.substr(4), datatype, model_shape);
+  if (source.rfind("json:", 0) == 0) return JsonInput(source.substr(5), "json input", datatype, model_shape);
+  if (EndsWith(source, ".json")) {
+    ES_ASSIGN_OR_RETURN(const std::string text, ReadFile(source));
+    return JsonInput(text, source, datatype, model_shape);
   }
   if (EndsWith(source, ".npy")) {
-    auto a = ReadNpy(source, error);
-    if (!a) return std::nullopt;
-    return FromNumbers(a->values, a->shape, datatype, model_shape, source, error);
+    ES_ASSIGN_OR_RETURN(const NpyArray a, ReadNpy(source));
+    return FromNumbers(a.values, a.shape, datatype, model_shape, source);
   }
-  *error = "'" + source + "': expected random, FILE.npy, FILE.json, json:[...] or raw:FILE";
-  return std::nullopt;
+  return es::Status::InvalidArgument("'" + source + "': expected random, FILE.npy, FILE.json, json:[...] or raw:FILE");
 }
 
 }  // namespace es::cli

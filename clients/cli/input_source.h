@@ -12,14 +12,18 @@
 //
 // Numbers are converted to the model's datatype (through double), so an
 // .npy of float64 feeds an FP32 input. Contract: pure functions, no I/O but
-// reading the named file; errors are one-line messages naming the source.
+// reading the named file; an error is a Status whose message is one line
+// naming the source: INVALID_ARGUMENT for data that does not make the
+// tensor; for a file that cannot be read or written, NOT_FOUND,
+// PERMISSION_DENIED or (another errno) UNKNOWN.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "common/status.h"
 
 namespace es::cli {
 
@@ -31,9 +35,8 @@ struct Tensor {
 
 // `model_shape` is the metadata shape (-1 = variable; a leading -1 is the
 // batch dim, given `batch` rows for `random`).
-std::optional<Tensor> LoadInput(const std::string& source, const std::string& datatype,
-                                const std::vector<int64_t>& model_shape, int64_t batch, std::mt19937& rng,
-                                std::string* error);
+es::StatusOr<Tensor> LoadInput(const std::string& source, const std::string& datatype,
+                               const std::vector<int64_t>& model_shape, int64_t batch, std::mt19937& rng);
 
 // An .npy file's dtype, shape and data as doubles (exposed for tests).
 struct NpyArray {
@@ -41,13 +44,13 @@ struct NpyArray {
   std::vector<int64_t> shape;
   std::vector<double> values;
 };
-std::optional<NpyArray> ReadNpy(const std::string& path, std::string* error);
+es::StatusOr<NpyArray> ReadNpy(const std::string& path);
 // The same on the file's bytes (`name` only labels errors): no I/O, so the
 // fuzzer (tests/fuzz) and tests can feed it any buffer.
-std::optional<NpyArray> ParseNpy(const std::string& data, const std::string& name, std::string* error);
+es::StatusOr<NpyArray> ParseNpy(const std::string& data, const std::string& name);
 // Writes float32 data as an .npy v1 file (tests, examples).
-bool WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values,
-                     std::string* error);
+es::Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,
+                           const std::vector<float>& values);
 
 // Element i of a raw tensor as a double.
 double ElementAsDouble(const std::string& datatype, const std::string& bytes, size_t i);

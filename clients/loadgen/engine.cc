@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <climits>
 #include <deque>
+#include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "clients/status.h"
 
@@ -91,28 +93,6 @@ grpc::StatusCode CodeOfMessage(const std::string& message) {
 
 }  // namespace
 
-uint64_t Sample::failed() const {
-  uint64_t n = 0;
-  for (const auto& [code, count] : errors) n += count;
-  return n;
-}
-
-void Sample::Merge(Sample&& other) {
-  if (latencies_ns.empty()) {
-    latencies_ns = std::move(other.latencies_ns);
-  } else {
-    latencies_ns.insert(latencies_ns.end(), other.latencies_ns.begin(), other.latencies_ns.end());
-  }
-  for (const auto& [code, count] : other.errors) errors[code] += count;
-  sent += other.sent;
-  hung += other.hung;
-  unanswered += other.unanswered;
-  skipped += other.skipped;
-  late_ns_sum += other.late_ns_sum;
-  elapsed += other.elapsed;
-  end_wall = std::max(end_wall, other.end_wall);
-}
-
 // What a completion queue hands back: a call's end, or a retry's alarm.
 struct LoadEngine::Event {
   enum class Kind { kCall, kRetry, kStream } kind;
@@ -185,7 +165,8 @@ struct LoadEngine::Stream {
   std::chrono::milliseconds backoff{0};
 };
 
-struct LoadEngine::Worker {
+// Its sample and in_flight (Sender) are counted by CountingEngine.
+struct LoadEngine::Worker : Sender {
   int index = 0;
   grpc::CompletionQueue cq;
   grpc::ByteBuffer request;  // this worker's reference to the serialized request
@@ -196,11 +177,8 @@ struct LoadEngine::Worker {
   bool cancelled_rest = false;      // drainer thread only
   double rate = 0;           // open loop, requests/s of this worker
   int64_t max_inflight = 1;
-  std::atomic<int64_t> in_flight{0};
   size_t next_channel = 0;   // open loop (pacer thread only)
   std::mt19937_64 rng;
-  Mutex mu;
-  Sample sample ABSL_GUARDED_BY(mu);
   std::thread drainer;  // completions (and, closed loop, the next calls)
   std::thread pacer;    // open loop: sends on schedule
   std::atomic<bool> pacer_running{false};
@@ -210,23 +188,9 @@ struct LoadEngine::Worker {
 
 LoadEngine::LoadEngine(std::vector<std::shared_ptr<grpc::Channel>> channels, int threads, std::string method,
                        EngineSettings settings)
-    : channels_(std::move(channels)), threads_(std::max(1, threads)), method_(std::move(method)),
-      settings_(settings) {
+    : CountingEngine(std::move(settings)), channels_(std::move(channels)), threads_(std::max(1, threads)),
+      method_(std::move(method)) {
   for (auto& channel : channels_) stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
-}
-
-std::map<grpc::StatusCode, uint64_t> LoadEngine::total_errors() const {
-  std::map<grpc::StatusCode, uint64_t> errors;
-  for (int code = 1; code < 17; ++code) {
-    if (const uint64_t n = total_by_code_[code].load()) errors[static_cast<grpc::StatusCode>(code)] = n;
-  }
-  return errors;
-}
-
-std::string LoadEngine::lost_server_reason() const {
-  MutexLock lock(&reason_mu_);
-  return std::to_string(settings_.max_connection_failures) + " connection failures in a row, the last: " +
-         last_connection_error_;
 }
 
 LoadEngine::~LoadEngine() { Stop(); }
@@ -234,10 +198,7 @@ LoadEngine::~LoadEngine() { Stop(); }
 void LoadEngine::Start(const LoadPlan& plan, const std::string& request_bytes) {
   Stop();
   plan_ = plan;
-  stopping_.store(false);
-  lost_server_.store(false);
-  failures_in_a_row_.store(0);
-  last_sample_ = Clock::now();
+  BeginRun();
   grpc::Slice slice(request_bytes);
   const grpc::ByteBuffer request(&slice, 1);
   const bool streaming = settings_.streams > 0 && plan.concurrency > 0;
@@ -311,31 +272,19 @@ void LoadEngine::Stop() {
     w->drainer.join();
   }
   // What completed while draining stays for the next TakeSample().
-  Sample rest;
-  for (auto& w : workers_) {
-    MutexLock lock(&w->mu);  // its threads are joined; the lock is for the analysis
-    rest.Merge(std::move(w->sample));
-  }
+  KeepForNextSample(TakeRunning());
   workers_.clear();
-  drained_.Merge(std::move(rest));
 }
 
-Sample LoadEngine::TakeSample() {
-  Sample total = std::move(drained_);
-  drained_ = Sample();
-  for (auto& w : workers_) {
-    Sample s;
-    {
-      MutexLock lock(&w->mu);
-      std::swap(s, w->sample);
-    }
-    total.Merge(std::move(s));
-  }
-  const auto now = Clock::now();
-  total.elapsed = now - last_sample_;
-  total.end_wall = std::chrono::system_clock::now();
-  last_sample_ = now;
-  return total;
+Sample LoadEngine::TakeRunning() { return TakeAll(workers_); }
+
+void LoadEngine::RetryLater(Worker* w, int slot, Stream* stream, std::chrono::milliseconds delay) {
+  auto* retry = new Retry;  // owned by the queue until Drain takes it back
+  retry->slot = slot;
+  retry->stream = stream;
+  if (stream != nullptr) retry->generation = stream->generation;
+  w->retries.fetch_add(1);
+  retry->alarm.Set(&w->cq, ToGpr(Clock::now() + delay), static_cast<Event*>(retry));
 }
 
 void LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
@@ -347,38 +296,16 @@ void LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
   call->slot = slot;
   call->channel = slot >= 0 ? static_cast<size_t>(slot) % stubs_.size() : w->next_channel++ % stubs_.size();
   call->reader = stubs_[call->channel]->PrepareUnaryCall(&call->ctx, method_, w->request, &w->cq);
-  w->in_flight.fetch_add(1, std::memory_order_relaxed);
-  in_flight_.fetch_add(1, std::memory_order_relaxed);
-  total_sent_.fetch_add(1, std::memory_order_relaxed);
+  CountSent(*w);
   {
     // Registered before it starts: its completion (on the drainer thread)
     // erases it, and Stop() may cancel whatever is still registered.
     MutexLock lock(&w->mu);
-    ++w->sample.sent;
     w->outstanding.insert(call);
   }
   call->reader->StartCall();
   // Tags are Event pointers (Drain tells calls from retries by their kind).
   call->reader->Finish(&call->response, &call->status, static_cast<Event*>(call));
-}
-
-void LoadEngine::CountOutcome(const Call& call) {
-  const auto code = call.status.error_code();
-  // UNAVAILABLE from a server that answers (a model's host restarting) is not
-  // a connection failure; the channel then stays connected.
-  const bool connection_failure =
-      code == grpc::StatusCode::UNAVAILABLE && channels_[call.channel]->GetState(false) != GRPC_CHANNEL_READY;
-  if (!connection_failure) {
-    failures_in_a_row_.store(0, std::memory_order_relaxed);
-    return;
-  }
-  if (failures_in_a_row_.fetch_add(1) + 1 >= settings_.max_connection_failures && !lost_server_.load()) {
-    {
-      MutexLock lock(&reason_mu_);
-      last_connection_error_ = "UNAVAILABLE: " + call.status.error_message();
-    }
-    lost_server_.store(true);
-  }
 }
 
 void LoadEngine::CancelOutstanding(Worker* w) {
@@ -387,61 +314,41 @@ void LoadEngine::CancelOutstanding(Worker* w) {
     call->abandoned = true;
     call->ctx.TryCancel();
   }
-  w->sample.unanswered += w->outstanding.size();
-  total_unanswered_.fetch_add(w->outstanding.size());
+  CountUnanswered(*w, w->outstanding.size());
   for (auto& stream : w->streams) {
     if (!stream->open || stream->finished) continue;
     stream->abandoned = true;
     stream->ctx->TryCancel();
-    w->sample.unanswered += static_cast<uint64_t>(stream->awaiting);
-    total_unanswered_.fetch_add(static_cast<uint64_t>(stream->awaiting));
+    CountUnanswered(*w, static_cast<uint64_t>(stream->awaiting));
   }
   w->cancelled_rest = true;
 }
 
 void LoadEngine::Completed(Worker* w, std::unique_ptr<Call> call) {
   const auto done = Clock::now();
-  const bool ok = call->status.ok();
-  const bool hung = done - call->sent > settings_.hung;
   {
     MutexLock lock(&w->mu);
     w->outstanding.erase(call.get());
-    if (!call->abandoned) {  // an abandoned call was counted (unanswered) when it was cancelled
-      if (ok) {
-        w->sample.latencies_ns.push_back(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(done - call->scheduled).count());
-      } else {
-        ++w->sample.errors[call->status.error_code()];
-      }
-      if (hung) ++w->sample.hung;
-    }
   }
-  w->in_flight.fetch_sub(1, std::memory_order_relaxed);
-  in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  if (call->abandoned) return;
-  if (ok) {
-    total_ok_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    total_failed_.fetch_add(1, std::memory_order_relaxed);
-    const int code = static_cast<int>(call->status.error_code());
-    if (code > 0 && code < 17) total_by_code_[code].fetch_add(1, std::memory_order_relaxed);
-  }
-  if (hung) total_hung_.fetch_add(1, std::memory_order_relaxed);
-  CountOutcome(*call);
-  if (call->slot < 0 || stopping_.load(std::memory_order_relaxed) || lost_server_.load()) return;
+  CountEnded(*w);
+  if (call->abandoned) return;  // counted unanswered when it was cancelled
+  const grpc::StatusCode code = call->status.error_code();
+  CountAnswer(*w, code, call->scheduled, call->sent, done);
+  // UNAVAILABLE from a server that answers (a model's host restarting) is not
+  // a connection failure; the channel then stays connected.
+  CountConnection(
+      code == grpc::StatusCode::UNAVAILABLE && channels_[call->channel]->GetState(false) != GRPC_CHANNEL_READY,
+      call->status.error_message());
+  if (call->slot < 0 || stopping_.load(std::memory_order_relaxed) || lost_server()) return;
   // Closed loop: the slot's next call, at once or after a backoff.
   auto& backoff = w->backoff[call->slot];
-  if (call->status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+  if (code != grpc::StatusCode::UNAVAILABLE) {
     backoff = std::chrono::milliseconds(0);
     Issue(w, call->slot, done);
     return;
   }
-  backoff = backoff.count() == 0 ? settings_.backoff_min : std::min(settings_.backoff_max, backoff * 2);
-  auto retry = std::make_unique<Retry>();
-  retry->slot = call->slot;
-  w->retries.fetch_add(1);
-  Retry* raw = retry.release();
-  raw->alarm.Set(&w->cq, ToGpr(Clock::now() + backoff), static_cast<Event*>(raw));
+  backoff = NextBackoff(backoff);
+  RetryLater(w, call->slot, nullptr, backoff);
 }
 
 void LoadEngine::Pace(Worker* w) {
@@ -455,7 +362,7 @@ void LoadEngine::Pace(Worker* w) {
   // after an exponential gap of its own (Poisson).
   Clock::time_point next =
       Clock::now() + seconds(plan_.poisson ? exponential(w->rng) : static_cast<double>(w->index) / plan_.rate);
-  while (!stopping_.load(std::memory_order_relaxed) && !lost_server_.load(std::memory_order_relaxed)) {
+  while (!stopping_.load(std::memory_order_relaxed) && !lost_server()) {
     // Sleep in slices of at most kPoll so that Stop() is seen quickly.
     const auto now = Clock::now();
     if (next > now) {
@@ -521,7 +428,7 @@ void LoadEngine::Drain(Worker* w) {
     }
     std::unique_ptr<Retry> retry(static_cast<Retry*>(e));
     Stream* stream = retry->stream;
-    const bool go = !stopping_.load() && !lost_server_.load();
+    const bool go = !stopping_.load() && !lost_server();
     if (stream == nullptr) {
       if (go) Issue(w, retry->slot, Clock::now());
     } else if (retry->slot < 0) {
@@ -568,13 +475,7 @@ void LoadEngine::SendOnStream(Worker* w, Stream* s, int slot, Clock::time_point 
   state.sent = scheduled;
   state.awaiting = true;
   ++s->awaiting;
-  w->in_flight.fetch_add(1, std::memory_order_relaxed);
-  in_flight_.fetch_add(1, std::memory_order_relaxed);
-  total_sent_.fetch_add(1, std::memory_order_relaxed);
-  {
-    MutexLock lock(&w->mu);
-    ++w->sample.sent;
-  }
+  CountSent(*w);
   s->to_write.push_back(slot);
   if (s->started && !s->writing) WriteNext(s);
 }
@@ -643,35 +544,6 @@ void LoadEngine::OnStreamEvent(Worker* w, StreamOp* op, bool ok) {
   MaybeStreamClosed(w, s);
 }
 
-void LoadEngine::CountAnswer(Worker* w, const SlotState& slot, Clock::time_point now, grpc::StatusCode code,
-                             bool connection_failure) {
-  const bool ok = code == grpc::StatusCode::OK;
-  const bool hung = now - slot.sent > settings_.hung;
-  {
-    MutexLock lock(&w->mu);
-    if (ok) {
-      w->sample.latencies_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent).count());
-    } else {
-      ++w->sample.errors[code];
-    }
-    if (hung) ++w->sample.hung;
-  }
-  if (ok) {
-    total_ok_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    total_failed_.fetch_add(1, std::memory_order_relaxed);
-    if (static_cast<int>(code) > 0 && static_cast<int>(code) < 17) {
-      total_by_code_[static_cast<int>(code)].fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  if (hung) total_hung_.fetch_add(1, std::memory_order_relaxed);
-  if (!connection_failure) {
-    failures_in_a_row_.store(0, std::memory_order_relaxed);
-  } else if (failures_in_a_row_.fetch_add(1) + 1 >= settings_.max_connection_failures && !lost_server_.load()) {
-    lost_server_.store(true);
-  }
-}
-
 void LoadEngine::OnStreamAnswer(Worker* w, Stream* s) {
   const auto now = Clock::now();
   std::string id, error;
@@ -688,22 +560,20 @@ void LoadEngine::OnStreamAnswer(Worker* w, Stream* s) {
   }
   if (slot < 0) {
     // Not an answer to a request of this stream: a server fault, counted
-    // as a failure (UNKNOWN); no slot waits on it.
-    MutexLock lock(&w->mu);
-    ++w->sample.errors[grpc::StatusCode::UNKNOWN];
-    total_failed_.fetch_add(1, std::memory_order_relaxed);
-    total_by_code_[static_cast<int>(grpc::StatusCode::UNKNOWN)].fetch_add(1, std::memory_order_relaxed);
+    // as a failure (UNKNOWN, neither hung nor a connection's); no slot
+    // waits on it.
+    CountAnswer(*w, grpc::StatusCode::UNKNOWN, now, now, now);
     return;
   }
   SlotState& state = slot_states_[static_cast<size_t>(slot)];
   state.awaiting = false;
   --s->awaiting;
-  w->in_flight.fetch_sub(1, std::memory_order_relaxed);
-  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  CountEnded(*w);
   if (s->abandoned) return;  // counted unanswered when Stop() cancelled the stream
   const grpc::StatusCode code = error.empty() ? grpc::StatusCode::OK : CodeOfMessage(error);
-  CountAnswer(w, state, now, code, false);
-  if (stopping_.load(std::memory_order_relaxed) || lost_server_.load()) return;
+  CountAnswer(*w, code, state.sent, state.sent, now);
+  CountConnection(false, {});  // the stream answered: its connection is up
+  if (stopping_.load(std::memory_order_relaxed) || lost_server()) return;
   if (code != grpc::StatusCode::UNAVAILABLE) {
     s->backoff = std::chrono::milliseconds(0);
     SendOnStream(w, s, slot, now);
@@ -711,14 +581,8 @@ void LoadEngine::OnStreamAnswer(Worker* w, Stream* s) {
   }
   // The server answers but a model is unavailable (e.g. its host restarts):
   // the slot waits before it sends again, as in unary closed loop.
-  s->backoff = s->backoff.count() == 0 ? settings_.backoff_min : std::min(settings_.backoff_max, s->backoff * 2);
-  auto retry = std::make_unique<Retry>();
-  retry->slot = slot;
-  retry->stream = s;
-  retry->generation = s->generation;
-  w->retries.fetch_add(1);
-  Retry* raw = retry.release();
-  raw->alarm.Set(&w->cq, ToGpr(Clock::now() + s->backoff), static_cast<Event*>(raw));
+  s->backoff = NextBackoff(s->backoff);
+  RetryLater(w, slot, s, s->backoff);
 }
 
 void LoadEngine::MaybeStreamClosed(Worker* w, Stream* s) {
@@ -729,18 +593,14 @@ void LoadEngine::MaybeStreamClosed(Worker* w, Stream* s) {
   const grpc::StatusCode code = s->status.ok() ? grpc::StatusCode::UNKNOWN : s->status.error_code();
   const bool connection_failure =
       code == grpc::StatusCode::UNAVAILABLE && channels_[s->channel]->GetState(false) != GRPC_CHANNEL_READY;
-  if (connection_failure) {
-    MutexLock lock(&reason_mu_);
-    last_connection_error_ = "UNAVAILABLE: ";
-    last_connection_error_.append(s->status.error_message());
-  }
   for (int slot : s->slots) {
     SlotState& state = slot_states_[static_cast<size_t>(slot)];
     if (!state.awaiting) continue;
     state.awaiting = false;
-    w->in_flight.fetch_sub(1, std::memory_order_relaxed);
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    if (!s->abandoned) CountAnswer(w, state, now, code, connection_failure);
+    CountEnded(*w);
+    if (s->abandoned) continue;
+    CountAnswer(*w, code, state.sent, state.sent, now);
+    CountConnection(connection_failure, s->status.error_message());
   }
   s->awaiting = 0;
   s->to_write.clear();
@@ -748,15 +608,10 @@ void LoadEngine::MaybeStreamClosed(Worker* w, Stream* s) {
   --w->open_streams;
   s->rw.reset();
   s->ctx.reset();
-  if (stopping_.load() || lost_server_.load()) return;
+  if (stopping_.load() || lost_server()) return;
   // Reopened after a backoff (the server went away, or ended the stream).
-  s->backoff = s->backoff.count() == 0 ? settings_.backoff_min : std::min(settings_.backoff_max, s->backoff * 2);
-  auto retry = std::make_unique<Retry>();
-  retry->stream = s;
-  retry->generation = s->generation;
-  w->retries.fetch_add(1);
-  Retry* raw = retry.release();
-  raw->alarm.Set(&w->cq, ToGpr(Clock::now() + s->backoff), static_cast<Event*>(raw));
+  s->backoff = NextBackoff(s->backoff);
+  RetryLater(w, -1, s, s->backoff);
 }
 
 }  // namespace es::loadgen

@@ -2,7 +2,8 @@
 // threads, with gRPC's asynchronous API. Each of `threads` workers owns a
 // CompletionQueue and a thread draining it; in open loop it also has a pacer
 // thread that sends on schedule (precise sleeps, not gRPC's millisecond
-// timers).
+// timers). What it counts, and how, is CountingEngine's
+// (clients/loadgen/engine_common.h), shared with HttpLoadEngine.
 //
 // Contract:
 //  - The request is serialized once (Start's caller gives the bytes); every
@@ -72,70 +73,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "common/mutex.h"
+#include "clients/loadgen/engine_common.h"
 
 namespace es::loadgen {
 
-struct Sample {
-  std::vector<int64_t> latencies_ns;        // successful calls
-  std::map<grpc::StatusCode, uint64_t> errors;  // failed calls by code
-  uint64_t sent = 0;
-  uint64_t hung = 0;        // calls that ended more than EngineSettings::hung after they were sent
-  uint64_t unanswered = 0;  // calls cancelled by Stop() after waiting `hung` for them
-  uint64_t skipped = 0;     // open loop: arrivals not sent (max_inflight reached)
-  int64_t late_ns_sum = 0;  // open loop: sum of (actual - scheduled) send times
-  std::chrono::steady_clock::duration elapsed{};  // since the previous sample
-  std::chrono::system_clock::time_point end_wall{};  // wall-clock time the sample was taken
-
-  uint64_t ok() const { return latencies_ns.size(); }
-  uint64_t failed() const;
-  void Merge(Sample&& other);
-};
-
-struct LoadPlan {
-  int concurrency = 0;  // > 0: closed loop
-  double rate = 0;      // > 0: open loop, requests/s
-  bool poisson = false;
-  int max_inflight = 4096;
-  uint32_t seed = 1;
-};
-
-struct EngineSettings {
-  std::chrono::milliseconds timeout{10000};  // deadline of every call
-  std::chrono::milliseconds hung{30000};     // a call slower than this is hung; Stop() waits this long at most
-  std::chrono::milliseconds backoff_min{1}, backoff_max{100};  // closed loop, after UNAVAILABLE
-  int max_connection_failures = 100;         // in a row, then lost_server()
-  // ModelStreamInfer (closed loop): the slots share this many streams; 0 = unary calls.
-  int streams = 0;
-  std::string authorization;                 // `authorization` metadata of every call ("Bearer T"); empty = none
-};
-
-// What RunStep drives: LoadEngine (gRPC, below) or HttpLoadEngine (--http,
-// clients/loadgen/http_engine.h); each member's contract is LoadEngine's.
-class Engine {
- public:
-  virtual ~Engine() = default;
-  virtual void Start(const LoadPlan& plan, const std::string& request_bytes) = 0;
-  virtual void Stop() = 0;
-  virtual Sample TakeSample() = 0;
-  virtual int64_t in_flight() const = 0;
-  virtual uint64_t total_sent() const = 0;
-  virtual uint64_t total_ok() const = 0;
-  virtual uint64_t total_failed() const = 0;
-  virtual uint64_t total_hung() const = 0;
-  virtual uint64_t total_unanswered() const = 0;
-  virtual std::map<grpc::StatusCode, uint64_t> total_errors() const = 0;
-  virtual bool lost_server() const = 0;
-  virtual std::string lost_server_reason() const = 0;
-};
-
-class LoadEngine final : public Engine {
+class LoadEngine final : public CountingEngine {
  public:
   // `channels` are shared by all threads; `method` is the full gRPC method
   // name ("/inference.GRPCInferenceService/ModelInfer").
@@ -147,21 +93,6 @@ class LoadEngine final : public Engine {
 
   void Start(const LoadPlan& plan, const std::string& request_bytes) override;
   void Stop() override;
-  Sample TakeSample() override;
-  int64_t in_flight() const override { return in_flight_.load(std::memory_order_relaxed); }
-  // Since construction, every call (warm-up and drains included).
-  uint64_t total_sent() const override { return total_sent_.load(); }
-  uint64_t total_ok() const override { return total_ok_.load(); }
-  uint64_t total_failed() const override { return total_failed_.load(); }
-  uint64_t total_hung() const override { return total_hung_.load(); }
-  uint64_t total_unanswered() const override { return total_unanswered_.load(); }
-  // Failed calls by gRPC code since construction.
-  std::map<grpc::StatusCode, uint64_t> total_errors() const override;
-  // True once max_connection_failures connection failures came in a row
-  // (until the next Start); then no call is sent any more.
-  bool lost_server() const override { return lost_server_.load(); }
-  // "N connection failures in a row, the last: UNAVAILABLE: ..." once lost.
-  std::string lost_server_reason() const override;
 
  private:
   struct Worker;
@@ -179,34 +110,23 @@ class LoadEngine final : public Engine {
   void OnStreamAnswer(Worker* w, Stream* s);
   void MaybeHalfClose(Stream* s);
   void MaybeStreamClosed(Worker* w, Stream* s);
-  void CountAnswer(Worker* w, const SlotState& slot, std::chrono::steady_clock::time_point now, grpc::StatusCode code,
-                   bool connection_failure);
+  // An alarm `delay` from now on w's queue: Drain then sends `slot`'s next
+  // call (on `stream`, if any), or reopens `stream` when slot is -1.
+  void RetryLater(Worker* w, int slot, Stream* stream, std::chrono::milliseconds delay);
+  Sample TakeRunning() override;
   void Pace(Worker* worker);   // open loop: issues calls on schedule
   void Drain(Worker* worker);  // completions; closed loop: issues the next call
   void Issue(Worker* w, int slot, std::chrono::steady_clock::time_point scheduled);
   void Completed(Worker* w, std::unique_ptr<Call> call);
-  // Whether a failed call was a connection failure; counts the run.
-  void CountOutcome(const Call& call);
   void CancelOutstanding(Worker* w);  // Stop() waited `hung`: the rest are unanswered
 
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
   int threads_;
   std::string method_;
-  EngineSettings settings_;
   LoadPlan plan_;
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::atomic<bool> stopping_{false};
   std::atomic<int64_t> stop_began_ns_{0};  // steady clock, when Stop() set stopping_
-  std::atomic<int64_t> in_flight_{0};
-  std::atomic<uint64_t> total_sent_{0}, total_ok_{0}, total_failed_{0}, total_hung_{0}, total_unanswered_{0};
-  std::atomic<uint64_t> total_by_code_[17] = {};  // grpc::StatusCode 0..16
-  std::atomic<int> failures_in_a_row_{0};
-  std::atomic<bool> lost_server_{false};
-  mutable Mutex reason_mu_;
-  std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
-  std::chrono::steady_clock::time_point last_sample_;
-  Sample drained_;  // completed during Stop(), for the next TakeSample()
   std::vector<SlotState> slot_states_;  // streaming: per slot (each used by its stream's worker only)
 };
 

@@ -2,7 +2,8 @@
 // HTTP/1.1 keep-alive connections (es::client::HttpClient), one call at a
 // time on each (HTTP/1.1 answers in order: a connection per call in flight).
 //
-// Contract (LoadEngine's, clients/loadgen/engine.h, except where said):
+// Contract (LoadEngine's, clients/loadgen/engine.h, except where said; the
+// counting is CountingEngine's, clients/loadgen/engine_common.h):
 //  - Closed loop (plan.concurrency = N): N slots, each a thread with its own
 //    connection, each sending its next call when its answer is in.
 //  - Open loop (plan.rate = R): a pacer thread queues arrivals on schedule
@@ -40,12 +41,12 @@
 
 #include "clients/client.h"
 #include "clients/http_client.h"
-#include "clients/loadgen/engine.h"
+#include "clients/loadgen/engine_common.h"
 #include "common/mutex.h"
 
 namespace es::loadgen {
 
-class HttpLoadEngine final : public Engine {
+class HttpLoadEngine final : public CountingEngine {
  public:
   // `address` is the HTTP endpoint "HOST:PORT"; `options` its TLS and token.
   HttpLoadEngine(std::string address, es::client::ClientOptions options, EngineSettings settings);
@@ -55,31 +56,20 @@ class HttpLoadEngine final : public Engine {
 
   void Start(const LoadPlan& plan, const std::string& request_bytes) override;
   void Stop() override;
-  Sample TakeSample() override;
-  int64_t in_flight() const override { return in_flight_.load(std::memory_order_relaxed); }
-  uint64_t total_sent() const override { return total_sent_.load(); }
-  uint64_t total_ok() const override { return total_ok_.load(); }
-  uint64_t total_failed() const override { return total_failed_.load(); }
-  uint64_t total_hung() const override { return total_hung_.load(); }
-  uint64_t total_unanswered() const override { return 0; }
-  std::map<grpc::StatusCode, uint64_t> total_errors() const override;
-  bool lost_server() const override { return lost_server_.load(); }
-  std::string lost_server_reason() const override;
 
  private:
   struct Slot;
-  using Clock = std::chrono::steady_clock;
   // Open loop: connections (and their threads) that send the queued arrivals.
   static constexpr int kOpenLoopConnections = 64;
   void RunSlot(Slot* slot);      // closed loop
   void RunOpenSlot(Slot* slot);  // open loop: takes arrivals from queue_
   void Pace();                   // open loop: queues arrivals on schedule
+  Sample TakeRunning() override;  // the slots' samples and the pacer's skipped arrivals
   // One call: counted in `slot`'s sample, latency from `scheduled`; its code.
   grpc::StatusCode Send(Slot* slot, es::client::HttpClient& client, Clock::time_point scheduled);
 
   std::string address_;
   es::client::ClientOptions options_;
-  EngineSettings settings_;
   std::string path_;  // /v2/models/M[/versions/V]/infer
   std::string body_;
   size_t header_length_ = 0;
@@ -90,16 +80,6 @@ class HttpLoadEngine final : public Engine {
   CondVar queue_cv_;
   std::deque<Clock::time_point> queue_ ABSL_GUARDED_BY(queue_mu_);  // arrivals due, not yet sent
   uint64_t pacer_skipped_ ABSL_GUARDED_BY(queue_mu_) = 0;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int64_t> in_flight_{0};
-  std::atomic<uint64_t> total_sent_{0}, total_ok_{0}, total_failed_{0}, total_hung_{0};
-  std::atomic<uint64_t> total_by_code_[17] = {};
-  std::atomic<int> failures_in_a_row_{0};
-  std::atomic<bool> lost_server_{false};
-  mutable Mutex reason_mu_;
-  std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
-  std::chrono::steady_clock::time_point last_sample_;
-  Sample drained_;  // completed during Stop(), for the next TakeSample()
 };
 
 }  // namespace es::loadgen

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "clients/api.h"  // gRPC or HTTP (--http)
-#include "clients/loadgen/engine.h"
+#include "clients/loadgen/engine_common.h"
 
 namespace es::loadgen {
 

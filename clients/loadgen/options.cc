@@ -151,7 +151,7 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
       ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
   app.add_option("--seed", o->seed, "seed of the random input data and Poisson arrivals (default 1)");
   app.add_flag("--quiet", o->quiet, "print nothing but errors (write the files only)");
-  // ModelStreamInfer (issue 15).
+  // ModelStreamInfer.
   auto* streaming = app.add_flag("--streaming", o->streaming,
                                  "send over ModelStreamInfer streams instead of one ModelInfer call per request "
                                  "(closed loop only; answers matched by request id)");
@@ -159,13 +159,13 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
                  "--streaming: streams the slots share, slot k on stream k % N (default: one stream per slot)")
       ->check(CLI::Range(1, 100000))
       ->needs(streaming);
-  // System shared memory (issue 15).
+  // System shared memory.
   app.add_flag("--shm", o->shm,
                "send the inputs through a shared-memory region (created and registered once, unregistered and "
                "unlinked at exit; the server must be on this machine)");
   es::client::SecurityFlags security;  // --ssl, --ssl-ca, --ssl-cert, --ssl-key, --token
   es::client::AddSecurityFlags(&app, &security);
-  // KServe v2 HTTP/REST (issue 15).
+  // KServe v2 HTTP/REST.
   app.add_flag("--http", o->http,
                "talk KServe v2 HTTP/REST to --server (the HTTP address): a keep-alive connection and thread per slot "
                "(open loop: min(--max-inflight, 64) of them); not with --streaming, --channels or --threads");

@@ -65,6 +65,19 @@ struct Options {
   bool http = false;
 };
 
+// Copies the measurement-window options (warm-up, window length, how many
+// windows must agree and within what, at most how many) into `to`: a
+// StepSettings, which runs them, or a Report, which records them; both name
+// them as Options does.
+template <typename WindowSettings>
+void CopyWindowOptions(const Options& o, WindowSettings* to) {
+  to->warmup_s = o.warmup_s;
+  to->duration_s = o.duration_s;
+  to->max_windows = o.max_windows;
+  to->stable_windows = o.stable_windows;
+  to->stability = o.stability;
+}
+
 enum class ParseOutcome { kOk, kHelp, kUsageError };
 
 ParseOutcome ParseArgs(int argc, char** argv, Options* options);

@@ -1,20 +1,14 @@
 #include "clients/loadgen/request_builder.h"
 
 #include <algorithm>
-
 #include <random>
-#include <sstream>
+
+#include "clients/tensor.h"
 
 namespace es::loadgen {
 namespace {
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? "," : "") << shape[i];
-  out << "]";
-  return out.str();
-}
+using es::client::ShapeText;
 
 // `count` elements of `datatype`, random, as bytes.
 std::string RandomPayload(const std::string& datatype, int64_t count, std::mt19937& rng) {

@@ -16,6 +16,7 @@
 #include "clients/cli/input_source.h"
 #include "clients/client.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 namespace es::cli {
 namespace {
@@ -33,17 +34,8 @@ struct CliRun {
   std::string output;  // stdout and stderr together
 };
 
-class CliTest : public ::testing::Test {
+class CliTest : public es::it::SharedServerSuite<CliTest> {
  protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(150), "CliTest: starting the server");
-    server_ = ServerProcess::Start(ServerProcess::Options()).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(server_, nullptr) << ServerProcess::last_start_error(); }
 
   // ensemble-cli --server ADDRESS ARGS...
   static CliRun Cli(std::vector<std::string> args) {
@@ -83,11 +75,8 @@ class CliTest : public ::testing::Test {
     return {};
   }
 
-  static ServerProcess* server_;
   es::it::TempDir dir_{"es_cli_test_"};
 };
-
-ServerProcess* CliTest::server_ = nullptr;
 
 // The message of a failed command: one line on stderr.
 void ExpectOneLineError(const CliRun& r, int rc, const std::string& needle) {
@@ -184,9 +173,9 @@ TEST_F(CliTest, InputsFromFilesGiveTheLibrarysAnswers) {
   ASSERT_EQ(expected.size(), 20u);
 
   // .npy
-  std::string error;
   const std::string npy = dir_.Path("images.npy");
-  ASSERT_TRUE(WriteNpyFloat32(npy, {2, 1, 28, 28}, images, &error)) << error;
+  const es::Status written = WriteNpyFloat32(npy, {2, 1, 28, 28}, images);
+  ASSERT_TRUE(written.ok()) << written.ToString();
   CliRun r = Cli({"infer", "mlp", "--input", "input=" + npy, "--json"});
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(JsonProbabilities(Json(r)), expected);
@@ -229,9 +218,8 @@ TEST_F(CliTest, InferErrorPaths) {
   ExpectOneLineError(Cli({"--timeout-ms", "1", "infer", "demo_ensemble", "--batch", "64"}), 1, "DEADLINE_EXCEEDED");
   // Input files: missing, not fitting the model.
   ExpectOneLineError(Cli({"infer", "mlp", "--input", dir_.Path("missing.npy")}), 1, "missing.npy");
-  std::string error;
   const std::string wrong = dir_.Path("wrong.npy");
-  ASSERT_TRUE(WriteNpyFloat32(wrong, {1, 27, 28}, std::vector<float>(27 * 28, 0.5f), &error));
+  ASSERT_TRUE(WriteNpyFloat32(wrong, {1, 27, 28}, std::vector<float>(27 * 28, 0.5f)).ok());
   ExpectOneLineError(Cli({"infer", "mlp", "--input", wrong}), 1, "does not fit");
   // Usage: an input the model does not have, a bad flag, no subcommand.
   ExpectOneLineError(Cli({"infer", "mlp", "--input", "pixels=random"}), 2, "no input 'pixels'");
@@ -242,7 +230,7 @@ TEST_F(CliTest, InferErrorPaths) {
   ExpectOneLineError(Cli({"metadata"}), 2, "model");
 }
 
-// --streaming (issue 15): the request N times over one ModelStreamInfer
+// --streaming: the request N times over one ModelStreamInfer
 // stream; every answer carries its id and the unary call's values; an
 // answer that is an error is the server's code and message (exit 1).
 TEST_F(CliTest, InferStreamingAnswersByIdAsUnary) {
@@ -278,7 +266,7 @@ TEST_F(CliTest, InferStreamingAnswersByIdAsUnary) {
   ExpectOneLineError(Cli({"infer", "mlp", "--repeat", "2"}), 2, "--repeat");
 }
 
-// --shm (issue 15): the inputs through a shared-memory region the call
+// --shm: the inputs through a shared-memory region the call
 // creates and registers: the same answer as in the message, and nothing left
 // behind (no region registered, no object in /dev/shm).
 TEST_F(CliTest, InferThroughSharedMemoryGivesTheSameAnswerAndCleansUp) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "clients/cli/input_source.h"
+#include "clients/tensor.h"
 #include "tests/common/temp_dir.h"
 
 namespace es::cli {
@@ -19,44 +20,55 @@ std::vector<float> Floats(const Tensor& t) {
   return v;
 }
 
+// The error of a load that must fail (its message, for the checks that follow).
+std::string ErrorOf(const es::StatusOr<Tensor>& loaded) {
+  EXPECT_FALSE(loaded.ok()) << "loaded a tensor of shape " << es::client::ShapeText(loaded->shape);
+  return loaded.ok() ? "" : loaded.status().message();
+}
+
 TEST(CliInputs, NpyRoundTripAndBatchDim) {
   es::testing::TempDir dir;
-  std::string error;
   const std::vector<float> values{1, 2, 3, 4, 5, 6, 7, 8};
   const std::string path = dir.Path("x.npy");
-  ASSERT_TRUE(WriteNpyFloat32(path, {2, 1, 2, 2}, values, &error)) << error;
-  auto a = ReadNpy(path, &error);
-  ASSERT_TRUE(a.has_value()) << error;
+  const es::Status written = WriteNpyFloat32(path, {2, 1, 2, 2}, values);
+  ASSERT_TRUE(written.ok()) << written.ToString();
+  auto a = ReadNpy(path);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->descr, "<f4");
   EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 1, 2, 2}));
   std::mt19937 rng(0);
-  auto t = LoadInput(path, "FP32", kImage, 1, rng, &error);
-  ASSERT_TRUE(t.has_value()) << error;
+  auto t = LoadInput(path, "FP32", kImage, 1, rng);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->shape, (std::vector<int64_t>{2, 1, 2, 2}));
   EXPECT_EQ(Floats(*t), values);
 
   // One dim fewer than the model's: a batch of one.
   const std::string single = dir.Path("one.npy");
-  ASSERT_TRUE(WriteNpyFloat32(single, {1, 2, 2}, {1, 2, 3, 4}, &error)) << error;
-  t = LoadInput(single, "FP32", kImage, 1, rng, &error);
-  ASSERT_TRUE(t.has_value()) << error;
+  ASSERT_TRUE(WriteNpyFloat32(single, {1, 2, 2}, {1, 2, 3, 4}).ok());
+  t = LoadInput(single, "FP32", kImage, 1, rng);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->shape, (std::vector<int64_t>{1, 1, 2, 2}));
   // Converted to the model's datatype.
-  t = LoadInput(single, "FP64", kImage, 1, rng, &error);
-  ASSERT_TRUE(t.has_value()) << error;
+  t = LoadInput(single, "FP64", kImage, 1, rng);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->bytes.size(), 32u);
   EXPECT_DOUBLE_EQ(ElementAsDouble("FP64", t->bytes, 3), 4.0);
 
-  // A shape that does not fit, a missing file, a file that is not .npy.
+  // A shape that does not fit, a missing file, a file that is not .npy:
+  // each its own code, the message naming the file.
   const std::string wrong = dir.Path("wrong.npy");
-  ASSERT_TRUE(WriteNpyFloat32(wrong, {2, 3}, {1, 2, 3, 4, 5, 6}, &error));
-  EXPECT_FALSE(LoadInput(wrong, "FP32", kImage, 1, rng, &error).has_value());
-  EXPECT_NE(error.find("does not fit"), std::string::npos) << error;
-  EXPECT_FALSE(LoadInput(dir.Path("missing.npy"), "FP32", kImage, 1, rng, &error).has_value());
-  EXPECT_NE(error.find("missing.npy"), std::string::npos) << error;
+  ASSERT_TRUE(WriteNpyFloat32(wrong, {2, 3}, {1, 2, 3, 4, 5, 6}).ok());
+  auto loaded = LoadInput(wrong, "FP32", kImage, 1, rng);
+  EXPECT_NE(ErrorOf(loaded).find("does not fit"), std::string::npos) << loaded.status().ToString();
+  EXPECT_EQ(loaded.status().code(), es::StatusCode::kInvalidArgument);
+  loaded = LoadInput(dir.Path("missing.npy"), "FP32", kImage, 1, rng);
+  EXPECT_NE(ErrorOf(loaded).find("missing.npy"), std::string::npos) << loaded.status().ToString();
+  EXPECT_EQ(loaded.status().code(), es::StatusCode::kNotFound);
   dir.Write("bad.npy", "hello");
-  EXPECT_FALSE(LoadInput(dir.Path("bad.npy"), "FP32", kImage, 1, rng, &error).has_value());
-  EXPECT_NE(error.find("NUMPY"), std::string::npos) << error;
+  loaded = LoadInput(dir.Path("bad.npy"), "FP32", kImage, 1, rng);
+  EXPECT_NE(ErrorOf(loaded).find("NUMPY"), std::string::npos) << loaded.status().ToString();
+  // A file that cannot be written is an error, not a crash.
+  EXPECT_FALSE(WriteNpyFloat32(dir.Path("no_such_dir/x.npy"), {1}, {1}).ok());
 }
 
 // A v1 .npy header for `shape_text` ("(2, 3)") of little-endian float32,
@@ -77,62 +89,62 @@ std::string NpyBytes(const std::string& shape_text, size_t data_bytes) {
 // a number aborted ensemble-cli; negative dims and shapes whose size
 // overflows were taken. Each is now a clear error.
 TEST(CliInputs, NpyShapesThatAreNotSizesAreRefused) {
-  std::string error;
-  ASSERT_TRUE(ParseNpy(NpyBytes("(2, 3)", 24), "ok.npy", &error).has_value()) << error;
+  const auto ok = ParseNpy(NpyBytes("(2, 3)", 24), "ok.npy");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   for (const std::string shape : {"(2, x)", "(-1, -1)", "(2, 9223372036854775807)", "(4294967296, 4294967296)"}) {
-    error.clear();
-    EXPECT_FALSE(ParseNpy(NpyBytes(shape, 16), "bad.npy", &error).has_value()) << shape;
-    EXPECT_NE(error.find("bad.npy"), std::string::npos) << shape << ": " << error;
+    const auto parsed = ParseNpy(NpyBytes(shape, 16), "bad.npy");
+    ASSERT_FALSE(parsed.ok()) << shape;
+    EXPECT_EQ(parsed.status().code(), es::StatusCode::kInvalidArgument) << shape;
+    EXPECT_NE(parsed.status().message().find("bad.npy"), std::string::npos)
+        << shape << ": " << parsed.status().ToString();
   }
 }
 
 TEST(CliInputs, JsonNestedAndFlat) {
-  std::string error;
   std::mt19937 rng(0);
-  auto nested = LoadInput("json:[[[1, 2], [3, 4]]]", "FP32", kImage, 1, rng, &error);
-  ASSERT_TRUE(nested.has_value()) << error;
+  auto nested = LoadInput("json:[[[1, 2], [3, 4]]]", "FP32", kImage, 1, rng);
+  ASSERT_TRUE(nested.ok()) << nested.status().ToString();
   EXPECT_EQ(nested->shape, (std::vector<int64_t>{1, 1, 2, 2}));
   EXPECT_EQ(Floats(*nested), (std::vector<float>{1, 2, 3, 4}));
-  auto flat = LoadInput("json:[1, 2, 3, 4, 5, 6, 7, 8]", "FP32", kImage, 1, rng, &error);
-  ASSERT_TRUE(flat.has_value()) << error;
+  auto flat = LoadInput("json:[1, 2, 3, 4, 5, 6, 7, 8]", "FP32", kImage, 1, rng);
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
   EXPECT_EQ(flat->shape, (std::vector<int64_t>{2, 1, 2, 2})) << "the batch dim from the count";
-  auto ints = LoadInput("json:[1, 2, 3]", "INT64", {-1, 3}, 1, rng, &error);
-  ASSERT_TRUE(ints.has_value()) << error;
+  auto ints = LoadInput("json:[1, 2, 3]", "INT64", {-1, 3}, 1, rng);
+  ASSERT_TRUE(ints.ok()) << ints.status().ToString();
   EXPECT_EQ(ints->bytes.size(), 24u);
 
-  EXPECT_FALSE(LoadInput("json:[1, 2, 3]", "FP32", kImage, 1, rng, &error).has_value());
-  EXPECT_NE(error.find("whole number"), std::string::npos) << error;
-  EXPECT_FALSE(LoadInput("json:[[1, 2], [3]]", "FP32", {-1, 2}, 1, rng, &error).has_value());
-  EXPECT_NE(error.find("ragged"), std::string::npos) << error;
-  EXPECT_FALSE(LoadInput("json:[1, \"a\"]", "FP32", {-1, 2}, 1, rng, &error).has_value());
-  EXPECT_FALSE(LoadInput("json:[1,", "FP32", {-1, 2}, 1, rng, &error).has_value());
-  EXPECT_FALSE(LoadInput("something", "FP32", {-1, 2}, 1, rng, &error).has_value());
-  EXPECT_NE(error.find("expected random"), std::string::npos) << error;
+  EXPECT_NE(ErrorOf(LoadInput("json:[1, 2, 3]", "FP32", kImage, 1, rng)).find("whole number"), std::string::npos);
+  const std::string ragged = ErrorOf(LoadInput("json:[[1, 2], [3]]", "FP32", {-1, 2}, 1, rng));
+  EXPECT_EQ(ragged.rfind("json input: ragged", 0), 0u) << ragged;
+  EXPECT_NE(ErrorOf(LoadInput("json:[1, \"a\"]", "FP32", {-1, 2}, 1, rng)).find("not a number"), std::string::npos);
+  EXPECT_FALSE(LoadInput("json:[1,", "FP32", {-1, 2}, 1, rng).ok());
+  EXPECT_NE(ErrorOf(LoadInput("something", "FP32", {-1, 2}, 1, rng)).find("expected random"), std::string::npos);
 }
 
 TEST(CliInputs, RawAndRandom) {
   es::testing::TempDir dir;
-  std::string error;
   std::mt19937 rng(0);
   const std::vector<float> values{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   const std::string path =
       dir.Write("x.raw", std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
-  auto raw = LoadInput("raw:" + path, "FP32", kImage, 1, rng, &error);
-  ASSERT_TRUE(raw.has_value()) << error;
+  auto raw = LoadInput("raw:" + path, "FP32", kImage, 1, rng);
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   EXPECT_EQ(raw->shape, (std::vector<int64_t>{3, 1, 2, 2}));
   EXPECT_EQ(Floats(*raw), values);
   dir.Write("odd.raw", "12345");
-  EXPECT_FALSE(LoadInput("raw:" + dir.Path("odd.raw"), "FP32", kImage, 1, rng, &error).has_value());
+  EXPECT_NE(ErrorOf(LoadInput("raw:" + dir.Path("odd.raw"), "FP32", kImage, 1, rng)).find("not whole FP32"),
+            std::string::npos);
 
-  auto random = LoadInput("random", "FP32", kImage, 5, rng, &error);
-  ASSERT_TRUE(random.has_value()) << error;
+  auto random = LoadInput("random", "FP32", kImage, 5, rng);
+  ASSERT_TRUE(random.ok()) << random.status().ToString();
   EXPECT_EQ(random->shape, (std::vector<int64_t>{5, 1, 2, 2}));
   for (float v : Floats(*random)) {
     EXPECT_GE(v, 0.f);
     EXPECT_LT(v, 1.f);
   }
-  EXPECT_FALSE(LoadInput("random", "FP32", {-1, -1}, 1, rng, &error).has_value()) << "a variable non-batch dim";
-  EXPECT_FALSE(LoadInput("random", "BYTES", {-1}, 1, rng, &error).has_value());
+  EXPECT_NE(ErrorOf(LoadInput("random", "FP32", {-1, -1}, 1, rng)).find("variable dim besides the batch dim"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(LoadInput("random", "BYTES", {-1}, 1, rng)).find("not supported"), std::string::npos);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "clients/client.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 namespace es::client {
 namespace {
@@ -49,26 +50,15 @@ std::vector<float> Probabilities(const inference::ModelInferResponse& response) 
 }
 
 
-class ClientLibTest : public ::testing::Test {
+class ClientLibTest : public es::it::SharedServerSuite<ClientLibTest> {
  protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(150), "ClientLibTest: starting the server");
-    server_ = ServerProcess::Start(ServerProcess::Options()).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << ServerProcess::last_start_error();
+    ASSERT_NO_FATAL_FAILURE(SharedServerSuite::SetUp());
     client_ = Client::Create(server_->address());
   }
 
-  static ServerProcess* server_;
   std::unique_ptr<Client> client_;
 };
-
-ServerProcess* ClientLibTest::server_ = nullptr;
 
 TEST_F(ClientLibTest, HealthMetadataIndexAndStatistics) {
   WatchdogScope watchdog(seconds(60), "HealthMetadataIndexAndStatistics");

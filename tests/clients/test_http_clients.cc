@@ -1,4 +1,4 @@
-// ensemble-cli --http and ensemble-loadgen --http (issue 15) against the real
+// ensemble-cli --http and ensemble-loadgen --http against the real
 // server's KServe v2 HTTP/REST front end. ensemble-cli: every subcommand
 // prints exactly what it prints over gRPC (the --json answers carry every
 // output value at full precision, so equal text means byte-equal tensors),
@@ -22,6 +22,7 @@
 #include "clients/client.h"
 #include "clients/http_client.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 namespace es::cli {
 namespace {
@@ -66,18 +67,10 @@ std::string ErrorCode(const std::string& output) {
   return code;
 }
 
-class CliHttpTest : public ::testing::Test {
+class CliHttpTest : public es::it::SharedServerSuite<CliHttpTest> {
  protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(150), "CliHttpTest: starting the server");
-    server_ = ServerProcess::Start(ServerProcess::Options()).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << ServerProcess::last_start_error();
+    ASSERT_NO_FATAL_FAILURE(SharedServerSuite::SetUp());
     ASSERT_FALSE(server_->http_address().empty());
   }
   static CliRun Grpc(const std::vector<std::string>& args) { return RunCli({"--server", server_->address()}, args); }
@@ -94,11 +87,8 @@ class CliHttpTest : public ::testing::Test {
     EXPECT_EQ(h.output, g.output) << what;
   }
 
-  static ServerProcess* server_;
   es::it::TempDir dir_{"es_cli_http_test_"};
 };
-
-ServerProcess* CliHttpTest::server_ = nullptr;
 
 TEST_F(CliHttpTest, EverySubcommandAnswersAsOverGrpc) {
   WatchdogScope watchdog(seconds(120), "EverySubcommandAnswersAsOverGrpc");
@@ -165,9 +155,9 @@ TEST_F(CliHttpTest, EveryInputSourceGivesTheGrpcAnswer) {
   std::uniform_real_distribution<float> unit(0.f, 1.f);
   std::vector<float> images(2 * 784);
   for (auto& v : images) v = unit(rng);
-  std::string error;
   const std::string npy = dir_.Path("images.npy");
-  ASSERT_TRUE(WriteNpyFloat32(npy, {2, 1, 28, 28}, images, &error)) << error;
+  const es::Status written = WriteNpyFloat32(npy, {2, 1, 28, 28}, images);
+  ASSERT_TRUE(written.ok()) << written.ToString();
   const std::string json_file =
       dir_.Write("images.json", nlohmann::json(std::vector<double>(images.begin(), images.end())).dump());
   const std::string raw = dir_.Write(

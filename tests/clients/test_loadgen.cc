@@ -4,11 +4,11 @@
 // whose CSV and SVG are written; the tool's ceiling on the echo model
 // (clients/make_echo_model.py); an open-loop Poisson run near its rate; and
 // the exit codes: 2 for usage errors, 1 for an unreachable server or a model
-// the server does not know, 0 for --help. Faults (issue 19 bug 3, issue 13's
-// chaos soak): a server that goes away mid-run ends the run after a bounded
-// run of connection failures, backing off in between, and the report keeps
-// what succeeded; a stalled server's calls are counted as hung (answered
-// late) or unanswered (cancelled at the end).
+// the server does not know, 0 for --help. Faults (those of the chaos soak,
+// benchmarks/run_chaos.sh): a server that goes away mid-run ends the run
+// after a bounded run of connection failures, backing off in between, and
+// the report keeps what succeeded; a stalled server's calls are counted as
+// hung (answered late) or unanswered (cancelled at the end).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -24,6 +24,7 @@
 
 #include "clients/client.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 namespace es::loadgen {
 namespace {
@@ -51,45 +52,24 @@ uint64_t SuccessCount(const es::client::Client& client, const std::string& model
 }
 
 // One server for the suite, on the demo repository plus the echo model.
-class LoadgenTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(180), "LoadgenTest: making the echo model and starting the server");
-    repo_dir_ = new es::it::TempDir("es_loadgen_repo_");
+class LoadgenTest : public es::it::SharedServerSuite<LoadgenTest> {
+ public:  // PrepareServer: called by SharedServerSuite
+  // The demo repository plus the echo model (make_echo_model.py).
+  static std::string PrepareServer(const std::filesystem::path& dir, ServerProcess::Options* options) {
     std::string error;
-    const auto repo = repo_dir_->path() / "repo";
-    if (!es::it::CopyDemoRepository(repo, &error)) {
-      setup_error_ = "copying the demo repository: " + error;
-      return;
-    }
+    const auto repo = dir / "repo";
+    if (!es::it::CopyDemoRepository(repo, &error)) return "copying the demo repository: " + error;
     std::string output;
     const int rc = RunCommand({"/usr/bin/python3", ES_MAKE_ECHO_PY, "--out", repo.string()}, seconds(120), &output);
-    if (rc != 0) {
-      setup_error_ = "make_echo_model.py failed (rc " + std::to_string(rc) + "): " + output;
-      return;
-    }
-    ServerProcess::Options options;
-    options.repository = repo.string();
-    server_ = ServerProcess::Start(options).release();
-    if (server_ == nullptr) setup_error_ = ServerProcess::last_start_error();
+    if (rc != 0) return "make_echo_model.py failed (rc " + std::to_string(rc) + "): " + output;
+    options->repository = repo.string();
+    return "";
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete repo_dir_;
-    repo_dir_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(server_, nullptr) << setup_error_; }
 
-  static ServerProcess* server_;
-  static es::it::TempDir* repo_dir_;
-  static std::string setup_error_;
+ protected:
+
   es::it::TempDir out_{"es_loadgen_out_"};
 };
-
-ServerProcess* LoadgenTest::server_ = nullptr;
-es::it::TempDir* LoadgenTest::repo_dir_ = nullptr;
-std::string LoadgenTest::setup_error_;
 
 TEST_F(LoadgenTest, ClosedLoopSweepReportsEveryStepAndMatchesServerCounts) {
   WatchdogScope watchdog(seconds(120), "ClosedLoopSweep");
@@ -280,7 +260,7 @@ TEST_F(LoadgenTest, UnknownModelOrBadShapeExitsWithTheServersError) {
   EXPECT_NE(output.find("rejects the request"), std::string::npos) << output;
 }
 
-// A run whose server is SIGTERMed 3 s in (issue 19 bug 3: it used to fire
+// A run whose server is SIGTERMed 3 s in (a regression test: it used to fire
 // half a million failed calls and end with "no request succeeded"). With
 // --max-connection-failures 400 and 8 slots backing off from 1 to 100 ms,
 // the run needs seconds of failures to end: without the backoff it would end
@@ -406,7 +386,7 @@ TEST(LoadgenFaults, StalledServerCallsAreCountedHungOrUnanswered) {
 namespace es::loadgen {
 namespace {
 
-// --streaming (issue 15): requests over ModelStreamInfer streams, several
+// --streaming: requests over ModelStreamInfer streams, several
 // slots per stream (--streams 3 for 8 slots), answers matched by id: every
 // request the tool counts ok is one the server counted, none failed or was
 // left unanswered, and Stop() ends every stream (the run exits).
@@ -437,7 +417,7 @@ TEST_F(LoadgenTest, StreamingMatchesServerCounts) {
   EXPECT_EQ(after - before, totals["client_ok"].get<uint64_t>() + 1) << "plus the tool's one check call";
 }
 
-// --shm (issue 15): the inputs through a region registered once: every
+// --shm: the inputs through a region registered once: every
 // request the tool counts ok is one the server counted, the request message
 // no longer carries the tensor, and at exit the region is unregistered and
 // the object unlinked.

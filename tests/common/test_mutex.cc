@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <thread>
@@ -113,6 +114,43 @@ TEST(MutexTest, MutexLockUnlocksEarlyAndRelocks) {
   } else {
     ADD_FAILURE() << "the MutexLock did not release the mutex at the end of its scope";
   }
+}
+
+// Readers share the lock: two readers hold it at once (the second gets in
+// while the first still holds it); a writer waits for them and excludes them.
+TEST(SharedMutexTest, ReadersShareAndTheWriterExcludes) {
+  SharedMutex mu;
+  std::atomic<int> readers_inside{0};
+  std::atomic<int> most_at_once{0};
+  std::atomic<bool> writer_saw_reader{false};
+  auto read = [&] {
+    ReaderLock lock(&mu);
+    const int now = readers_inside.fetch_add(1) + 1;
+    int seen = most_at_once.load();
+    while (now > seen && !most_at_once.compare_exchange_weak(seen, now)) {
+    }
+    // Stay until the other reader has come in too (bounded: 5 s).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (most_at_once.load() < 2 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    readers_inside.fetch_sub(1);
+  };
+  std::thread a(read), b(read);
+  a.join();
+  b.join();
+  EXPECT_EQ(most_at_once.load(), 2);
+  std::thread reader([&] {
+    ReaderLock lock(&mu);
+    readers_inside.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    readers_inside.fetch_sub(1);
+  });
+  while (readers_inside.load() == 0) std::this_thread::yield();
+  {
+    WriterLock lock(&mu);
+    writer_saw_reader = readers_inside.load() != 0;
+  }
+  reader.join();
+  EXPECT_FALSE(writer_saw_reader.load());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The server config's `tls:`, `auth:` and `metrics_address` (issue 15):
+// The server config's `tls:`, `auth:` and `metrics_address`:
 // paths resolved from the config file's folder and checked at load, and
 // every mistake an error at its line and field.
 #include <sys/stat.h>
@@ -14,7 +14,7 @@ class TlsAuthConfigTest : public ConfigTest {
   void SetUp() override {
     ConfigTest::SetUp();
     // The contents do not matter here: PEM parsing happens at server start
-    // (server/tls_files.h), tokens in AuthPolicy::Load.
+    // (server/security/tls_files.h), tokens in AuthPolicy::Load.
     tree_.Write("certs/server.pem", "cert");
     tree_.Write("certs/server.key", "key");
     tree_.Write("certs/ca.pem", "ca");

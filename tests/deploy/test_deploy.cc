@@ -100,12 +100,12 @@ class TempDir {
 // Copies what validate.js reads (docker/, the install scripts, the server's
 // health service source) into `root`.
 void CopyDeployTree(const fs::path& root) {
-  fs::create_directories(root / "scripts");
-  fs::create_directories(root / "server");
   fs::copy(kSource / "docker", root / "docker", fs::copy_options::recursive);
   for (const char* f : {"scripts/install-deb.sh", "scripts/package-test.sh", "scripts/install-deps.sh",
-                        "scripts/package.sh", "server/grpc_service.cc"}) {
-    if (fs::exists(kSource / f)) fs::copy_file(kSource / f, root / f);
+                        "scripts/package.sh", "server/grpc/grpc_service.cc"}) {
+    if (!fs::exists(kSource / f)) continue;
+    fs::create_directories((root / f).parent_path());
+    fs::copy_file(kSource / f, root / f);
   }
 }
 
@@ -298,6 +298,6 @@ const Breakage kBreakages[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(DeployFiles, BrokenCopy, ::testing::ValuesIn(kBreakages),
-                         [](const ::testing::TestParamInfo<Breakage>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Breakage>& param) { return param.param.name; });
 
 }  // namespace

@@ -17,7 +17,7 @@
 //                          (geometry, executor slots, host message, metrics)
 //   ES_LIE_MODE=never      always honest
 //
-// A lie is one of the adversarial completions of issue 13: an output past
+// A lie is one of these adversarial completions: an output past
 // the arena's end, one pointing into another request's input or output
 // region (whose bytes are another client's: the host sometimes holds a
 // request back unanswered so that a lie can aim at a request still in

@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-#include "server/completion_check.h"
+#include "server/hosts/completion_check.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_math.h"
 

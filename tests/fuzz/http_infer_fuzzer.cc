@@ -24,8 +24,8 @@
 #include <string_view>
 
 #include "common/datatype.h"
-#include "server/http_infer_codec.h"
-#include "server/request_codec.h"
+#include "server/http/http_infer_codec.h"
+#include "server/kserve/request_codec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

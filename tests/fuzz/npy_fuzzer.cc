@@ -16,10 +16,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  std::string error;
-  auto array = es::cli::ParseNpy(bytes, "fuzz.npy", &error);
-  if (!array) {
-    FUZZ_CHECK(!error.empty(), "no array and no error");
+  auto array = es::cli::ParseNpy(bytes, "fuzz.npy");
+  if (!array.ok()) {
+    FUZZ_CHECK(!array.status().message().empty(), "no array and no error");
     return 0;
   }
   FUZZ_CHECK(array->descr.size() >= 3, "dtype '%s' accepted", array->descr.c_str());

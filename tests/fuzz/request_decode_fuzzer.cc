@@ -23,7 +23,7 @@
 #include <set>
 #include <string>
 
-#include "server/request_codec.h"
+#include "server/kserve/request_codec.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_math.h"
 

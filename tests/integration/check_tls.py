@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ctest `python_tls`: TLS, mTLS and bearer tokens from Python grpcio (issue 15).
+"""ctest `python_tls`: TLS, mTLS and bearer tokens from Python grpcio.
 
     check_tls.py --server-bin BIN --make-demo BIN --stubs DIR --certs-script SH --client-py PY
 

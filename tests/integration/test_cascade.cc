@@ -1,4 +1,4 @@
-// Acceptance (issue 16, cascades): `combine: cascade` through the server.
+// Acceptance (cascades): `combine: cascade` through the server.
 //
 // The demo members as a cascade, mlp first, then wide_mlp and cnn together.
 // Its exit_threshold is the median of the mlp's top-class probability on

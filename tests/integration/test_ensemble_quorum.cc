@@ -1,4 +1,4 @@
-// Acceptance (issue 16, degraded quorum): an ensemble with min_members below
+// Acceptance (degraded quorum): an ensemble with min_members below
 // its member count answers through a member's failure.
 //
 //  - Host kill: demo_ensemble with `min_members: 2` (mlp and wide_mlp on

@@ -22,6 +22,7 @@
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 #ifndef ES_INTEGRATION_SOURCE_DIR
 #error "ES_INTEGRATION_SOURCE_DIR must be defined"
@@ -33,53 +34,33 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-class ErrorsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(240), "ErrorsTest: starting the server");
-    repo_dir_ = new TempDir("es_errors_repo_");
-    const fs::path repo = repo_dir_->path() / "repo";
-    if (!CopyDemoRepository(repo, &setup_error_)) return;
+class ErrorsTest : public SharedServerSuite<ErrorsTest> {
+ public:  // PrepareServer: called by SharedServerSuite
+  // The demo repository and the test models (make_test_models.py).
+  static std::string PrepareServer(const fs::path& dir, ServerProcess::Options* options) {
+    const fs::path repo = dir / "repo";
+    std::string error;
+    if (!CopyDemoRepository(repo, &error)) return error;
     std::string output;
     const int rc = RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_test_models.py", repo.string()},
                               seconds(180), &output);
-    if (rc != 0) {
-      setup_error_ = "make_test_models.py failed (rc " + std::to_string(rc) + "): " + output;
-      return;
-    }
-    ServerProcess::Options options;
-    options.repository = repo.string();
-    server_ = ServerProcess::Start(options).release();
-    if (server_ == nullptr) {
-      setup_error_ = ServerProcess::last_start_error();
-      return;
-    }
-    initial_hosts_ = server_->HostPids();
+    if (rc != 0) return "make_test_models.py failed (rc " + std::to_string(rc) + "): " + output;
+    options->repository = repo.string();
+    return "";
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete repo_dir_;
-    repo_dir_ = nullptr;
-  }
+
+ protected:
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << setup_error_;
+    ASSERT_NO_FATAL_FAILURE(SharedServerSuite::SetUp());
+    if (initial_hosts_.empty()) initial_hosts_ = server_->HostPids();  // as first seen by this suite
     stub_ = server_->Stub();
   }
 
   grpc::Status InferStatus(const inference::ModelInferRequest& req) { return Infer(*stub_, req).status; }
 
-  static ServerProcess* server_;
-  static TempDir* repo_dir_;
-  static std::string setup_error_;
-  static std::map<std::string, pid_t> initial_hosts_;
+  static inline std::map<std::string, pid_t> initial_hosts_;
   std::unique_ptr<Stub> stub_;
 };
-
-ServerProcess* ErrorsTest::server_ = nullptr;
-TempDir* ErrorsTest::repo_dir_ = nullptr;
-std::string ErrorsTest::setup_error_;
-std::map<std::string, pid_t> ErrorsTest::initial_hosts_;
 
 std::string Bytes(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));

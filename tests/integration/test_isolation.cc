@@ -1,4 +1,4 @@
-// Acceptance (issue 13): a host cannot break the router.
+// Acceptance (isolation): a host cannot break the router.
 //
 //  - A lying host (tests/fault/lying_host.cc: an honest echo that now and
 //    then writes adversarial completions) under load from several clients,

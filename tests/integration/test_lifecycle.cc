@@ -1,4 +1,4 @@
-// Acceptance (issue 14): model versions, and the router as the one source of
+// Acceptance: model versions, and the router as the one source of
 // truth about what each host holds.
 //
 //  - version_policy serves several versions side by side; a request picks

@@ -16,6 +16,7 @@
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 #ifndef ES_INTEGRATION_SOURCE_DIR
 #error "ES_INTEGRATION_SOURCE_DIR must be defined"
@@ -99,34 +100,22 @@ class AsyncCalls {
   std::vector<std::unique_ptr<Call>> calls_;  // GUARDED_BY(mu_) (the vector; each call is written once)
 };
 
-class QueueOrderTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(240), "QueueOrderTest: starting the server");
-    repo_dir_ = new TempDir("es_priorities_repo_");
+class QueueOrderTest : public SharedServerSuite<QueueOrderTest> {
+ public:  // PrepareServer: called by SharedServerSuite
+  // The queue models (make_queue_models.py) on one single-executor host.
+  static std::string PrepareServer(const std::filesystem::path& dir, ServerProcess::Options* options) {
     std::string output;
-    const int rc =
-        RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_queue_models.py", repo_dir_->path().string()},
-                   seconds(180), &output);
-    if (rc != 0) {
-      setup_error_ = "make_queue_models.py failed (rc " + std::to_string(rc) + "): " + output;
-      return;
-    }
-    ServerProcess::Options options;
-    options.repository = repo_dir_->path().string();
-    options.hosts = {{"cpu0", 0, "", 1}};
+    const int rc = RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_queue_models.py", dir.string()},
+                              seconds(180), &output);
+    if (rc != 0) return "make_queue_models.py failed (rc " + std::to_string(rc) + "): " + output;
+    options->repository = dir.string();
+    options->hosts = {{"cpu0", 0, "", 1}};
     // The tests also check what the debug log says about batches and drops.
-    options.extra_args = {"--log-level", "debug"};
-    server_ = ServerProcess::Start(options).release();
-    if (server_ == nullptr) setup_error_ = ServerProcess::last_start_error();
+    options->extra_args = {"--log-level", "debug"};
+    return "";
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete repo_dir_;
-    repo_dir_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(server_, nullptr) << setup_error_; }
+
+ protected:
 
   // batch size -> executions, from ModelStatistics.
   static std::map<uint64_t, uint64_t> BatchCounts(const std::string& model) {
@@ -143,14 +132,7 @@ class QueueOrderTest : public ::testing::Test {
     return counts;
   }
 
-  static ServerProcess* server_;
-  static TempDir* repo_dir_;
-  static std::string setup_error_;
 };
-
-ServerProcess* QueueOrderTest::server_ = nullptr;
-TempDir* QueueOrderTest::repo_dir_ = nullptr;
-std::string QueueOrderTest::setup_error_;
 
 // Eight priority-2 requests queue behind the blocker, then four priority-1
 // ones. slow_prio batches 4 rows: the four priority-1 requests make the first

@@ -13,6 +13,7 @@
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 namespace es::it {
 namespace {
@@ -21,20 +22,11 @@ using std::chrono::seconds;
 
 const std::vector<std::string> kAllModels = {"mlp", "wide_mlp", "cnn", "demo_ensemble"};
 
-// One server for the whole suite: starting one costs seconds (LibTorch, model
-// loading and warm-up in two hosts).
-class ServingTest : public ::testing::Test {
+// One server (the demo repository) for the whole suite.
+class ServingTest : public SharedServerSuite<ServingTest> {
  protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(200), "ServingTest: starting the server");
-    server_ = ServerProcess::Start(ServerProcess::Options()).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << ServerProcess::last_start_error();
+    ASSERT_NO_FATAL_FAILURE(SharedServerSuite::SetUp());
     stub_ = server_->Stub();
   }
 
@@ -49,11 +41,8 @@ class ServingTest : public ::testing::Test {
     return t.values;
   }
 
-  static ServerProcess* server_;
   std::unique_ptr<Stub> stub_;
 };
-
-ServerProcess* ServingTest::server_ = nullptr;
 
 std::vector<float> MeanOf(const std::vector<std::vector<float>>& parts) {
   std::vector<float> mean(parts[0].size());

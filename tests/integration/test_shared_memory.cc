@@ -1,5 +1,5 @@
 // Acceptance: Triton's system shared-memory extension against the real
-// server (issue 15). The test creates real POSIX shared-memory objects
+// server. The test creates real POSIX shared-memory objects
 // (clients/shm_region.h: shm_open + mmap on the client side, as tritonclient
 // does), registers regions of them over gRPC, and infers with inputs and
 // outputs named by region instead of carried in the message:
@@ -27,6 +27,7 @@
 #include "clients/shm_region.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/shared_server.h"
 
 namespace es::it {
 namespace {
@@ -55,27 +56,21 @@ inference::ModelInferRequest EchoRequest(int64_t n) {
   return r;
 }
 
-class SharedMemoryTest : public ::testing::Test {
+class SharedMemoryTest : public SharedServerSuite<SharedMemoryTest> {
+ public:  // PrepareServer: called by SharedServerSuite
+  // The echo test model; requests of up to 4 MiB.
+  static std::string PrepareServer(const fs::path& dir, ServerProcess::Options* options) {
+    const fs::path repo = dir / "repo";
+    std::string error;
+    if (!MakeTestRepository(repo, {"echo"}, &error)) return error;
+    options->repository = repo.string();
+    options->max_request_bytes = 4 << 20;
+    return "";
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    WatchdogScope watchdog(seconds(240), "SharedMemoryTest: starting the server");
-    repo_dir_ = new TempDir("es_shm_repo_");
-    const fs::path repo = repo_dir_->path() / "repo";
-    if (!MakeTestRepository(repo, {"echo"}, &setup_error_)) return;
-    ServerProcess::Options options;
-    options.repository = repo.string();
-    options.max_request_bytes = 4 << 20;
-    server_ = ServerProcess::Start(options).release();
-    if (server_ == nullptr) setup_error_ = ServerProcess::last_start_error();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete repo_dir_;
-    repo_dir_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << setup_error_;
+    ASSERT_NO_FATAL_FAILURE(SharedServerSuite::SetUp());
     stub_ = server_->Stub();
   }
   void TearDown() override {
@@ -102,15 +97,8 @@ class SharedMemoryTest : public ::testing::Test {
     return resp;
   }
 
-  static ServerProcess* server_;
-  static TempDir* repo_dir_;
-  static std::string setup_error_;
   std::unique_ptr<Stub> stub_;
 };
-
-ServerProcess* SharedMemoryTest::server_ = nullptr;
-TempDir* SharedMemoryTest::repo_dir_ = nullptr;
-std::string SharedMemoryTest::setup_error_;
 
 TEST_F(SharedMemoryTest, RegisterStatusUnregister) {
   WatchdogScope watchdog(seconds(60), "RegisterStatusUnregister");

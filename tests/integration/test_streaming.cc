@@ -1,4 +1,4 @@
-// Acceptance: ModelStreamInfer with Triton's semantics (issue 15), against the
+// Acceptance: ModelStreamInfer with Triton's semantics, against the
 // real server on the demo repository (plus the test models where named).
 //  - Many requests in flight on one stream, distinct ids: every id answered
 //    once, each answer equal to the unary ModelInfer answer of the same

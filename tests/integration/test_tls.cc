@@ -1,4 +1,4 @@
-// TLS, mTLS and bearer tokens end to end (issue 15): a real ensemble-server
+// TLS, mTLS and bearer tokens end to end: a real ensemble-server
 // with certificates made at test time by make_test_certs.sh (Debian's
 // openssl), called through the C++ client library (es::client), the raw
 // gRPC health stub, ensemble-cli and ensemble-loadgen.

@@ -1,4 +1,4 @@
-// Helpers for the metrics tests (issue 5): a plain HTTP GET (what a scraper
+// Helpers for the metrics tests: a plain HTTP GET (what a scraper
 // does), a parser for the Prometheus text exposition format, and a real
 // Prometheus server (Debian's /usr/bin/prometheus) started on loopback.
 //

@@ -1,4 +1,4 @@
-// Acceptance (issue 5): killing a host shows in the metrics. While a client
+// Acceptance: killing a host shows in the metrics. While a client
 // calls demo_ensemble, host cpu1 (serving its member `cnn`) is SIGKILLed; a
 // tight /metrics poll must see ensemble_host_up{host="cpu1"} drop to 0,
 // ensemble_host_restarts_total{host="cpu1"} go to 1 and then up return to 1,

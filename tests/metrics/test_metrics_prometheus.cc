@@ -1,4 +1,4 @@
-// Acceptance (issue 5): a real Prometheus server (Debian's
+// Acceptance: a real Prometheus server (Debian's
 // /usr/bin/prometheus) on loopback scrapes ensemble-server every second
 // while load runs; its HTTP API then answers for the request counter (the
 // exact number of requests sent) and for a histogram_quantile over the

@@ -1,4 +1,4 @@
-// Acceptance (issue 5): `promtool check metrics` (Debian's prometheus
+// Acceptance: `promtool check metrics` (Debian's prometheus
 // package) passes on a real scrape of ensemble-server's /metrics: the text
 // format parses and Prometheus's naming lint (base units, _total on
 // counters, help text, no reserved names) has nothing to say.

@@ -1,4 +1,4 @@
-// Acceptance (issue 5): /metrics scraped over real HTTP while requests flow;
+// Acceptance: /metrics scraped over real HTTP while requests flow;
 // the counters and histogram counts match the requests sent.
 //
 // Three client threads send a known mix (mlp, demo_ensemble, bad-shape mlp,

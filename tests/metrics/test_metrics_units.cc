@@ -8,8 +8,8 @@
 #include <cmath>
 #include <thread>
 
-#include "server/metrics_histogram.h"
-#include "server/request_metrics.h"
+#include "server/metrics/metrics_histogram.h"
+#include "server/kserve/request_metrics.h"
 
 namespace es {
 namespace {

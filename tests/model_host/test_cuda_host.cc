@@ -18,7 +18,7 @@
 #include "ipc/channel.h"
 #include "model_host/device_setup.h"
 #include "model_host/model_runner.h"
-#include "model_host/model_zoo.h"
+#include "torch_utils/model_zoo.h"
 #include "model_host/request_executor.h"
 #include "tests/common/temp_dir.h"
 
@@ -62,7 +62,7 @@ ModelConfig MnistConfig(const std::string& name, const fs::path& repo) {
 ModelConfig SaveZoo(const std::string& architecture, const fs::path& repo) {
   const ModelConfig config = MnistConfig(architecture, repo);
   fs::create_directories(fs::path(config.directory) / "1");
-  BuildZooModel(architecture, 11).save(config.directory + "/1/model.pt");
+  BuildZooModel(architecture, 11).value().save(config.directory + "/1/model.pt");
   return config;
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model_host/model_runner.h"
-#include "model_host/model_zoo.h"
+#include "torch_utils/model_zoo.h"
 #include "tests/common/temp_dir.h"
 
 namespace es {
@@ -89,7 +89,7 @@ class ZooRunnerTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ZooRunnerTest, RunsABatchLikeTheModuleItself) {
   es::testing::TempDir repo;
   const ModelConfig config = MnistConfig(GetParam(), repo.path());
-  torch::jit::Module module = BuildZooModel(GetParam(), 7);
+  torch::jit::Module module = BuildZooModel(GetParam(), 7).value();
   Save(module, config);
 
   auto runner = ModelRunner::Load(config, 1, "cpu");
@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooRunnerTest, ::testing::ValuesIn(ZooArchitecture
 TEST(ModelRunnerTest, ConcurrentRunsAgree) {
   es::testing::TempDir repo;
   const ModelConfig config = MnistConfig("mlp", repo.path());
-  Save(BuildZooModel("mlp", 3), config);
+  Save(BuildZooModel("mlp", 3).value(), config);
   auto runner = ModelRunner::Load(config, 1, "cpu");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
 
@@ -218,7 +218,7 @@ TEST(ModelRunnerTest, OperatorErrorIsOneLine) {
   es::testing::TempDir repo;
   ModelConfig config = MnistConfig("mlp", repo.path());
   config.inputs[0].dims = {1, -1, 28};  // lets a wrong shape reach the module
-  Save(BuildZooModel("mlp", 1), config);
+  Save(BuildZooModel("mlp", 1).value(), config);
   auto runner = ModelRunner::Load(config, 1, "cpu");
   // Warm-up ran [1, 1, 1, 28] through a 784-wide layer.
   ASSERT_FALSE(runner.ok());
@@ -233,7 +233,7 @@ TEST(ModelRunnerTest, OutputDatatypeMismatchIsInvalidArgument) {
   es::testing::TempDir repo;
   ModelConfig config = MnistConfig("mlp", repo.path());
   config.outputs[0].datatype = DataType::kFp64;
-  Save(BuildZooModel("mlp", 1), config);
+  Save(BuildZooModel("mlp", 1).value(), config);
   auto runner = ModelRunner::Load(config, 1, "cpu");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
 
@@ -250,7 +250,7 @@ TEST(ModelRunnerTest, OutputShapeMismatchIsInvalidArgument) {
   es::testing::TempDir repo;
   ModelConfig config = MnistConfig("mlp", repo.path());
   config.outputs[0].dims = {12};
-  Save(BuildZooModel("mlp", 1), config);
+  Save(BuildZooModel("mlp", 1).value(), config);
   auto runner = ModelRunner::Load(config, 1, "cpu");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
 
@@ -265,7 +265,7 @@ TEST(ModelRunnerTest, OutputCountMismatchIsInvalidArgument) {
   es::testing::TempDir repo;
   ModelConfig config = MnistConfig("mlp", repo.path());
   config.outputs.push_back({"extra", DataType::kFp32, {kClasses}});
-  Save(BuildZooModel("mlp", 1), config);
+  Save(BuildZooModel("mlp", 1).value(), config);
   auto runner = ModelRunner::Load(config, 1, "cpu");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
 
@@ -278,7 +278,7 @@ TEST(ModelRunnerTest, OutputCountMismatchIsInvalidArgument) {
 TEST(ModelRunnerTest, RefusingAllocatorStatusIsReturned) {
   es::testing::TempDir repo;
   const ModelConfig config = MnistConfig("mlp", repo.path());
-  Save(BuildZooModel("mlp", 1), config);
+  Save(BuildZooModel("mlp", 1).value(), config);
   auto runner = ModelRunner::Load(config, 1, "cpu");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
 
@@ -296,7 +296,7 @@ TEST(ModelRunnerTest, RefusingAllocatorStatusIsReturned) {
 TEST(ModelRunnerTest, WrongInputsAreInvalidArgument) {
   es::testing::TempDir repo;
   const ModelConfig config = MnistConfig("mlp", repo.path());
-  Save(BuildZooModel("mlp", 1), config);
+  Save(BuildZooModel("mlp", 1).value(), config);
   auto runner = ModelRunner::Load(config, 1, "cpu");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
   OutputSink sink;
@@ -341,7 +341,7 @@ TEST(ModelRunnerTest, CorruptFileIsInternal) {
 TEST(ModelRunnerTest, BadDeviceIsAnError) {
   es::testing::TempDir repo;
   const ModelConfig config = MnistConfig("mlp", repo.path());
-  Save(BuildZooModel("mlp", 1), config);
+  Save(BuildZooModel("mlp", 1).value(), config);
   auto runner = ModelRunner::Load(config, 1, "abacus:0");
   EXPECT_EQ(runner.status().code(), StatusCode::kInvalidArgument);
   runner = ModelRunner::Load(config, 1, "cuda:99");  // none here, nor that many anywhere

@@ -1,4 +1,4 @@
-// The cascade sweep of ensemble-train (model_host/training/cascade_sweep.h)
+// The cascade sweep of ensemble-train (training/cascade_sweep.h)
 // on hand-made probabilities whose right threshold is known, and the
 // cascade variant it leads to: report, printed table, and the config.yaml
 // written into the repository, loaded by the server's own config loader.
@@ -9,11 +9,11 @@
 #include <cmath>
 #include <filesystem>
 
-#include "model_host/model_zoo.h"
-#include "model_host/training/calibration.h"
-#include "model_host/training/cascade_sweep.h"
-#include "model_host/training/ensemble_trainer.h"
-#include "model_host/training/trained_repository.h"
+#include "torch_utils/model_zoo.h"
+#include "training/calibration.h"
+#include "training/cascade_sweep.h"
+#include "training/ensemble_trainer.h"
+#include "training/trained_repository.h"
 #include "tests/common/temp_dir.h"
 #include "tests/training/served_ensembles.h"
 
@@ -225,7 +225,7 @@ TEST(CascadeVariantTest, TheReportSweepsCheapestFirstByTheEvaluationsTimings) {
 TEST(CascadeVariantTest, TheWrittenVariantLoadsAsTheServerLoadsIt) {
   testing::TempDir dir;
   const TrainConfig config = TwoMembers();
-  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1), BuildZooModel("mlp", 2)};
+  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value()};
   const CascadeVariant variant{"ens_cascade", {{"small"}, {"big"}}, 0.995};
   ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, variant).ok());
 
@@ -248,7 +248,7 @@ TEST(CascadeVariantTest, TheWrittenVariantLoadsAsTheServerLoadsIt) {
 TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
   testing::TempDir dir;
   const TrainConfig config = TwoMembers();
-  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1), BuildZooModel("mlp", 2)};
+  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value()};
   StatusOr<std::vector<std::string>> published =
       PublishTrained(dir.root(), config, modules, CascadeVariant{"ens_cascade", {{"small"}, {"big"}}, 0.9});
   ASSERT_TRUE(published.ok()) << published.status().ToString();

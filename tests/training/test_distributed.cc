@@ -6,7 +6,7 @@
 
 #include <barrier>
 
-#include "model_host/training/gradient_reducer.h"
+#include "training/gradient_reducer.h"
 #include "tests/training/training_test_util.h"
 
 namespace es::training_test {
@@ -21,7 +21,7 @@ at::Tensor Train(int world, const TrainConfig& config, int steps) {
     Rank& me = ranks[r];
     me.loader->StartEpoch(0);
     for (int step = 0; step < steps; ++step) {
-      std::optional<Batch> batch = me.loader->Next();
+      std::optional<Batch> batch = NextBatch(*me.loader);
       ASSERT_TRUE(batch.has_value());
       ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
     }
@@ -47,7 +47,7 @@ TEST_F(DistributedTest, TwoRanksKeepIdenticalParametersAfterEveryStep) {
     for (int step = 0; step < kSteps; ++step) {
       // EXPECT, not ASSERT: a rank leaving early would strand the other at
       // the barrier instead of failing the test.
-      std::optional<Batch> batch = me.loader->Next();
+      std::optional<Batch> batch = NextBatch(*me.loader);
       EXPECT_TRUE(batch.has_value());
       if (batch) {
         StatusOr<StepStats> stats = me.trainer->Step(batch->images, batch->labels);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -19,11 +20,12 @@
 #include <tuple>
 #include <vector>
 
-#include "model_host/training/augmentation.h"
-#include "model_host/training/batch_loader.h"
-#include "model_host/training/calibration.h"
-#include "model_host/training/fashion_mnist.h"
-#include "model_host/training/synthetic_data.h"
+#include "common/steady_clock.h"
+#include "training/augmentation.h"
+#include "training/batch_loader.h"
+#include "training/calibration.h"
+#include "training/fashion_mnist.h"
+#include "training/synthetic_data.h"
 #include "tests/common/temp_dir.h"
 
 namespace es {
@@ -221,9 +223,9 @@ TEST_F(FashionMnistFilesTest, ImageLabelCountMismatchNamesBothFiles) {
 TEST(FashionMnistDebianTest, LoadsBothSplits) {
   if (!std::filesystem::exists(kDebianFashionMnistDir)) GTEST_SKIP() << kDebianFashionMnistDir << " is absent";
   for (auto [split, rows] : {std::pair{DataSplit::kTrain, 60000}, std::pair{DataSplit::kTest, 10000}}) {
-    const auto start = std::chrono::steady_clock::now();
+    const SteadyClock::time_point start = SteadyClock::now();
     StatusOr<Dataset> data = LoadFashionMnist(kDebianFashionMnistDir, split);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = SecondsSince(start);
     ASSERT_TRUE(data.ok()) << data.status().ToString();
     EXPECT_LT(seconds, 10.0) << "one tensor op per file should take well under a second";
     ASSERT_EQ(data->size(), rows);
@@ -298,15 +300,28 @@ at::Tensor RowIds(const Batch& batch) {
   return batch.images.view({batch.images.size(0), -1}).select(1, 0).to(at::kLong);
 }
 
+// A loader the test needs (its spec is valid): aborts with the error if not.
+std::unique_ptr<BatchLoader> Loader(const Dataset& data, const ShardSpec& shard, int threads, int prefetch) {
+  return BatchLoader::Create(data, shard, threads, prefetch).value();
+}
+
+// The next batch; an error fails the test and reads as the end of the epoch.
+std::optional<Batch> NextBatch(BatchLoader& loader) {
+  StatusOr<std::optional<Batch>> batch = loader.Next();
+  EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+  if (!batch.ok()) return std::nullopt;
+  return std::move(batch).value();
+}
+
 // Every batch of one epoch, checking they come in order.
 std::vector<Batch> Epoch(BatchLoader& loader, int64_t epoch, int64_t first_batch = 0) {
   loader.StartEpoch(epoch, first_batch);
   std::vector<Batch> batches;
-  while (std::optional<Batch> batch = loader.Next()) {
+  while (std::optional<Batch> batch = NextBatch(loader)) {
     EXPECT_EQ(batch->index, first_batch + static_cast<int64_t>(batches.size()));
     batches.push_back(std::move(*batch));
   }
-  EXPECT_FALSE(loader.Next().has_value()) << "the end of an epoch stays the end";
+  EXPECT_FALSE(NextBatch(loader).has_value()) << "the end of an epoch stays the end";
   return batches;
 }
 
@@ -320,11 +335,11 @@ ShardSpec Spec(int rank, int world, int64_t global_batch, uint64_t seed = 1) {
 }
 
 TEST(BatchLoaderTest, BatchesPerEpochDropsThePartialBatch) {
-  EXPECT_EQ(BatchLoader(IndexedDataset(103), Spec(0, 1, 10), 1, 1).batches_per_epoch(), 10);
-  EXPECT_EQ(BatchLoader(IndexedDataset(100), Spec(0, 1, 10), 1, 1).batches_per_epoch(), 10);
-  BatchLoader sharded(IndexedDataset(99), Spec(1, 2, 10), 2, 2);
-  EXPECT_EQ(sharded.batches_per_epoch(), 9);
-  EXPECT_EQ(sharded.rows_per_batch(), 5);
+  EXPECT_EQ(Loader(IndexedDataset(103), Spec(0, 1, 10), 1, 1)->batches_per_epoch(), 10);
+  EXPECT_EQ(Loader(IndexedDataset(100), Spec(0, 1, 10), 1, 1)->batches_per_epoch(), 10);
+  std::unique_ptr<BatchLoader> sharded = Loader(IndexedDataset(99), Spec(1, 2, 10), 2, 2);
+  EXPECT_EQ(sharded->batches_per_epoch(), 9);
+  EXPECT_EQ(sharded->rows_per_batch(), 5);
 }
 
 TEST(BatchLoaderTest, RejectsBadShardSpecs) {
@@ -339,14 +354,16 @@ TEST(BatchLoaderTest, RejectsBadShardSpecs) {
   EXPECT_TRUE(StatusIs(ValidateShardSpec(data, Spec(0, 1, 32)), StatusCode::kInvalidArgument,
                        {"20 rows, fewer than one global batch of 32"}));
   EXPECT_FALSE(ValidateShardSpec(Dataset{}, Spec(0, 1, 8)).ok());
-  EXPECT_THROW(BatchLoader(data, Spec(0, 3, 8), 1, 1), std::invalid_argument);
+  StatusOr<std::unique_ptr<BatchLoader>> refused = BatchLoader::Create(data, Spec(0, 3, 8), 1, 1);
+  EXPECT_TRUE(StatusIs(refused.status(), StatusCode::kInvalidArgument,
+                       {"batch loader: global_batch 8 is not divisible by world_size 3"}));
 }
 
 TEST(BatchLoaderTest, NextIsNulloptBeforeStartEpoch) {
-  BatchLoader loader(IndexedDataset(32), Spec(0, 1, 8), 2, 2);
-  EXPECT_FALSE(loader.Next().has_value());
-  loader.StartEpoch(0, 4);  // past the end: an empty epoch
-  EXPECT_FALSE(loader.Next().has_value());
+  std::unique_ptr<BatchLoader> loader = Loader(IndexedDataset(32), Spec(0, 1, 8), 2, 2);
+  EXPECT_FALSE(NextBatch(*loader).has_value());
+  loader->StartEpoch(0, 4);  // past the end: an empty epoch
+  EXPECT_FALSE(NextBatch(*loader).has_value());
 }
 
 TEST(BatchLoaderTest, RanksTogetherCoverEachEpochOnceInPermutationOrder) {
@@ -356,8 +373,8 @@ TEST(BatchLoaderTest, RanksTogetherCoverEachEpochOnceInPermutationOrder) {
   for (int64_t epoch : {0, 1, 2}) {
     std::vector<std::vector<Batch>> per_rank;
     for (int r = 0; r < world; ++r) {
-      BatchLoader loader(data, Spec(r, world, global, 9), 2, 3);
-      per_rank.push_back(Epoch(loader, epoch));
+      std::unique_ptr<BatchLoader> loader = Loader(data, Spec(r, world, global, 9), 2, 3);
+      per_rank.push_back(Epoch(*loader, epoch));
       ASSERT_EQ(per_rank.back().size(), 8u);
     }
     const at::Tensor permutation = EpochPermutation(rows, 9, epoch);
@@ -381,12 +398,12 @@ TEST(BatchLoaderTest, RanksTogetherCoverEachEpochOnceInPermutationOrder) {
 TEST(BatchLoaderTest, OneRankEqualsTwoRanksConcatenated) {
   const Dataset data = IndexedDataset(100);
   for (int64_t epoch : {0, 1, 5}) {
-    BatchLoader one(data, Spec(0, 1, 8, 3), 1, 2);
-    BatchLoader rank0(data, Spec(0, 2, 8, 3), 2, 1);
-    BatchLoader rank1(data, Spec(1, 2, 8, 3), 3, 4);
-    const std::vector<Batch> whole = Epoch(one, epoch);
-    const std::vector<Batch> first = Epoch(rank0, epoch);
-    const std::vector<Batch> second = Epoch(rank1, epoch);
+    std::unique_ptr<BatchLoader> one = Loader(data, Spec(0, 1, 8, 3), 1, 2);
+    std::unique_ptr<BatchLoader> rank0 = Loader(data, Spec(0, 2, 8, 3), 2, 1);
+    std::unique_ptr<BatchLoader> rank1 = Loader(data, Spec(1, 2, 8, 3), 3, 4);
+    const std::vector<Batch> whole = Epoch(*one, epoch);
+    const std::vector<Batch> first = Epoch(*rank0, epoch);
+    const std::vector<Batch> second = Epoch(*rank1, epoch);
     ASSERT_EQ(whole.size(), 12u);
     ASSERT_EQ(first.size(), whole.size());
     ASSERT_EQ(second.size(), whole.size());
@@ -405,33 +422,50 @@ at::Tensor EpochOrder(const std::vector<Batch>& batches) {
 
 TEST(BatchLoaderTest, EpochsReshuffleAndSeedsDecide) {
   const Dataset data = IndexedDataset(64);
-  BatchLoader a(data, Spec(0, 1, 8, 5), 2, 2);
-  BatchLoader b(data, Spec(0, 1, 8, 5), 1, 1);
-  BatchLoader c(data, Spec(0, 1, 8, 6), 2, 2);
-  const at::Tensor a0 = EpochOrder(Epoch(a, 0));
-  const at::Tensor a1 = EpochOrder(Epoch(a, 1));
+  std::unique_ptr<BatchLoader> a = Loader(data, Spec(0, 1, 8, 5), 2, 2);
+  std::unique_ptr<BatchLoader> b = Loader(data, Spec(0, 1, 8, 5), 1, 1);
+  std::unique_ptr<BatchLoader> c = Loader(data, Spec(0, 1, 8, 6), 2, 2);
+  const at::Tensor a0 = EpochOrder(Epoch(*a, 0));
+  const at::Tensor a1 = EpochOrder(Epoch(*a, 1));
   EXPECT_FALSE(at::equal(a0, a1)) << "each epoch has its own permutation";
   EXPECT_TRUE(at::equal(std::get<0>(a0.sort()), at::arange(64, at::kLong)));
-  EXPECT_TRUE(at::equal(a1, EpochOrder(Epoch(b, 1)))) << "same seed, same order, whatever the threads";
-  EXPECT_TRUE(at::equal(a0, EpochOrder(Epoch(b, 0))));
-  EXPECT_FALSE(at::equal(a0, EpochOrder(Epoch(c, 0)))) << "another seed, another order";
+  EXPECT_TRUE(at::equal(a1, EpochOrder(Epoch(*b, 1)))) << "same seed, same order, whatever the threads";
+  EXPECT_TRUE(at::equal(a0, EpochOrder(Epoch(*b, 0))));
+  EXPECT_FALSE(at::equal(a0, EpochOrder(Epoch(*c, 0)))) << "another seed, another order";
 }
 
 TEST(BatchLoaderTest, StartEpochMidEpochResumesAndDiscardsPrefetched) {
   const Dataset data = IndexedDataset(80);
-  BatchLoader reference(data, Spec(0, 1, 8), 1, 1);
-  const std::vector<Batch> full = Epoch(reference, 2);
+  std::unique_ptr<BatchLoader> reference = Loader(data, Spec(0, 1, 8), 1, 1);
+  const std::vector<Batch> full = Epoch(*reference, 2);
   ASSERT_EQ(full.size(), 10u);
 
-  BatchLoader loader(data, Spec(0, 1, 8), 2, 5);
-  loader.StartEpoch(0);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(loader.Next().has_value());  // epoch 0's batches 3.. are queued now
-  const std::vector<Batch> resumed = Epoch(loader, 2, 4);
+  std::unique_ptr<BatchLoader> loader = Loader(data, Spec(0, 1, 8), 2, 5);
+  loader->StartEpoch(0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(NextBatch(*loader).has_value());  // epoch 0's batches 3.. are queued now
+  const std::vector<Batch> resumed = Epoch(*loader, 2, 4);
   ASSERT_EQ(resumed.size(), 6u);
   for (size_t i = 0; i < resumed.size(); ++i) {
     EXPECT_EQ(resumed[i].index, full[4 + i].index);
     EXPECT_TRUE(at::equal(resumed[i].images, full[4 + i].images)) << "batch " << 4 + i;
     EXPECT_TRUE(at::equal(resumed[i].labels, full[4 + i].labels)) << "batch " << 4 + i;
+  }
+}
+
+// A batch whose gather fails (here: images the augmentation refuses) is an
+// error of that batch, naming it; the loader goes on with the next.
+TEST(BatchLoaderTest, AFailedGatherIsAnErrorNamingTheBatch) {
+  Watchdog watchdog(std::chrono::seconds(60), "AFailedGatherIsAnErrorNamingTheBatch");
+  const Dataset data{at::zeros({32, 28, 28}), at::arange(32, at::kLong).remainder(kNumClasses)};  // no channel
+  ShardSpec spec = Spec(0, 1, 8);
+  spec.augment = {2, true};
+  std::unique_ptr<BatchLoader> loader = Loader(data, spec, 2, 2);
+  loader->StartEpoch(3);
+  for (int64_t index : {0, 1}) {
+    StatusOr<std::optional<Batch>> batch = loader->Next();
+    ASSERT_FALSE(batch.ok());
+    EXPECT_TRUE(StatusIs(batch.status(), StatusCode::kInternal,
+                         {"batch " + std::to_string(index) + " of epoch 3", "AugmentRows needs"}));
   }
 }
 
@@ -442,11 +476,11 @@ TEST(BatchLoaderTest, RapidRestartsNeverServeAStaleBatch) {
   Watchdog watchdog(std::chrono::seconds(60), "RapidRestartsNeverServeAStaleBatch");
   const int64_t rows = 8192, global = 1024;
   const Dataset data = IndexedDataset(rows);
-  BatchLoader loader(data, Spec(0, 1, global, 4), 4, 4);
+  std::unique_ptr<BatchLoader> loader = Loader(data, Spec(0, 1, global, 4), 4, 4);
   for (int64_t epoch = 0; epoch < 60; ++epoch) {
     const int64_t first = epoch % 3;
-    loader.StartEpoch(epoch, first);
-    std::optional<Batch> batch = loader.Next();
+    loader->StartEpoch(epoch, first);
+    std::optional<Batch> batch = NextBatch(*loader);
     ASSERT_TRUE(batch.has_value());
     EXPECT_EQ(batch->index, first);
     EXPECT_TRUE(
@@ -459,15 +493,15 @@ TEST(BatchLoaderTest, DestructorStopsMidEpoch) {
   Watchdog watchdog(std::chrono::seconds(60), "DestructorStopsMidEpoch");
   const Dataset data = MakeSyntheticDataset(4096, 1);
   for (int threads : {1, 3}) {
-    { BatchLoader never_started(data, Spec(0, 1, 16), threads, 4); }
+    { std::unique_ptr<BatchLoader> never_started = Loader(data, Spec(0, 1, 16), threads, 4); }
     {
-      BatchLoader just_started(data, Spec(0, 1, 16), threads, 4);
-      just_started.StartEpoch(0);
+      std::unique_ptr<BatchLoader> just_started = Loader(data, Spec(0, 1, 16), threads, 4);
+      just_started->StartEpoch(0);
     }
     {
-      BatchLoader mid_epoch(data, Spec(1, 2, 16), threads, 8);
-      mid_epoch.StartEpoch(3);
-      for (int i = 0; i < 5; ++i) ASSERT_TRUE(mid_epoch.Next().has_value());
+      std::unique_ptr<BatchLoader> mid_epoch = Loader(data, Spec(1, 2, 16), threads, 8);
+      mid_epoch->StartEpoch(3);
+      for (int i = 0; i < 5; ++i) ASSERT_TRUE(NextBatch(*mid_epoch).has_value());
     }
   }
 }
@@ -479,9 +513,9 @@ TEST_P(BatchLoaderOrderTest, BatchesComeInOrderWithTheRightRows) {
   Watchdog watchdog(std::chrono::seconds(60), "BatchesComeInOrderWithTheRightRows");
   const auto [threads, prefetch] = GetParam();
   const Dataset data = IndexedDataset(500);
-  BatchLoader loader(data, Spec(1, 2, 20, 11), threads, prefetch);
+  std::unique_ptr<BatchLoader> loader = Loader(data, Spec(1, 2, 20, 11), threads, prefetch);
   for (int64_t epoch : {0, 1}) {
-    const std::vector<Batch> batches = Epoch(loader, epoch);
+    const std::vector<Batch> batches = Epoch(*loader, epoch);
     ASSERT_EQ(batches.size(), 25u);
     const at::Tensor permutation = EpochPermutation(500, 11, epoch);
     for (size_t b = 0; b < batches.size(); ++b) {
@@ -494,9 +528,9 @@ TEST_P(BatchLoaderOrderTest, BatchesComeInOrderWithTheRightRows) {
 
 INSTANTIATE_TEST_SUITE_P(ThreadsAndPrefetch, BatchLoaderOrderTest,
                          ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values(1, 3)),
-                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
-                           return "threads" + std::to_string(std::get<0>(info.param)) + "_prefetch" +
-                                  std::to_string(std::get<1>(info.param));
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& test) {
+                           return "threads" + std::to_string(std::get<0>(test.param)) + "_prefetch" +
+                                  std::to_string(std::get<1>(test.param));
                          });
 
 // ---------------------------------------------------------------- calibration
@@ -617,22 +651,22 @@ TEST(AugmentationTest, OneRankEqualsTwoRanksAndTheDatasetIsUntouched) {
   const at::Tensor before = data.images.clone();
   ShardSpec one = Spec(0, 1, 16, 3);
   one.augment = {2, true};
-  BatchLoader single(data, one, 2, 2);
-  const std::vector<Batch> whole = Epoch(single, 1);
+  std::unique_ptr<BatchLoader> single = Loader(data, one, 2, 2);
+  const std::vector<Batch> whole = Epoch(*single, 1);
   std::vector<std::vector<Batch>> halves;
   for (int r = 0; r < 2; ++r) {
     ShardSpec spec = Spec(r, 2, 16, 3);
     spec.augment = {2, true};
-    BatchLoader loader(data, spec, 1, 2);
-    halves.push_back(Epoch(loader, 1));
+    std::unique_ptr<BatchLoader> loader = Loader(data, spec, 1, 2);
+    halves.push_back(Epoch(*loader, 1));
   }
   ASSERT_EQ(whole.size(), 3u);
   for (size_t b = 0; b < whole.size(); ++b) {
     EXPECT_TRUE(at::equal(whole[b].images, at::cat({halves[0][b].images, halves[1][b].images})));
   }
   // Augmented: the batch differs from the plain gather of the same rows.
-  BatchLoader plain(data, Spec(0, 1, 16, 3), 1, 2);
-  EXPECT_FALSE(at::equal(Epoch(plain, 1)[0].images, whole[0].images));
+  std::unique_ptr<BatchLoader> plain = Loader(data, Spec(0, 1, 16, 3), 1, 2);
+  EXPECT_FALSE(at::equal(Epoch(*plain, 1)[0].images, whole[0].images));
   EXPECT_TRUE(at::equal(data.images, before)) << "the loader wrote into the dataset";
 }
 

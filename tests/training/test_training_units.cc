@@ -7,11 +7,12 @@
 
 #include <cmath>
 
-#include "model_host/model_zoo.h"
-#include "model_host/training/checkpoint.h"
-#include "model_host/training/ensemble_trainer.h"
-#include "model_host/training/train_config.h"
-#include "model_host/training/train_options.h"
+#include "torch_utils/model_zoo.h"
+#include "torch_utils/served_config.h"
+#include "training/checkpoint.h"
+#include "training/ensemble_trainer.h"
+#include "training/train_config.h"
+#include "training/train_options.h"
 #include "tests/common/temp_dir.h"
 #include "tests/training/training_test_util.h"
 
@@ -129,7 +130,7 @@ TEST(TrainOptionsTest, ParsesDevices) {
 
 TEST(TrainConfigTest, TorchScriptFileMembersTrainAndNeedLogits) {
   testing::TempDir dir;
-  BuildZooModel("mlp", 9).save(dir.Path("start.pt"));
+  BuildZooModel("mlp", 9).value().save(dir.Path("start.pt"));
   torch::jit::Module no_logits("NoLogits");
   no_logits.define("def forward(self, x):\n    return x\n");
   no_logits.save(dir.Path("no_logits.pt"));
@@ -144,7 +145,8 @@ TEST(TrainConfigTest, TorchScriptFileMembersTrainAndNeedLogits) {
     Rank& me = ranks[0];
     const at::Tensor before = FlatParameters(*me.trainer);
     me.loader->StartEpoch(0);
-    std::optional<Batch> batch = me.loader->Next();
+    std::optional<Batch> batch = NextBatch(*me.loader);
+    ASSERT_TRUE(batch.has_value());
     ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
     EXPECT_GT((FlatParameters(*me.trainer) - before).abs().max().item<double>(), 0.0);
   });
@@ -197,7 +199,8 @@ TEST(CheckpointTest, ResumedTrainerContinuesExactlyWhereTheOriginalWas) {
       Rank& me = ranks[0];
       me.loader->StartEpoch(0);
       for (int i = 0; i < kSteps; ++i) {
-        std::optional<Batch> batch = me.loader->Next();
+        std::optional<Batch> batch = NextBatch(*me.loader);
+        ASSERT_TRUE(batch.has_value());
         ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
         if (i + 1 == kStop) {
           CheckpointWriter writer(path);
@@ -224,7 +227,7 @@ TEST(CheckpointTest, ResumedTrainerContinuesExactlyWhereTheOriginalWas) {
       std::map<std::string, at::Tensor> tensors(saved->tensors.begin(), saved->tensors.end());
       ASSERT_TRUE(me.trainer->Restore(tensors, saved->step).ok());
       me.loader->StartEpoch(saved->epoch, saved->batch_in_epoch);
-      while (std::optional<Batch> batch = me.loader->Next()) {
+      while (std::optional<Batch> batch = NextBatch(*me.loader)) {
         if (me.trainer->step() == kSteps) break;
         ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
       }
@@ -276,6 +279,47 @@ TEST(CheckpointTest, AtMostOneWriteInFlight) {
   StatusOr<CheckpointData> read = ReadCheckpoint(dir.Path("big.pt"));
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->step, 1);
+}
+
+// A write that fails (here: the folder is missing) comes back as a Status
+// naming the checkpoint; the writer counts it and Flush() returns it.
+TEST(CheckpointTest, AFailedWriteIsAStatusNamingTheCheckpoint) {
+  testing::TempDir dir;
+  auto at_step = [](int64_t step) {
+    CheckpointData data;
+    data.step = step;
+    return data;
+  };
+  const std::string path = dir.Path("missing/latest.pt");
+  const Status status = WriteCheckpointFile(path, at_step(1));
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("writing checkpoint " + path), std::string::npos) << status.message();
+
+  CheckpointWriter writer(path);
+  ASSERT_TRUE(writer.Submit(at_step(2), /*wait=*/true));
+  const Status flushed = writer.Flush();
+  EXPECT_FALSE(flushed.ok());
+  EXPECT_NE(flushed.message().find(path), std::string::npos) << flushed.message();
+  EXPECT_EQ(writer.failed(), 1);
+  EXPECT_EQ(writer.written(), 0);
+
+  ASSERT_TRUE(WriteCheckpointFile(dir.Path("latest.pt"), at_step(3)).ok());
+  StatusOr<CheckpointData> read = ReadCheckpoint(dir.Path("latest.pt"));
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->step, 3);
+}
+
+// ---- served config ---------------------------------------------------------
+
+TEST(ServedConfigTest, WriteTextFileSaysWhichFileItCouldNotWrite) {
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteTextFile(dir.Path("config.yaml"), "platform: torchscript\n").ok());
+  const std::string missing = dir.Path("no/such/folder/config.yaml");
+  const Status status = WriteTextFile(missing, "x");
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_NE(status.message().find(missing), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("No such file or directory"), std::string::npos) << status.message();
 }
 
 }  // namespace

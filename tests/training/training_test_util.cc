@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include "model_host/training/process_group.h"
-#include "model_host/training/synthetic_data.h"
+#include "training/process_group.h"
+#include "training/synthetic_data.h"
 
 namespace es::training_test {
 
@@ -39,6 +39,13 @@ at::Tensor FlatParameters(const std::vector<torch::jit::Module>& modules) {
   return at::cat(parts);
 }
 
+std::optional<Batch> NextBatch(BatchLoader& loader) {
+  StatusOr<std::optional<Batch>> batch = loader.Next();
+  EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+  if (!batch.ok()) return std::nullopt;
+  return std::move(batch).value();
+}
+
 void RunRanks(int world, const TrainConfig& config, int64_t total_steps,
               const std::function<void(std::vector<Rank>& ranks, int rank)>& body) {
   auto base = c10::make_intrusive<c10d::HashStore>();
@@ -64,8 +71,14 @@ void RunRanks(int world, const TrainConfig& config, int64_t total_steps,
       ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
       ranks[r].rank = r;
       ranks[r].trainer = std::move(trainer).value();
-      ranks[r].loader = std::make_unique<BatchLoader>(
-          data, ShardSpec{r, world, config.optim.batch_size, config.optim.seed}, 1, 2);
+      ShardSpec shard;
+      shard.rank = r;
+      shard.world_size = world;
+      shard.global_batch = config.optim.batch_size;
+      shard.seed = config.optim.seed;
+      auto loader = BatchLoader::Create(data, shard, 1, 2);
+      ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+      ranks[r].loader = std::move(loader).value();
       ASSERT_TRUE(ranks[r].trainer->SyncInitialParameters().ok());
       built.fetch_add(1);
       while (built.load() < world) {

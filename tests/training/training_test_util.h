@@ -9,11 +9,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
-#include "model_host/training/batch_loader.h"
-#include "model_host/training/ensemble_trainer.h"
-#include "model_host/training/train_config.h"
+#include "training/batch_loader.h"
+#include "training/ensemble_trainer.h"
+#include "training/train_config.h"
 
 namespace es::training_test {
 
@@ -31,6 +32,11 @@ struct Rank {
   std::unique_ptr<EnsembleTrainer> trainer;
   std::unique_ptr<BatchLoader> loader;
 };
+
+// `loader`'s next batch. An error fails the calling test (a non-fatal
+// failure, so that a rank does not strand the others) and reads as the end
+// of the epoch.
+std::optional<Batch> NextBatch(BatchLoader& loader);
 
 // Builds `world` ranks over one store (each with its trainer and its shard's
 // loader, parameters synced from rank 0), then runs `body(rank)` on one

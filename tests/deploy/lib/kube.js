@@ -177,7 +177,7 @@ function checkProbe(ctx, probe, name, server, ports, where, healthServices) {
 
 // The service names grpc.health.v1 answers, read from the server's source.
 function healthServices(ctx) {
-  const src = fs.readFileSync(path.join(ctx.root, 'server/grpc_service.cc'), 'utf8');
+  const src = fs.readFileSync(path.join(ctx.root, 'server/grpc/grpc_service.cc'), 'utf8');
   const m = /service\.empty\(\) && service != "([^"]+)"/.exec(src);
   const names = m ? ['', m[1]] : [''];
   for (const e of src.matchAll(/service == "([^"]+)"/g)) names.push(e[1]);

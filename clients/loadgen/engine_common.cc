@@ -1,0 +1,132 @@
+#include "clients/loadgen/engine_common.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace es::loadgen {
+
+uint64_t Sample::failed() const {
+  uint64_t n = 0;
+  for (const auto& [code, count] : errors) n += count;
+  return n;
+}
+
+void Sample::Merge(Sample&& other) {
+  if (latencies_ns.empty()) {
+    latencies_ns = std::move(other.latencies_ns);
+  } else {
+    latencies_ns.insert(latencies_ns.end(), other.latencies_ns.begin(), other.latencies_ns.end());
+  }
+  for (const auto& [code, count] : other.errors) errors[code] += count;
+  sent += other.sent;
+  hung += other.hung;
+  unanswered += other.unanswered;
+  skipped += other.skipped;
+  late_ns_sum += other.late_ns_sum;
+  elapsed += other.elapsed;
+  end_wall = std::max(end_wall, other.end_wall);
+}
+
+Sample Sender::Take() {
+  Sample taken;
+  MutexLock lock(&mu);
+  std::swap(taken, sample);
+  return taken;
+}
+
+Sample CountingEngine::TakeSample() {
+  Sample total = std::move(drained_);
+  drained_ = Sample();
+  total.Merge(TakeRunning());
+  const auto now = Clock::now();
+  total.elapsed = now - last_sample_;
+  total.end_wall = std::chrono::system_clock::now();
+  last_sample_ = now;
+  return total;
+}
+
+std::map<grpc::StatusCode, uint64_t> CountingEngine::total_errors() const {
+  std::map<grpc::StatusCode, uint64_t> errors;
+  for (int code = 1; code < 17; ++code) {
+    if (const uint64_t n = total_by_code_[code].load()) errors[static_cast<grpc::StatusCode>(code)] = n;
+  }
+  return errors;
+}
+
+std::string CountingEngine::lost_server_reason() const {
+  MutexLock lock(&reason_mu_);
+  return std::to_string(settings_.max_connection_failures) +
+         " connection failures in a row, the last: " + last_connection_error_;
+}
+
+void CountingEngine::BeginRun() {
+  stopping_.store(false);
+  lost_server_.store(false);
+  failures_in_a_row_.store(0);
+  last_sample_ = Clock::now();
+}
+
+void CountingEngine::KeepForNextSample(Sample rest) { drained_.Merge(std::move(rest)); }
+
+void CountingEngine::CountSent(Sender& sender) {
+  sender.in_flight.fetch_add(1, std::memory_order_relaxed);
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  total_sent_.fetch_add(1, std::memory_order_relaxed);
+  MutexLock lock(&sender.mu);
+  ++sender.sample.sent;
+}
+
+void CountingEngine::CountEnded(Sender& sender) {
+  sender.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::time_point scheduled,
+                                 Clock::time_point sent, Clock::time_point answered) {
+  const bool ok = code == grpc::StatusCode::OK;
+  const bool hung = answered - sent > settings_.hung;
+  {
+    MutexLock lock(&sender.mu);
+    if (ok) {
+      sender.sample.latencies_ns.push_back(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(answered - scheduled).count());
+    } else {
+      ++sender.sample.errors[code];
+    }
+    if (hung) ++sender.sample.hung;
+  }
+  if (ok) {
+    total_ok_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    total_failed_.fetch_add(1, std::memory_order_relaxed);
+    const int index = static_cast<int>(code);
+    if (index > 0 && index < 17) total_by_code_[index].fetch_add(1, std::memory_order_relaxed);
+  }
+  if (hung) total_hung_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CountingEngine::CountUnanswered(Sender& sender, uint64_t calls) {
+  sender.sample.unanswered += calls;
+  total_unanswered_.fetch_add(calls);
+}
+
+void CountingEngine::CountConnection(bool connection_failure, std::string_view message) {
+  if (!connection_failure) {
+    failures_in_a_row_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (failures_in_a_row_.fetch_add(1) + 1 >= settings_.max_connection_failures && !lost_server_.load()) {
+    {
+      MutexLock lock(&reason_mu_);
+      last_connection_error_ = "UNAVAILABLE: ";
+      last_connection_error_.append(message);
+    }
+    lost_server_.store(true);
+  }
+}
+
+std::chrono::milliseconds CountingEngine::NextBackoff(std::chrono::milliseconds previous) const {
+  return previous.count() == 0 ? settings_.backoff_min : std::min(settings_.backoff_max, previous * 2);
+}
+
+}  // namespace es::loadgen

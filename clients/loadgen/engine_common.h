@@ -1,0 +1,178 @@
+// What ensemble-loadgen's two engines share: the Engine that RunStep drives
+// (clients/loadgen/measure.h), the Sample it reads, a step's plan and
+// settings, and CountingEngine, the half of an engine that counts. An engine
+// (LoadEngine over gRPC, engine.h; HttpLoadEngine over HTTP, http_engine.h)
+// sends the calls and reports each one to CountingEngine, which keeps the
+// totals, applies the lost-server rule and the backoff, and hands out the
+// samples; so the two engines count alike by construction.
+//
+// Contract:
+//  - Every member of Engine behaves as LoadEngine's contract (engine.h)
+//    says; CountingEngine implements all but Start and Stop.
+//  - A Sender is one sending thread's counts (a gRPC worker, an HTTP slot):
+//    its thread adds to its sample under its mutex, the controlling thread
+//    takes it (Take, TakeAll).
+//  - CountingEngine's Count* calls are thread-safe (any sending thread);
+//    TakeSample, BeginRun and KeepForNextSample are the controlling
+//    thread's, as Start, Stop and TakeSample are.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace es::loadgen {
+
+struct Sample {
+  std::vector<int64_t> latencies_ns;            // successful calls
+  std::map<grpc::StatusCode, uint64_t> errors;  // failed calls by code
+  uint64_t sent = 0;
+  uint64_t hung = 0;        // calls that ended more than EngineSettings::hung after they were sent
+  uint64_t unanswered = 0;  // calls cancelled by Stop() after waiting `hung` for them
+  uint64_t skipped = 0;     // open loop: arrivals not sent (max_inflight reached)
+  int64_t late_ns_sum = 0;  // open loop: sum of (actual - scheduled) send times
+  std::chrono::steady_clock::duration elapsed{};     // since the previous sample
+  std::chrono::system_clock::time_point end_wall{};  // wall-clock time the sample was taken
+
+  uint64_t ok() const { return latencies_ns.size(); }
+  uint64_t failed() const;
+  void Merge(Sample&& other);
+};
+
+struct LoadPlan {
+  int concurrency = 0;  // > 0: closed loop
+  double rate = 0;      // > 0: open loop, requests/s
+  bool poisson = false;
+  int max_inflight = 4096;
+  uint32_t seed = 1;
+};
+
+struct EngineSettings {
+  std::chrono::milliseconds timeout{10000};  // deadline of every call
+  std::chrono::milliseconds hung{30000};     // a call slower than this is hung; Stop() waits this long at most
+  std::chrono::milliseconds backoff_min{1}, backoff_max{100};  // closed loop, after UNAVAILABLE
+  int max_connection_failures = 100;                           // in a row, then lost_server()
+  // ModelStreamInfer (closed loop): the slots share this many streams; 0 = unary calls.
+  int streams = 0;
+  std::string authorization;  // `authorization` metadata of every call ("Bearer T"); empty = none
+};
+
+// What RunStep drives: LoadEngine (gRPC, clients/loadgen/engine.h) or
+// HttpLoadEngine (--http, clients/loadgen/http_engine.h); each member's
+// contract is LoadEngine's.
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual void Start(const LoadPlan& plan, const std::string& request_bytes) = 0;
+  virtual void Stop() = 0;
+  virtual Sample TakeSample() = 0;
+  virtual int64_t in_flight() const = 0;
+  virtual uint64_t total_sent() const = 0;
+  virtual uint64_t total_ok() const = 0;
+  virtual uint64_t total_failed() const = 0;
+  virtual uint64_t total_hung() const = 0;
+  virtual uint64_t total_unanswered() const = 0;
+  virtual std::map<grpc::StatusCode, uint64_t> total_errors() const = 0;
+  virtual bool lost_server() const = 0;
+  virtual std::string lost_server_reason() const = 0;
+};
+
+// One sending thread's counts: its calls in flight and its sample.
+struct Sender {
+  std::atomic<int64_t> in_flight{0};
+  Mutex mu;
+  Sample sample ABSL_GUARDED_BY(mu);
+
+  // The sample so far, leaving an empty one in its place.
+  Sample Take() ABSL_LOCKS_EXCLUDED(mu);
+};
+
+// Every sender's sample taken and merged; `senders` holds pointers to
+// Senders (or to types derived from Sender).
+template <typename Senders>
+Sample TakeAll(const Senders& senders) {
+  Sample total;
+  for (const auto& sender : senders) total.Merge(sender->Take());
+  return total;
+}
+
+class CountingEngine : public Engine {
+ public:
+  // What completed since the previous TakeSample (or Stop kept), every
+  // running sender's included.
+  Sample TakeSample() final;
+  int64_t in_flight() const final { return in_flight_.load(std::memory_order_relaxed); }
+  // Since construction, every call (warm-up and drains included).
+  uint64_t total_sent() const final { return total_sent_.load(); }
+  uint64_t total_ok() const final { return total_ok_.load(); }
+  uint64_t total_failed() const final { return total_failed_.load(); }
+  uint64_t total_hung() const final { return total_hung_.load(); }
+  uint64_t total_unanswered() const final { return total_unanswered_.load(); }
+  // Failed calls by gRPC code since construction.
+  std::map<grpc::StatusCode, uint64_t> total_errors() const final;
+  // True once max_connection_failures connection failures came in a row
+  // (until the next Start); then no call is sent any more.
+  bool lost_server() const final { return lost_server_.load(); }
+  // "N connection failures in a row, the last: UNAVAILABLE: ..." once lost.
+  std::string lost_server_reason() const final;
+
+ protected:
+  using Clock = std::chrono::steady_clock;
+
+  explicit CountingEngine(EngineSettings settings) : settings_(std::move(settings)) {}
+
+  // The running senders' samples (TakeAll), plus whatever else the engine
+  // counts apart from them; for TakeSample and Stop.
+  virtual Sample TakeRunning() = 0;
+  // Start: sending may begin (not stopping, the server not lost, no
+  // connection failures in a row); the next sample's time starts now.
+  void BeginRun();
+  // Stop, its threads joined: `rest` (what completed while it drained)
+  // goes into the next sample.
+  void KeepForNextSample(Sample rest);
+
+  // A call sent by `sender`.
+  void CountSent(Sender& sender);
+  // A call of `sender` that ended, answered or abandoned: no longer in flight.
+  void CountEnded(Sender& sender);
+  // An answer: OK counts its latency from `scheduled` (a call that waited
+  // to be sent shows the wait: no coordinated omission), any other code is
+  // a failure; hung when it came more than settings_.hung after `sent`.
+  void CountAnswer(Sender& sender, grpc::StatusCode code, Clock::time_point scheduled, Clock::time_point sent,
+                   Clock::time_point answered);
+  // `calls` that Stop gave up waiting for.
+  void CountUnanswered(Sender& sender, uint64_t calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sender.mu);
+  // The lost-server rule, after every counted outcome: a connection failure
+  // (UNAVAILABLE while the call's connection is down, not a model's
+  // UNAVAILABLE from a server that answers; `message` its text) lengthens
+  // the run of them, anything else ends it; max_connection_failures in a
+  // row and lost_server() becomes true.
+  void CountConnection(bool connection_failure, std::string_view message);
+  // How long a closed-loop slot waits after UNAVAILABLE, given its previous
+  // wait (0 after any other outcome): backoff_min, doubling to backoff_max.
+  std::chrono::milliseconds NextBackoff(std::chrono::milliseconds previous) const;
+
+  const EngineSettings settings_;
+  std::atomic<bool> stopping_{false};
+
+ private:
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> total_sent_{0}, total_ok_{0}, total_failed_{0}, total_hung_{0}, total_unanswered_{0};
+  std::atomic<uint64_t> total_by_code_[17] = {};  // grpc::StatusCode 0..16
+  std::atomic<int> failures_in_a_row_{0};
+  std::atomic<bool> lost_server_{false};
+  mutable Mutex reason_mu_;
+  std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
+  Clock::time_point last_sample_;
+  Sample drained_;  // kept by Stop() for the next TakeSample()
+};
+
+}  // namespace es::loadgen

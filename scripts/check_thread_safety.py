@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Runs clang's thread-safety analysis (and -Wshadow) over every project
+source of a build, whatever compiler built it.
+
+The analysis is clang's; the main build may be gcc's, and the scripted clang
+builds (sanitizers) leave out the LibTorch targets. This parses each source
+of the build's compile_commands.json with clang++ -fsyntax-only and the same
+flags (no code is generated, so it costs a fraction of a build), with
+-Wthread-safety and -Wshadow as errors. Generated files and third-party code
+are skipped.
+
+Usage: scripts/check_thread_safety.py [BUILD_DIR] [-j N] [--only PREFIX ...]
+Exit 1 and the compiler's messages when a source fails.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+CHECKS = ["-Wthread-safety", "-Werror=thread-safety", "-Wshadow", "-Werror=shadow"]
+# gcc-only flags clang would reject.
+DROP = {"-fno-fat-lto-objects"}
+
+
+def clang_command(entry):
+    args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+    out = ["clang++"]
+    skip = False
+    for a in args[1:]:
+        if skip:
+            skip = False
+            continue
+        if a == "-o":
+            skip = True
+            continue
+        if a in DROP or a == "-c":
+            continue
+        out.append(a)
+    return out[:-1] + ["-fsyntax-only", "-Wno-unknown-warning-option"] + CHECKS + [out[-1]]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("build_dir", nargs="?", default=os.path.join(ROOT, "build"))
+    parser.add_argument("-j", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--only", nargs="*", default=[], help="check only sources under these folders")
+    args = parser.parse_args()
+    path = os.path.join(args.build_dir, "compile_commands.json")
+    if not os.path.exists(path):
+        sys.exit(f"check_thread_safety: {path} not found: configure the build first (scripts/build.sh)")
+    entries = []
+    for e in json.load(open(path)):
+        rel = os.path.relpath(e["file"], ROOT)
+        if rel.startswith("..") or rel.startswith("build") or ".pb." in rel:
+            continue
+        if args.only and not any(rel.startswith(p) for p in args.only):
+            continue
+        entries.append((rel, e))
+    failed = []
+    start = time.monotonic()
+
+    def check(item):
+        rel, e = item
+        r = subprocess.run(clang_command(e), cwd=e["directory"], capture_output=True, text=True)
+        return rel, r.returncode, r.stderr
+
+    done = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.j) as pool:
+        for rel, rc, err in pool.map(check, sorted(entries)):
+            done += 1
+            if rc != 0:
+                failed.append(rel)
+                sys.stdout.write(err)
+            if done % 10 == 0 or done == len(entries):
+                print(f"check_thread_safety: {done}/{len(entries)} sources, {len(failed)} failed, "
+                      f"{time.monotonic() - start:.0f} s", flush=True)
+    for f in failed:
+        print("FAILED:", f)
+    print(f"check_thread_safety: {len(entries)} sources, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

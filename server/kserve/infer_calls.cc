@@ -1,0 +1,126 @@
+#include "server/kserve/infer_calls.h"
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "server/kserve/request_codec.h"
+
+namespace es {
+
+InferCalls::PlaceState::~PlaceState() {
+  EndRun();
+  calls_->held_.fetch_sub(1);
+}
+
+void InferCalls::PlaceState::EndRun() {
+  if (!run_ended_.exchange(true)) calls_->running_.fetch_sub(1);
+}
+
+InferCalls::InferCalls(const ServerConfig* config, ModelRepository* repository, InferenceCore* core,
+                       ModelStatistics* stats, RequestMetrics* metrics, SharedMemoryRegistry* shm)
+    : config_(config), repository_(repository), core_(core), stats_(stats), metrics_(metrics), shm_(shm) {}
+
+void InferCalls::CountRefused(ModelMetrics* metrics, const Status& status) {
+  if (metrics != nullptr) {
+    metrics->Refused(static_cast<int>(status.code()));
+  } else if (metrics_ != nullptr) {
+    metrics_->CountUnknownModel();  // no label: a client must not be able to create series
+  }
+}
+
+StatusOr<InferCalls::Place> InferCalls::Admit(const std::string& model_name) {
+  // Both counts first: a drain that begins now either sees this call running
+  // or the call sees accepting_ false.
+  running_.fetch_add(1);
+  const int64_t held = held_.fetch_add(1) + 1;
+  Place place = std::make_shared<PlaceState>(this);
+  auto refuse = [&](Status status) -> StatusOr<Place> {
+    CountRefused(metrics_ != nullptr ? metrics_->Find(model_name) : nullptr, status);
+    return status;  // `place` goes, giving both counts back
+  };
+  if (!accepting_.load()) return refuse(Status::Unavailable("server is shutting down"));
+  // Refused before decoding: the point is to bound what the router holds.
+  const int64_t max_calls = config_->limits.max_inflight_calls;
+  if (held > max_calls) {
+    return refuse(Status::ResourceExhausted("server busy: " + std::to_string(held - 1) +
+                                            " inference calls are held (limits.max_inflight_calls " +
+                                            std::to_string(max_calls) + "); retry later"));
+  }
+  return place;
+}
+
+void InferCalls::Run(const Place& place, const inference::ModelInferRequest& proto,
+                     inference::ModelInferResponse* response, CallContext context, Done done) {
+  const auto start = std::chrono::steady_clock::now();
+  // Read-only map lookup; from here on metrics are relaxed atomics only.
+  ModelMetrics* metrics = metrics_ != nullptr ? metrics_->Find(proto.model_name()) : nullptr;
+  auto decoded = DecodeInferRequest(proto, *repository_, config_->limits, shm_);
+  if (!decoded.ok()) {
+    spdlog::debug("request '{}' to model '{}' refused: {}", proto.id(), proto.model_name(),
+                  decoded.status().ToString());
+    CountUndecodable(metrics, proto.model_name(), decoded.status());
+    done(decoded.status());
+    place->EndRun();
+    return;
+  }
+  std::shared_ptr<InferRequest> request = std::move(decoded).value();
+  request->deadline = std::min(request->deadline, context.deadline);
+  request->cancelled = std::move(context.cancelled);
+  if (metrics != nullptr) metrics->Started();
+  core_->Infer(request, [place, response, request, start, stats = stats_, metrics, done = std::move(done)](
+                            const Status& status, InferResponse answer) {
+    // Encoding can fail after a good run: an output too big for the
+    // shared-memory room its client gave, or a region that shrank (the
+    // answer then is that error, and it is counted as one).
+    Status outcome = status;
+    if (status.ok()) {
+      InferResponse encoded;  // the outputs move; stages and disagreement stay for the metrics
+      encoded.outputs = std::move(answer.outputs);
+      encoded.member_versions = answer.member_versions;
+      encoded.version = answer.version;
+      encoded.ensemble = answer.ensemble;
+      encoded.cascade = answer.cascade;
+      outcome = EncodeInferResponse(*request, std::move(encoded), response);
+    }
+    const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    stats->Record(request->model->name, answer.version > 0 ? answer.version : request->version, outcome.ok(), static_cast<uint64_t>(elapsed.count()),
+                  answer.stages, static_cast<uint64_t>(request->batch_rows()));
+    if (metrics != nullptr) {
+      metrics->Finished(static_cast<int>(outcome.code()), static_cast<uint64_t>(elapsed.count()), answer,
+                        request->batch_rows());
+    }
+    if (!outcome.ok()) {
+      spdlog::debug("request '{}' to model '{}' version {} failed after {} us: {}", request->id, request->model->name,
+                    request->version, elapsed.count() / 1000, outcome.ToString());
+    }
+    done(outcome);
+    place->EndRun();
+  });
+}
+
+void InferCalls::CountUndecodable(ModelMetrics* metrics, const std::string& model_name, const Status& status) {
+  // Counted against the version it would have gone to (none: not counted).
+  if (const es::ModelConfig* model = repository_->Find(model_name); model != nullptr) {
+    const std::vector<int64_t> ready = repository_->ReadyVersions(*model);
+    if (!ready.empty()) stats_->Record(model->name, ready.back(), false, 0, {}, 0);
+  }
+  CountRefused(metrics, status);
+}
+
+void InferCalls::Refuse(const Place& place, const std::string& model_name, const Status& status) {
+  CountUndecodable(metrics_ != nullptr ? metrics_->Find(model_name) : nullptr, model_name, status);
+  place->EndRun();
+}
+
+bool InferCalls::WaitForInFlight(std::chrono::steady_clock::time_point deadline) const {
+  // A short poll: this runs once, at shutdown, and must not slow the hot path
+  // with a condition variable that every call would have to signal.
+  while (running_.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+}  // namespace es

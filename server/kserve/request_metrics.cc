@@ -1,0 +1,202 @@
+#include "server/kserve/request_metrics.h"
+
+#include <cmath>
+
+#include "common/status.h"
+#include "server/metrics/metrics_families.h"
+
+namespace es {
+namespace {
+
+constexpr double kNsPerSecond = 1e9;
+
+const char* CodeName(int code) {
+  if (code == 16) return "UNAUTHENTICATED";  // a gRPC code es::StatusCode does not name
+  return StatusCodeName(static_cast<StatusCode>(code));
+}
+
+}  // namespace
+
+ModelMetrics::ModelMetrics(std::string name, std::string version, bool ensemble)
+    : name_(std::move(name)),
+      version_(std::move(version)),
+      ensemble_(ensemble),
+      request_duration_(buckets::Latency()),
+      queue_duration_(buckets::Latency()),
+      ipc_duration_(buckets::Latency()),
+      compute_duration_(buckets::Latency()),
+      combine_duration_(buckets::Latency()),
+      batch_size_(buckets::BatchSize()),
+      disagreement_(buckets::Fraction()) {}
+
+void ModelMetrics::CountOutcome(int code) {
+  outcomes_[static_cast<size_t>(code >= 0 && code < kCodes ? code : 2 /* UNKNOWN */)].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+void ModelMetrics::Finished(int code, uint64_t elapsed_ns, const InferResponse& response, int64_t rows) {
+  CountOutcome(code);
+  pending_.fetch_sub(1, std::memory_order_relaxed);
+  if (code != 0) return;
+  rows_.fetch_add(static_cast<uint64_t>(rows), std::memory_order_relaxed);
+  const StageTimes& s = response.stages;
+  request_duration_.Observe(static_cast<double>(elapsed_ns) / kNsPerSecond);
+  queue_duration_.Observe(static_cast<double>(s.queue_ns) / kNsPerSecond);
+  ipc_duration_.Observe(static_cast<double>(s.ipc_ns) / kNsPerSecond);
+  compute_duration_.Observe(static_cast<double>(s.compute_ns) / kNsPerSecond);
+  // Without batching a request runs as its own batch.
+  batch_size_.Observe(static_cast<double>(s.batch_size > 0 ? s.batch_size : rows));
+  if (!ensemble_) return;
+  combine_duration_.Observe(static_cast<double>(s.combine_ns) / kNsPerSecond);
+  for (float d : response.disagreement) {
+    // k/M as a float (e.g. 0.3f > 0.3) would slip into the next bucket up.
+    disagreement_.Observe(std::round(static_cast<double>(d) * 1e6) / 1e6);
+  }
+  if (response.cascade != nullptr) {
+    MutexLock lock(&members_mu_);
+    for (size_t stage = 0; stage < response.cascade->exits.size(); ++stage) {
+      cascade_exits_[static_cast<int64_t>(stage)] += static_cast<uint64_t>(response.cascade->exits[stage]);
+    }
+    member_rows_saved_ += static_cast<uint64_t>(response.cascade->member_rows_saved);
+  }
+  if (response.ensemble == nullptr) return;
+  for (const MemberReport& member : response.ensemble->members) {
+    MemberFigures* figures = Member(member.member);
+    if (member.latency_ns > 0) figures->latency.Observe(static_cast<double>(member.latency_ns) / kNsPerSecond);
+    if (!member.used) figures->missing.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+ModelMetrics::MemberFigures::MemberFigures() : latency(buckets::Latency()) {}
+
+ModelMetrics::MemberFigures* ModelMetrics::Member(const std::string& member) {
+  MutexLock lock(&members_mu_);
+  std::unique_ptr<MemberFigures>& figures = members_[member];
+  if (figures == nullptr) figures = std::make_unique<MemberFigures>();
+  return figures.get();
+}
+
+RequestMetrics::RequestMetrics(const std::map<std::string, ModelConfig>& models) {
+  for (const auto& [name, model] : models) {
+    models_.emplace(name, std::make_unique<ModelMetrics>(name, std::to_string(model.LatestVersion()),
+                                                         model.is_ensemble()));
+  }
+}
+
+void RequestMetrics::Track(const ModelConfig& model) {
+  WriterLock lock(&mu_);
+  if (models_.count(model.name) != 0) return;
+  const std::vector<int64_t> served = model.ServedVersions();
+  models_.emplace(model.name,
+                  std::make_unique<ModelMetrics>(model.name,
+                                                 std::to_string(served.empty() ? model.LatestVersion() : served.back()),
+                                                 model.is_ensemble()));
+}
+
+ModelMetrics* RequestMetrics::Find(const std::string& model) const {
+  ReaderLock lock(&mu_);
+  auto it = models_.find(model);
+  return it == models_.end() ? nullptr : it->second.get();
+}
+
+std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
+  using prometheus::MetricType;
+  auto requests = Family("ensemble_requests_total",
+                         "ModelInfer calls by model and outcome (the gRPC status code name).", MetricType::Counter);
+  auto rows = Family("ensemble_inference_rows_total", "Rows (batch entries) of successful requests.",
+                     MetricType::Counter);
+  auto pending = Family("ensemble_pending_requests",
+                        "Requests accepted and not yet answered (queued, on a host, or combining).",
+                        MetricType::Gauge);
+  struct Hist {
+    prometheus::MetricFamily family;
+    AtomicHistogram ModelMetrics::*member;
+    bool ensembles_only;
+  };
+  std::vector<Hist> hists = {
+      {Family("ensemble_request_duration_seconds", "End-to-end time of successful requests in the router.",
+              MetricType::Histogram),
+       &ModelMetrics::request_duration_, false},
+      {Family("ensemble_queue_duration_seconds", "Time successful requests waited in the batcher queue.",
+              MetricType::Histogram),
+       &ModelMetrics::queue_duration_, false},
+      {Family("ensemble_ipc_duration_seconds",
+              "Shared-memory channel time of successful requests: submit to completion minus host compute.",
+              MetricType::Histogram),
+       &ModelMetrics::ipc_duration_, false},
+      {Family("ensemble_compute_duration_seconds", "Host compute time (the model's forward) of successful requests.",
+              MetricType::Histogram),
+       &ModelMetrics::compute_duration_, false},
+      {Family("ensemble_combine_duration_seconds", "Time spent combining ensemble members' outputs.",
+              MetricType::Histogram),
+       &ModelMetrics::combine_duration_, true},
+      {Family("ensemble_batch_size", "Rows in the batch each successful request ran in.", MetricType::Histogram),
+       &ModelMetrics::batch_size_, false},
+      {Family("ensemble_disagreement_ratio",
+              "Per row: the fraction of ensemble members whose argmax differs from the ensemble's.",
+              MetricType::Histogram),
+       &ModelMetrics::disagreement_, true},
+  };
+  auto degraded = Family("ensemble_degraded_total",
+                         "Ensemble answers made without a member (failed, down or slower than member_timeout_ms) "
+                         "from a quorum of the others (ensemble.min_members), by the member missing.",
+                         MetricType::Counter);
+  auto member_latency = Family("ensemble_member_duration_seconds",
+                               "Time from an ensemble's fan-out to each member's answer (answers the ensemble "
+                               "waited for, successful or not).",
+                               MetricType::Histogram);
+  auto exits = Family("ensemble_cascade_exits_total",
+                      "Cascades (combine: cascade): rows answered at each stage (0 = the first).",
+                      MetricType::Counter);
+  auto saved = Family("ensemble_cascade_member_rows_saved_total",
+                      "Cascades: member calls of a row not made because the row left at an earlier stage.",
+                      MetricType::Counter);
+  ReaderLock lock(&mu_);
+  for (const auto& [name, m] : models_) {
+    const Labels labels = {{"model", m->name()}, {"version", m->version()}};
+    for (int code = 0; code < ModelMetrics::kCodes; ++code) {
+      const uint64_t n = m->outcomes_[static_cast<size_t>(code)].load(std::memory_order_relaxed);
+      // OK always (so rate() has a series from the start); errors once seen.
+      if (code != 0 && n == 0) continue;
+      Labels with_outcome = labels;
+      with_outcome.push_back({"outcome", CodeName(code)});
+      AddCounter(&requests, with_outcome, static_cast<double>(n));
+    }
+    AddCounter(&rows, labels, static_cast<double>(m->rows_.load(std::memory_order_relaxed)));
+    AddGauge(&pending, labels, static_cast<double>(m->pending_.load(std::memory_order_relaxed)));
+    for (auto& h : hists) {
+      if (h.ensembles_only && !m->ensemble()) continue;
+      (m.get()->*h.member).Fill(AddMetric(&h.family, labels));
+    }
+    MutexLock members_lock(&m->members_mu_);
+    for (const auto& [member, figures] : m->members_) {
+      const Labels of_member = {{"model", m->name()}, {"member", member}};
+      figures->latency.Fill(AddMetric(&member_latency, of_member));
+      AddCounter(&degraded, {{"model", m->name()}, {"missing_member", member}},
+                 static_cast<double>(figures->missing.load(std::memory_order_relaxed)));
+    }
+    for (const auto& [stage, left] : m->cascade_exits_) {
+      AddCounter(&exits, {{"model", m->name()}, {"stage", std::to_string(stage)}}, static_cast<double>(left));
+    }
+    if (!m->cascade_exits_.empty()) {
+      AddCounter(&saved, {{"model", m->name()}}, static_cast<double>(m->member_rows_saved_));
+    }
+  }
+  auto unknown = Family("ensemble_unknown_model_requests_total", "ModelInfer calls naming a model that is not served.",
+                        MetricType::Counter);
+  AddCounter(&unknown, {}, static_cast<double>(unknown_model_.load(std::memory_order_relaxed)));
+
+  std::vector<prometheus::MetricFamily> out;
+  out.push_back(std::move(requests));
+  out.push_back(std::move(rows));
+  out.push_back(std::move(pending));
+  for (auto& h : hists) out.push_back(std::move(h.family));
+  out.push_back(std::move(degraded));
+  out.push_back(std::move(member_latency));
+  out.push_back(std::move(exits));
+  out.push_back(std::move(saved));
+  out.push_back(std::move(unknown));
+  return out;
+}
+
+}  // namespace es

@@ -1,0 +1,57 @@
+#include "torch_utils/served_config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace es {
+namespace {
+
+std::string TensorsYaml(int64_t max_batch_size) {
+  return "max_batch_size: " + std::to_string(max_batch_size) +
+         "\n"
+         "inputs:\n"
+         "  - {name: input, datatype: FP32, dims: [1, 28, 28]}\n"
+         "outputs:\n"
+         "  - {name: probabilities, datatype: FP32, dims: [10]}\n";
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+// The system's reason for the last failed stream operation (the streams
+// set errno on the way; 0 when they failed for a reason of their own).
+std::string LastErrorText() { return errno != 0 ? std::strerror(errno) : "unknown error"; }
+
+}  // namespace
+
+std::string ClassifierMemberYaml(int64_t max_batch_size, const std::vector<std::string>& hosts) {
+  std::string yaml = "platform: torchscript\n" + TensorsYaml(max_batch_size);
+  if (!hosts.empty()) yaml += "hosts: [" + JoinNames(hosts) + "]\n";
+  return yaml;
+}
+
+std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<std::string>& members,
+                                   const std::string& combine) {
+  std::string yaml = "platform: ensemble\n" + TensorsYaml(max_batch_size) +
+                     "ensemble:\n"
+                     "  combine: " + combine + "\n"
+                     "  members:\n";
+  for (const std::string& member : members) yaml += "    - {model: " + member + "}\n";
+  return yaml;
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  errno = 0;  // so that LastErrorText() says this write's reason, not an older one
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) return Status::Internal("cannot open " + path + " for writing: " + LastErrorText());
+  out << text;
+  out.close();
+  if (!out) return Status::Internal("cannot write " + path + ": " + LastErrorText());
+  return Status::Ok();
+}
+
+}  // namespace es

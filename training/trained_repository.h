@@ -1,0 +1,117 @@
+// What ensemble-train leaves behind in --out DIR: a model repository that
+// ensemble-server serves unchanged, and the report of how good it is.
+//
+//   DIR/<member>/config.yaml, DIR/<member>/1/model.pt   each trained member (TorchScript)
+//   DIR/<ensemble>/config.yaml                           the ensemble over them
+//   DIR/<ensemble>_cascade/config.yaml                   the cascade variant (combine: cascade over the
+//                                                        same members, one per stage, cheapest first, at
+//                                                        the exit_threshold the sweep chose)
+//   DIR/server.yaml      a server config for DIR: `ensemble-server --config DIR/server.yaml`
+//   DIR/report.json      per member and ensemble: test accuracy, NLL, Brier, ECE; timings;
+//                        the cascade sweep ("cascade": accuracy and member cost per threshold)
+//   DIR/eval_samples.json  a few test rows with the trainer's own member and ensemble
+//                          outputs, to check what the server answers against
+// (DIR/.checkpoints/ is skipped by the repository loader: it starts with a dot.)
+//
+// Thread safety: plain functions, called once by rank 0 at the end.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/script.h>
+
+#include "common/status.h"
+#include "training/calibration.h"
+#include "training/cascade_sweep.h"
+#include "training/ensemble_trainer.h"
+#include "training/train_config.h"
+
+namespace es {
+
+struct ScoredModel {
+  std::string name;
+  ClassifierScores scores;
+};
+
+struct TrainReport {
+  std::string dataset;
+  int world_size = 1;
+  int epochs = 0;
+  int64_t steps = 0;
+  int64_t global_batch = 0;
+  double train_seconds = 0;
+  double mean_step_seconds = 0;
+  double mean_allreduce_seconds = 0;
+  // max over parameters of (max over ranks - min over ranks) at the end:
+  // 0 when every rank holds the very same weights.
+  double parameter_divergence = 0;
+  std::vector<ScoredModel> members;
+  ScoredModel ensemble;
+  // The cascade over the members (cascade_sweep.h), costs = each member's
+  // forward time per row in the evaluation; absent (with the reason in
+  // cascade_error) when the evaluation has no timings or the sweep failed.
+  std::optional<CascadeSweep> cascade;
+  std::string cascade_error;
+};
+
+// The cascade variant written beside the ensemble: folder and model name
+// `<ensemble>_cascade`, the members in stage order, and the threshold.
+struct CascadeVariant {
+  std::string name;
+  std::vector<std::vector<std::string>> stages;  // member names
+  double exit_threshold = 1.0;
+};
+
+// `<ensemble name>_cascade`.
+std::string CascadeVariantName(const std::string& ensemble_name);
+
+// The variant the report's sweep chose (nullopt when it has no sweep).
+std::optional<CascadeVariant> ChosenCascade(const TrainReport& report);
+
+// Its config.yaml: the trained members' tensors, combine: cascade, the
+// threshold, the stages; members listed in stage order.
+std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& variant);
+
+// `host_devices`: one serving host per entry ("cpu:0", "cuda:1", ...).
+// `cascade`: the variant to write beside the ensemble (none: a stale one
+// from an earlier run in `dir` is removed).
+Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
+                              std::vector<torch::jit::Module>& modules,
+                              const std::vector<std::string>& host_devices,
+                              const std::optional<CascadeVariant>& cascade = std::nullopt);
+
+// ensemble-train --publish REPO: writes each trained member into the
+// existing repository `repo` as its next version (the highest numeric
+// folder there plus one; 1 for a model folder that is new, with its
+// config.yaml), and the ensemble's config.yaml when the repository has no
+// such ensemble yet. Atomic per folder: everything is written under
+// `repo/.publish-<pid>/` (hidden, so never read as a model) and renamed into
+// place, members before the ensemble, so a server polling the repository
+// never sees a half-written model nor an ensemble without its members. An
+// existing config.yaml is left as it is. The cascade variant, when given,
+// is published like the ensemble (after it; an existing one is kept, and
+// the line says what this run's sweep chose). Returns one line per folder
+// published ("mlp: version 2").
+StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
+                                                  std::vector<torch::jit::Module>& modules,
+                                                  const std::optional<CascadeVariant>& cascade = std::nullopt);
+
+// Scores each member and the ensemble of `evaluation` against `labels`,
+// and sweeps the cascade (stages cheapest first by the evaluation's
+// member_seconds_per_row, DefaultCascadeThresholds(), 0.1 points).
+TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation,
+                            const at::Tensor& labels);
+
+// report.json and eval_samples.json (the first `sample_rows` rows).
+Status WriteReport(const std::string& dir, const TrainReport& report, const Evaluation& evaluation,
+                   const at::Tensor& images, const at::Tensor& labels, int64_t sample_rows);
+
+// The printed table: one row per member, then the ensemble and its margin;
+// then the cascade sweep, one row per threshold, and the chosen one.
+std::string FormatReport(const TrainReport& report);
+
+}  // namespace es
