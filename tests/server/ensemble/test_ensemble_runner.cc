@@ -1,0 +1,274 @@
+// EnsembleRunner (server/ensemble/ensemble_runner.h) on a fake MemberCalls
+// played by the test: a fan-out calls every member once and combines their
+// answers, ensemble.max_in_flight refuses requests beyond it and gives the
+// place back once a call is over, member_timeout_ms with min_members answers
+// from the quorum without a slow member, and a cascade stops at the stage
+// where its rows are decided.
+#include "server/ensemble/ensemble_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace es {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Each member answers every row of its request with the same two class
+// probabilities, FP32 [rows, 2], computed on version 1; members listed in
+// `held` keep their answer until the test releases it.
+class FakeMembers : public MemberCalls {
+ public:
+  void CallMember(const EnsembleMember& member, const std::shared_ptr<const InferRequest>& request,
+                  MemberDone done) override {
+    const int64_t rows = request->batch_rows();
+    InferResponse response;
+    InferOutput out{"p", DataType::kFp32, {rows, 2}, ""};
+    const std::pair<float, float> p = answers.at(member.model);
+    for (int64_t r = 0; r < rows; ++r) {
+      out.data.append(reinterpret_cast<const char*>(&p.first), sizeof(float));
+      out.data.append(reinterpret_cast<const char*>(&p.second), sizeof(float));
+    }
+    response.outputs.push_back(std::move(out));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls_.push_back({member.model, rows});
+      if (held.count(member.model) != 0) {
+        waiting_.push_back([done = std::move(done), response]() mutable { done(1, Status::Ok(), std::move(response)); });
+        return;
+      }
+    }
+    done(1, Status::Ok(), std::move(response));
+  }
+
+  // Answers every held call so far.
+  void ReleaseHeld() {
+    std::vector<std::function<void()>> answers_now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      answers_now.swap(waiting_);
+    }
+    for (auto& answer : answers_now) answer();
+  }
+  // (member, rows) of every call, in order.
+  std::vector<std::pair<std::string, int64_t>> calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+  std::map<std::string, std::pair<float, float>> answers;
+  std::map<std::string, bool> held;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::string, int64_t>> calls_;
+  std::vector<std::function<void()>> waiting_;
+};
+
+// An ensemble of three members; input FP32 [rows, 1], output FP32 [rows, 2].
+ModelConfig Trio() {
+  ModelConfig c;
+  c.name = "trio";
+  c.platform = "ensemble";
+  c.max_batch_size = 8;
+  c.inputs = {{"x", DataType::kFp32, {1}}};
+  c.outputs = {{"p", DataType::kFp32, {2}}};
+  c.ensemble.members = {{"a", 1.0, 0}, {"b", 1.0, 0}, {"c", 1.0, 0}};
+  c.ensemble.combine = CombineRule::kMean;
+  return c;
+}
+
+// Where one request's answer lands; waited for on a condition.
+struct Answer {
+  std::mutex mu;
+  std::condition_variable cv;
+  int count = 0;
+  Status status;
+  InferResponse response;
+
+  InferDone Done() {
+    return [this](const Status& s, InferResponse r) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++count;
+      status = s;
+      response = std::move(r);
+      cv.notify_all();
+    };
+  }
+  bool Wait(milliseconds timeout = milliseconds(5000)) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return count > 0; });
+  }
+  int answers() {
+    std::lock_guard<std::mutex> lock(mu);
+    return count;
+  }
+};
+
+class EnsembleRunnerTest : public ::testing::Test {
+ protected:
+  EnsembleRunnerTest() {
+    members_.answers = {{"a", {1, 0}}, {"b", {1, 0}}, {"c", {0, 1}}};
+  }
+  ~EnsembleRunnerTest() override { members_.ReleaseHeld(); }
+
+  // A request of `rows` rows (values 0, 1, ...).
+  std::shared_ptr<InferRequest> Request(const ModelConfig& model, int64_t rows) {
+    inputs_.push_back(std::make_unique<std::vector<float>>());
+    std::vector<float>* values = inputs_.back().get();
+    for (int64_t r = 0; r < rows; ++r) values->push_back(static_cast<float>(r));
+    auto request = std::make_shared<InferRequest>();
+    request->model = &model;
+    request->version = 1;
+    InferInput in;
+    in.spec = &model.inputs[0];
+    in.datatype = DataType::kFp32;
+    in.shape = {rows, 1};
+    in.data = reinterpret_cast<const uint8_t*>(values->data());
+    in.bytes = values->size() * sizeof(float);
+    request->inputs.push_back(in);
+    return request;
+  }
+
+  static float At(const InferOutput& o, size_t i) {
+    float v = 0;
+    std::memcpy(&v, o.data.data() + i * sizeof(float), sizeof(float));
+    return v;
+  }
+
+  FakeMembers members_;
+  std::vector<std::unique_ptr<std::vector<float>>> inputs_;
+};
+
+TEST_F(EnsembleRunnerTest, FanOutCallsEveryMemberOnceAndAnswersTheirMean) {
+  const ModelConfig model = Trio();
+  EnsembleRunner runner(&members_);
+  Answer answer;
+  runner.Run(Request(model, 2), answer.Done());
+  ASSERT_TRUE(answer.Wait());
+  EXPECT_EQ(answer.answers(), 1);
+  ASSERT_TRUE(answer.status.ok()) << answer.status.ToString();
+  EXPECT_EQ(members_.calls(), (std::vector<std::pair<std::string, int64_t>>{{"a", 2}, {"b", 2}, {"c", 2}}));
+  ASSERT_FALSE(answer.response.outputs.empty());
+  const InferOutput& p = answer.response.outputs[0];
+  EXPECT_EQ(p.name, "p");
+  EXPECT_EQ(p.datatype, DataType::kFp32);
+  EXPECT_EQ(p.shape, (std::vector<int64_t>{2, 2}));
+  for (size_t row = 0; row < 2; ++row) {
+    EXPECT_FLOAT_EQ(At(p, 2 * row), 2.0f / 3) << "row " << row;
+    EXPECT_FLOAT_EQ(At(p, 2 * row + 1), 1.0f / 3) << "row " << row;
+  }
+  ASSERT_NE(answer.response.ensemble, nullptr);
+  EXPECT_EQ(answer.response.ensemble->members_used, 3);
+  EXPECT_FALSE(answer.response.ensemble->degraded);
+  EXPECT_EQ(answer.response.member_versions, "a:1,b:1,c:1");
+}
+
+TEST_F(EnsembleRunnerTest, BeyondMaxInFlightIsResourceExhaustedAndThePlaceComesBackAfterTheAnswer) {
+  ModelConfig model = Trio();
+  model.ensemble.max_in_flight = 1;
+  members_.held = {{"c", true}};
+  EnsembleRunner runner(&members_);
+  Answer first;
+  runner.Run(Request(model, 1), first.Done());
+  EXPECT_EQ(first.answers(), 0) << "member c has not answered yet";
+
+  Answer refused;
+  runner.Run(Request(model, 1), refused.Done());
+  ASSERT_EQ(refused.answers(), 1) << "the refusal should not wait";
+  EXPECT_EQ(refused.status.code(), StatusCode::kResourceExhausted) << refused.status.ToString();
+  EXPECT_NE(refused.status.message().find("'trio'"), std::string::npos) << refused.status.message();
+  EXPECT_NE(refused.status.message().find("max_in_flight"), std::string::npos) << refused.status.message();
+  EXPECT_EQ(members_.calls().size(), 3u) << "a refused request reached members";
+
+  members_.ReleaseHeld();
+  ASSERT_TRUE(first.Wait());
+  EXPECT_TRUE(first.status.ok()) << first.status.ToString();
+
+  members_.held.clear();
+  Answer again;
+  runner.Run(Request(model, 1), again.Done());
+  ASSERT_TRUE(again.Wait());
+  EXPECT_TRUE(again.status.ok()) << "the place was not given back: " << again.status.ToString();
+}
+
+TEST_F(EnsembleRunnerTest, MemberTimeoutAnswersFromTheQuorumWithoutTheSlowMember) {
+  ModelConfig model = Trio();
+  model.ensemble.min_members = 2;
+  model.ensemble.member_timeout_ms = 20;
+  members_.held = {{"c", true}};
+  EnsembleRunner runner(&members_);
+  Answer answer;
+  runner.Run(Request(model, 1), answer.Done());
+  // Only the timeout can answer: c never does while the test waits.
+  ASSERT_TRUE(answer.Wait()) << "no answer from the quorum after member_timeout_ms";
+  ASSERT_TRUE(answer.status.ok()) << answer.status.ToString();
+  ASSERT_NE(answer.response.ensemble, nullptr);
+  EXPECT_EQ(answer.response.ensemble->members_used, 2);
+  EXPECT_TRUE(answer.response.ensemble->degraded);
+  EXPECT_FLOAT_EQ(At(answer.response.outputs[0], 0), 1.0f) << "the mean of a and b alone";
+  EXPECT_EQ(answer.response.member_versions, "a:1,b:1");
+  members_.ReleaseHeld();  // the straggler is dropped
+  EXPECT_EQ(answer.answers(), 1);
+}
+
+TEST_F(EnsembleRunnerTest, WithoutMemberTimeoutTheQuorumStillWaitsForTheSlowMember) {
+  ModelConfig model = Trio();
+  model.ensemble.min_members = 2;
+  members_.held = {{"c", true}};
+  EnsembleRunner runner(&members_);
+  Answer answer;
+  runner.Run(Request(model, 1), answer.Done());
+  EXPECT_FALSE(answer.Wait(milliseconds(50)));
+  members_.ReleaseHeld();
+  ASSERT_TRUE(answer.Wait());
+  ASSERT_TRUE(answer.status.ok()) << answer.status.ToString();
+  EXPECT_EQ(answer.response.ensemble->members_used, 3);
+}
+
+// A cascade of stages {a}, {b, c}: with a confident first member (0.95 >=
+// 0.9) every row leaves after stage 0 and b, c are never called; with an
+// unsure one (0.6) the rows go on to stage 1.
+TEST_F(EnsembleRunnerTest, CascadeStopsAtTheStageWhereItsRowsAreDecided) {
+  ModelConfig model = Trio();
+  model.name = "casc";
+  model.ensemble.combine = CombineRule::kCascade;
+  model.ensemble.stages = {{0}, {1, 2}};
+  model.ensemble.exit_threshold = 0.9;
+  EnsembleRunner runner(&members_);
+
+  members_.answers["a"] = {0.95f, 0.05f};
+  Answer decided;
+  runner.Run(Request(model, 3), decided.Done());
+  ASSERT_TRUE(decided.Wait());
+  ASSERT_TRUE(decided.status.ok()) << decided.status.ToString();
+  EXPECT_EQ(members_.calls(), (std::vector<std::pair<std::string, int64_t>>{{"a", 3}}));
+  EXPECT_EQ(decided.response.outputs[0].shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_FLOAT_EQ(At(decided.response.outputs[0], 0), 0.95f);
+  ASSERT_NE(decided.response.cascade, nullptr);
+  EXPECT_EQ(decided.response.cascade->stages_used, 1);
+  EXPECT_EQ(decided.response.cascade->member_rows_saved, 6);
+
+  members_.answers["a"] = {0.6f, 0.4f};
+  Answer undecided;
+  runner.Run(Request(model, 3), undecided.Done());
+  ASSERT_TRUE(undecided.Wait());
+  ASSERT_TRUE(undecided.status.ok()) << undecided.status.ToString();
+  EXPECT_EQ(members_.calls(),
+            (std::vector<std::pair<std::string, int64_t>>{{"a", 3}, {"a", 3}, {"b", 3}, {"c", 3}}));
+  ASSERT_NE(undecided.response.cascade, nullptr);
+  EXPECT_EQ(undecided.response.cascade->stages_used, 2);
+  // Each row: the mean of a (0.6), b (1) and c (0).
+  EXPECT_FLOAT_EQ(At(undecided.response.outputs[0], 0), (0.6f + 1.0f + 0.0f) / 3);
+}
+
+}  // namespace
+}  // namespace es
