@@ -193,12 +193,13 @@ Result<Reply> HttpClient::Impl::Once(http::request<http::string_body>& request, 
   // ended leaves the connection unusable: it is closed.
   error_code write_ec;
   bool written = false, answered = false;
-  auto exchange = [&](auto& stream) {
+  auto exchange = [&](auto& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     http::async_write(stream, request, [&](const error_code& e, size_t) {
       write_ec = e;
       written = true;
     });
     http::async_read(stream, buffer, parser, [&](const error_code& e, size_t) {
+      mu.AssertHeld();  // handlers run inside Run(), on this thread, under mu
       ec = e;
       answered = true;
       if (!written) Lowest().socket().cancel();  // ends the write (operation_aborted)
