@@ -18,23 +18,10 @@
 #include <thread>
 
 #include "tests/common/temp_dir.h"
+#include "tests/server/kserve/hostless_parts.h"
 
 namespace es {
 namespace {
-
-constexpr const char* kServerYaml = R"(repository: repo
-hosts:
-  - name: cpu0
-    device: cpu
-)";
-
-constexpr const char* kMlpYaml = R"(platform: torchscript
-max_batch_size: 8
-inputs:
-  - {name: input, datatype: FP32, dims: [4]}
-outputs:
-  - {name: probabilities, datatype: FP32, dims: [3]}
-)";
 
 constexpr const char* kInferToken = "infer-token-0123456789";
 constexpr const char* kAdminToken = "admin-token-0123456789";
@@ -42,9 +29,7 @@ constexpr const char* kAdminToken = "admin-token-0123456789";
 class GrpcServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_.Write("repo/mlp/config.yaml", kMlpYaml);
-    dir_.Write("repo/mlp/1/model.pt", "");
-    auto config = LoadServerConfig(dir_.Write("server.yaml", kServerYaml));
+    auto config = WriteHostlessRepository(dir_);
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config_ = std::move(config).value();
   }
@@ -61,17 +46,10 @@ class GrpcServiceTest : public ::testing::Test {
     auto auth = AuthPolicy::Load(config_.auth);
     ASSERT_TRUE(auth.ok()) << auth.status().ToString();
     auth_ = std::move(auth).value();
-    repository_ = std::make_unique<ModelRepository>(&config_);
-    ASSERT_TRUE(repository_->Begin({}).ok());
-    repository_->Attach({}, [](const std::string&, int64_t) { return int64_t{0}; });
-    stats_ = std::make_unique<ModelStatistics>(config_.models);
-    core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), std::map<std::string, HostSupervisor*>{},
-                                            stats_.get());
-    calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(), nullptr);
-    answers_ = std::make_unique<KServeAnswers>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
-                                               nullptr);
-    kserve_ = std::make_unique<KServeService>(answers_.get(), calls_.get(), auth_.get(), nullptr);
-    health_ = std::make_unique<HealthService>(answers_.get(), auth_.get());
+    parts_ = std::make_unique<HostlessParts>(&config_);
+    ASSERT_TRUE(parts_->started.ok()) << parts_->started.ToString();
+    kserve_ = std::make_unique<KServeService>(parts_->answers.get(), parts_->calls.get(), auth_.get(), nullptr);
+    health_ = std::make_unique<HealthService>(parts_->answers.get(), auth_.get());
 
     grpc::ServerBuilder builder;
     int port = 0;
@@ -94,11 +72,7 @@ class GrpcServiceTest : public ::testing::Test {
     server_.reset();
     health_.reset();
     kserve_.reset();
-    answers_.reset();
-    calls_.reset();
-    core_.reset();
-    stats_.reset();
-    repository_.reset();
+    parts_.reset();
   }
 
   // A client context with a bounded deadline and, when given, a token.
@@ -125,12 +99,8 @@ class GrpcServiceTest : public ::testing::Test {
 
   testing::TempDir dir_;
   ServerConfig config_;
+  std::unique_ptr<HostlessParts> parts_;
   std::unique_ptr<AuthPolicy> auth_;
-  std::unique_ptr<ModelRepository> repository_;
-  std::unique_ptr<ModelStatistics> stats_;
-  std::unique_ptr<InferenceCore> core_;
-  std::unique_ptr<InferCalls> calls_;
-  std::unique_ptr<KServeAnswers> answers_;
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
@@ -167,7 +137,7 @@ TEST_F(GrpcServiceTest, ServerReadyIsTrueWithoutModelsUntilDraining) {
   inference::ServerReadyResponse ready;
   ASSERT_TRUE(stub_->ServerReady(Context().get(), inference::ServerReadyRequest(), &ready).ok());
   EXPECT_TRUE(ready.ready());
-  calls_->SetAccepting(false);
+  parts_->calls->SetAccepting(false);
   ASSERT_TRUE(stub_->ServerReady(Context().get(), inference::ServerReadyRequest(), &ready).ok());
   EXPECT_FALSE(ready.ready());
 }
@@ -226,17 +196,17 @@ TEST_F(GrpcServiceTest, ModelInferOfAnUnknownModelIsNotFoundAndGivesItsPlaceBack
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
   // The place goes when gRPC is done with the call (OnDone), which may come
   // just after the client has its answer.
-  EXPECT_TRUE(calls_->WaitForInFlight(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_TRUE(parts_->calls->WaitForInFlight(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (calls_->held() != 0 && std::chrono::steady_clock::now() < deadline) {
+  while (parts_->calls->held() != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT_EQ(calls_->held(), 0);
+  EXPECT_EQ(parts_->calls->held(), 0);
 }
 
 TEST_F(GrpcServiceTest, ModelInferWhileDrainingIsUnavailable) {
   Start();
-  calls_->SetAccepting(false);
+  parts_->calls->SetAccepting(false);
   inference::ModelInferRequest req;
   req.set_model_name("mlp");
   inference::ModelInferResponse resp;

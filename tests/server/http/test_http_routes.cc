@@ -18,25 +18,12 @@
 #include <string>
 
 #include "tests/common/temp_dir.h"
+#include "tests/server/kserve/hostless_parts.h"
 
 namespace es {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr const char* kServerYaml = R"(repository: repo
-hosts:
-  - name: cpu0
-    device: cpu
-)";
-
-constexpr const char* kMlpYaml = R"(platform: torchscript
-max_batch_size: 8
-inputs:
-  - {name: input, datatype: FP32, dims: [4]}
-outputs:
-  - {name: probabilities, datatype: FP32, dims: [3]}
-)";
 
 constexpr const char* kInferToken = "infer-token-0123456789";
 constexpr const char* kAdminToken = "admin-token-0123456789";
@@ -44,9 +31,7 @@ constexpr const char* kAdminToken = "admin-token-0123456789";
 class HttpRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_.Write("repo/mlp/config.yaml", kMlpYaml);
-    dir_.Write("repo/mlp/1/model.pt", "");
-    auto config = LoadServerConfig(dir_.Write("server.yaml", kServerYaml));
+    auto config = WriteHostlessRepository(dir_);
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config_ = std::move(config).value();
   }
@@ -64,25 +49,14 @@ class HttpRoutesTest : public ::testing::Test {
       ASSERT_TRUE(policy.ok()) << policy.status().ToString();
       auth_ = std::move(policy).value();
     }
-    repository_ = std::make_unique<ModelRepository>(&config_);
-    ASSERT_TRUE(repository_->Begin({}).ok());
-    repository_->Attach({}, [](const std::string&, int64_t) { return int64_t{0}; });
-    stats_ = std::make_unique<ModelStatistics>(config_.models);
-    core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), std::map<std::string, HostSupervisor*>{},
-                                            stats_.get());
-    calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(), nullptr);
-    answers_ = std::make_unique<KServeAnswers>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
-                                               nullptr);
-    routes_ = std::make_unique<HttpRoutes>(answers_.get(), calls_.get(), auth_.get(), nullptr);
+    parts_ = std::make_unique<HostlessParts>(&config_);
+    ASSERT_TRUE(parts_->started.ok()) << parts_->started.ToString();
+    routes_ = std::make_unique<HttpRoutes>(parts_->answers.get(), parts_->calls.get(), auth_.get(), nullptr);
   }
 
   void TearDown() override {
     routes_.reset();
-    answers_.reset();
-    calls_.reset();
-    core_.reset();
-    stats_.reset();
-    repository_.reset();
+    parts_.reset();
   }
 
   // Handles one request; every route used here answers before Handle
@@ -125,12 +99,8 @@ class HttpRoutesTest : public ::testing::Test {
 
   testing::TempDir dir_;
   ServerConfig config_;
+  std::unique_ptr<HostlessParts> parts_;
   std::unique_ptr<AuthPolicy> auth_;
-  std::unique_ptr<ModelRepository> repository_;
-  std::unique_ptr<ModelStatistics> stats_;
-  std::unique_ptr<InferenceCore> core_;
-  std::unique_ptr<InferCalls> calls_;
-  std::unique_ptr<KServeAnswers> answers_;
   std::unique_ptr<HttpRoutes> routes_;
 };
 
@@ -200,7 +170,7 @@ TEST_F(HttpRoutesTest, HealthReadyIs200WhenTheServerIsReadyAnd400WhileDraining) 
   config_.models.clear();
   Start();
   EXPECT_EQ(Call("GET", "/v2/health/ready").status, 200);
-  calls_->SetAccepting(false);
+  parts_->calls->SetAccepting(false);
   EXPECT_EQ(Call("GET", "/v2/health/ready").status, 400);
   EXPECT_EQ(Call("GET", "/v2/health/live").status, 200) << "draining is still live";
 }
@@ -344,8 +314,8 @@ TEST_F(HttpRoutesTest, InferWithABodyThatIsNotJsonIs400AndEndsTheCall) {
   const HttpResponse r = Call("POST", "/v2/models/mlp/infer", "{not json");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_FALSE(Error(r).empty()) << r.body;
-  EXPECT_TRUE(calls_->WaitForInFlight(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
-  EXPECT_EQ(calls_->held(), 0) << "the place goes with the answer";
+  EXPECT_TRUE(parts_->calls->WaitForInFlight(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(parts_->calls->held(), 0) << "the place goes with the answer";
 }
 
 TEST_F(HttpRoutesTest, InferOfAnUnknownModelIs404) {

@@ -16,64 +16,24 @@
 #include <string>
 
 #include "tests/common/temp_dir.h"
+#include "tests/server/kserve/hostless_parts.h"
 
 namespace es {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One host that never starts (the core gets no supervisors), a torchscript
-// model and an ensemble of it; at most two calls held at once.
-constexpr const char* kServerYaml = R"(repository: repo
-hosts:
-  - name: cpu0
-    device: cpu
-limits:
-  max_inflight_calls: 2
-)";
-
-constexpr const char* kMlpYaml = R"(platform: torchscript
-max_batch_size: 8
-inputs:
-  - {name: input, datatype: FP32, dims: [4]}
-outputs:
-  - {name: probabilities, datatype: FP32, dims: [3]}
-)";
-
-constexpr const char* kEnsYaml = R"(platform: ensemble
-max_batch_size: 8
-ensemble:
-  combine: mean
-  members:
-    - {model: mlp}
-)";
-
 class InferCallsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_.Write("repo/mlp/config.yaml", kMlpYaml);
-    dir_.Write("repo/mlp/1/model.pt", "");
-    dir_.Write("repo/ens/config.yaml", kEnsYaml);
-    auto config = LoadServerConfig(dir_.Write("server.yaml", kServerYaml));
+    HostlessRepository what;
+    what.ensemble = true;
+    what.server_extra = "limits:\n  max_inflight_calls: 2\n";
+    auto config = WriteHostlessRepository(dir_, what);
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config_ = std::move(config).value();
-    repository_ = std::make_unique<ModelRepository>(&config_);
-    ASSERT_TRUE(repository_->Begin({}).ok());
-    // No hosts: every served version is READY, no model is ready to run.
-    repository_->Attach({}, [](const std::string&, int64_t) { return int64_t{0}; });
-    stats_ = std::make_unique<ModelStatistics>(config_.models);
-    core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), std::map<std::string, HostSupervisor*>{},
-                                            stats_.get());
-    // No composite runner: an ensemble request that reaches the core is
-    // answered UNIMPLEMENTED by the core itself.
-    calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(), nullptr);
-  }
-
-  void TearDown() override {
-    calls_.reset();
-    core_.reset();
-    stats_.reset();
-    repository_.reset();
+    parts_ = std::make_unique<HostlessParts>(&config_);
+    ASSERT_TRUE(parts_->started.ok()) << parts_->started.ToString();
   }
 
   // A request for `model` whose one input is `floats` FP32 values of [1, 4].
@@ -94,13 +54,13 @@ class InferCallsTest : public ::testing::Test {
   // done has not run by the time Run returned (all these answers are given
   // at once: no host is ever asked).
   std::optional<Status> RunOnce(const inference::ModelInferRequest& request) {
-    StatusOr<InferCalls::Place> place = calls_->Admit(request.model_name());
+    StatusOr<InferCalls::Place> place = parts_->calls->Admit(request.model_name());
     EXPECT_TRUE(place.ok()) << place.status().ToString();
     if (!place.ok()) return std::nullopt;
     std::optional<Status> answer;
     int calls = 0;
     inference::ModelInferResponse response;
-    calls_->Run(*place, request, &response, InferCalls::CallContext{}, [&](const Status& s) {
+    parts_->calls->Run(*place, request, &response, InferCalls::CallContext{}, [&](const Status& s) {
       ++calls;
       answer = s;
     });
@@ -110,65 +70,62 @@ class InferCallsTest : public ::testing::Test {
 
   testing::TempDir dir_;
   ServerConfig config_;
-  std::unique_ptr<ModelRepository> repository_;
-  std::unique_ptr<ModelStatistics> stats_;
-  std::unique_ptr<InferenceCore> core_;
-  std::unique_ptr<InferCalls> calls_;
+  std::unique_ptr<HostlessParts> parts_;
 };
 
 TEST_F(InferCallsTest, AdmitsUpToMaxInflightCallsThenRefusesResourceExhausted) {
-  StatusOr<InferCalls::Place> first = calls_->Admit("mlp");
-  StatusOr<InferCalls::Place> second = calls_->Admit("mlp");
+  StatusOr<InferCalls::Place> first = parts_->calls->Admit("mlp");
+  StatusOr<InferCalls::Place> second = parts_->calls->Admit("mlp");
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_TRUE(second.ok()) << second.status().ToString();
-  EXPECT_EQ(calls_->held(), 2);
+  EXPECT_EQ(parts_->calls->held(), 2);
 
-  StatusOr<InferCalls::Place> third = calls_->Admit("mlp");
+  StatusOr<InferCalls::Place> third = parts_->calls->Admit("mlp");
   ASSERT_FALSE(third.ok());
   EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted) << third.status().ToString();
   EXPECT_NE(third.status().message().find("limits.max_inflight_calls 2"), std::string::npos)
       << third.status().message();
-  EXPECT_EQ(calls_->held(), 2) << "a refused call must not keep a place";
+  EXPECT_EQ(parts_->calls->held(), 2) << "a refused call must not keep a place";
 }
 
 TEST_F(InferCallsTest, ReleasingTheLastCopyOfAPlaceGivesItBack) {
-  StatusOr<InferCalls::Place> first = calls_->Admit("mlp");
-  StatusOr<InferCalls::Place> second = calls_->Admit("mlp");
+  StatusOr<InferCalls::Place> first = parts_->calls->Admit("mlp");
+  StatusOr<InferCalls::Place> second = parts_->calls->Admit("mlp");
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(second.ok());
   InferCalls::Place copy = *first;  // e.g. the transport's answer still holds it
   first = Status::Cancelled("dropped");
-  EXPECT_EQ(calls_->held(), 2) << "a copy still holds the place";
-  EXPECT_EQ(calls_->Admit("mlp").status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(parts_->calls->held(), 2) << "a copy still holds the place";
+  EXPECT_EQ(parts_->calls->Admit("mlp").status().code(), StatusCode::kResourceExhausted);
 
   copy.reset();
-  EXPECT_EQ(calls_->held(), 1);
-  StatusOr<InferCalls::Place> again = calls_->Admit("mlp");
+  EXPECT_EQ(parts_->calls->held(), 1);
+  StatusOr<InferCalls::Place> again = parts_->calls->Admit("mlp");
   EXPECT_TRUE(again.ok()) << again.status().ToString();
 }
 
 TEST_F(InferCallsTest, DrainingRefusesNewCallsUnavailable) {
-  EXPECT_TRUE(calls_->accepting());
-  calls_->SetAccepting(false);
-  EXPECT_FALSE(calls_->accepting());
-  StatusOr<InferCalls::Place> place = calls_->Admit("mlp");
+  EXPECT_TRUE(parts_->calls->accepting());
+  parts_->calls->SetAccepting(false);
+  EXPECT_FALSE(parts_->calls->accepting());
+  StatusOr<InferCalls::Place> place = parts_->calls->Admit("mlp");
   ASSERT_FALSE(place.ok());
   EXPECT_EQ(place.status().code(), StatusCode::kUnavailable) << place.status().ToString();
   EXPECT_NE(place.status().message().find("shutting down"), std::string::npos) << place.status().message();
-  EXPECT_EQ(calls_->held(), 0);
-  EXPECT_TRUE(calls_->WaitForInFlight(Clock::now())) << "a refused call is not in flight";
+  EXPECT_EQ(parts_->calls->held(), 0);
+  EXPECT_TRUE(parts_->calls->WaitForInFlight(Clock::now())) << "a refused call is not in flight";
 
-  calls_->SetAccepting(true);
-  EXPECT_TRUE(calls_->Admit("mlp").ok());
+  parts_->calls->SetAccepting(true);
+  EXPECT_TRUE(parts_->calls->Admit("mlp").ok());
 }
 
 TEST_F(InferCallsTest, AnAdmittedCallIsInFlightUntilItsRunEnds) {
-  StatusOr<InferCalls::Place> place = calls_->Admit("mlp");
+  StatusOr<InferCalls::Place> place = parts_->calls->Admit("mlp");
   ASSERT_TRUE(place.ok());
-  EXPECT_FALSE(calls_->WaitForInFlight(Clock::now())) << "admitted, not run yet: the drain must wait for it";
-  calls_->Refuse(*place, "mlp", Status::InvalidArgument("not JSON"));
-  EXPECT_TRUE(calls_->WaitForInFlight(Clock::now() + std::chrono::seconds(5)));
-  EXPECT_EQ(calls_->held(), 1) << "the run ended, the place stays until the answer has left";
+  EXPECT_FALSE(parts_->calls->WaitForInFlight(Clock::now())) << "admitted, not run yet: the drain must wait for it";
+  parts_->calls->Refuse(*place, "mlp", Status::InvalidArgument("not JSON"));
+  EXPECT_TRUE(parts_->calls->WaitForInFlight(Clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(parts_->calls->held(), 1) << "the run ended, the place stays until the answer has left";
 }
 
 TEST_F(InferCallsTest, UnknownModelIsAnsweredNotFound) {
@@ -176,8 +133,8 @@ TEST_F(InferCallsTest, UnknownModelIsAnsweredNotFound) {
   ASSERT_TRUE(answer.has_value()) << "done must run at once";
   EXPECT_EQ(answer->code(), StatusCode::kNotFound) << answer->ToString();
   EXPECT_NE(answer->message().find("nope"), std::string::npos) << answer->message();
-  EXPECT_TRUE(calls_->WaitForInFlight(Clock::now() + std::chrono::seconds(5)));
-  EXPECT_EQ(calls_->held(), 0);
+  EXPECT_TRUE(parts_->calls->WaitForInFlight(Clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(parts_->calls->held(), 0);
 }
 
 TEST_F(InferCallsTest, ADecodeErrorIsAnsweredInvalidArgumentWithoutReachingTheCore) {
@@ -192,7 +149,7 @@ TEST_F(InferCallsTest, ADecodeErrorIsAnsweredInvalidArgumentWithoutReachingTheCo
   ASSERT_TRUE(bad.has_value()) << "done must run at once";
   EXPECT_EQ(bad->code(), StatusCode::kInvalidArgument) << bad->ToString();
   EXPECT_EQ(bad->message().find("composite"), std::string::npos) << "reached the core: " << bad->message();
-  EXPECT_TRUE(calls_->WaitForInFlight(Clock::now() + std::chrono::seconds(5)));
+  EXPECT_TRUE(parts_->calls->WaitForInFlight(Clock::now() + std::chrono::seconds(5)));
 }
 
 TEST_F(InferCallsTest, ADecodeErrorCountsAsAFailureOfTheModel) {
@@ -200,7 +157,7 @@ TEST_F(InferCallsTest, ADecodeErrorCountsAsAFailureOfTheModel) {
   ASSERT_TRUE(bad.has_value());
   EXPECT_EQ(bad->code(), StatusCode::kInvalidArgument) << bad->ToString();
   uint64_t failures = 0, successes = 0;
-  ASSERT_TRUE(stats_->Visit("mlp", "1", [&](const std::string&, int64_t, const ModelCounters& counters) {
+  ASSERT_TRUE(parts_->stats->Visit("mlp", "1", [&](const std::string&, int64_t, const ModelCounters& counters) {
     failures += counters.fail_count.load();
     successes += counters.success_count.load();
   }));

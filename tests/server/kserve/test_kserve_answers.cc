@@ -17,41 +17,18 @@
 #include <vector>
 
 #include "tests/common/temp_dir.h"
+#include "tests/server/kserve/hostless_parts.h"
 
 namespace es {
 namespace {
 
-constexpr const char* kServerYaml = R"(repository: repo
-hosts:
-  - name: cpu0
-    device: cpu
-)";
-
-// Versions 1 and 3 on disk; the default policy (latest 1) serves 3.
-constexpr const char* kMlpYaml = R"(platform: torchscript
-max_batch_size: 8
-inputs:
-  - {name: input, datatype: FP32, dims: [4]}
-outputs:
-  - {name: probabilities, datatype: FP32, dims: [3]}
-)";
-
-constexpr const char* kEnsYaml = R"(platform: ensemble
-max_batch_size: 8
-ensemble:
-  combine: mean
-  members:
-    - {model: mlp}
-)";
-
 class KServeAnswersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_.Write("repo/mlp/config.yaml", kMlpYaml);
-    dir_.Write("repo/mlp/1/model.pt", "");
-    dir_.Write("repo/mlp/3/model.pt", "");
-    dir_.Write("repo/ens/config.yaml", kEnsYaml);
-    auto config = LoadServerConfig(dir_.Write("server.yaml", kServerYaml));
+    HostlessRepository what;
+    what.versions = "13";
+    what.ensemble = true;
+    auto config = WriteHostlessRepository(dir_, what);
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config_ = std::move(config).value();
   }
@@ -60,26 +37,14 @@ class KServeAnswersTest : public ::testing::Test {
   // router does, with no host supervisors: versions are READY, no model is
   // ready to run.
   void Start(bool with_shm = false) {
-    repository_ = std::make_unique<ModelRepository>(&config_);
-    ASSERT_TRUE(repository_->Begin({}).ok());
-    repository_->Attach({}, [](const std::string&, int64_t) { return int64_t{0}; });
-    stats_ = std::make_unique<ModelStatistics>(config_.models);
-    core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), std::map<std::string, HostSupervisor*>{},
-                                            stats_.get());
     if (with_shm) shm_ = std::make_unique<SharedMemoryRegistry>();
-    calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(), nullptr,
-                                          shm_.get());
-    answers_ = std::make_unique<KServeAnswers>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
-                                               shm_.get());
+    parts_ = std::make_unique<HostlessParts>(&config_, shm_.get());
+    ASSERT_TRUE(parts_->started.ok()) << parts_->started.ToString();
   }
 
   void TearDown() override {
-    answers_.reset();
-    calls_.reset();
+    parts_.reset();
     shm_.reset();
-    core_.reset();
-    stats_.reset();
-    repository_.reset();
   }
 
   // The status a load or unload answered; nullopt if `done` did not run
@@ -87,7 +52,7 @@ class KServeAnswersTest : public ::testing::Test {
   template <typename Request, typename Call>
   std::optional<Status> Control(const Request& request, Call call) {
     std::optional<Status> answer;
-    (answers_.get()->*call)(request, [&answer](const Status& s) { answer = s; });
+    (parts_->answers.get()->*call)(request, [&answer](const Status& s) { answer = s; });
     return answer;
   }
 
@@ -102,12 +67,8 @@ class KServeAnswersTest : public ::testing::Test {
 
   testing::TempDir dir_;
   ServerConfig config_;
-  std::unique_ptr<ModelRepository> repository_;
-  std::unique_ptr<ModelStatistics> stats_;
-  std::unique_ptr<InferenceCore> core_;
+  std::unique_ptr<HostlessParts> parts_;
   std::unique_ptr<SharedMemoryRegistry> shm_;
-  std::unique_ptr<InferCalls> calls_;
-  std::unique_ptr<KServeAnswers> answers_;
 };
 
 bool Contains(const std::vector<std::string>& list, const std::string& item) {
@@ -117,7 +78,7 @@ bool Contains(const std::vector<std::string>& list, const std::string& item) {
 TEST_F(KServeAnswersTest, ServerMetadataNamesTheServerAndItsExtensions) {
   Start();
   inference::ServerMetadataResponse meta;
-  answers_->AnswerServerMetadata(&meta);
+  parts_->answers->AnswerServerMetadata(&meta);
   EXPECT_EQ(meta.name(), "ensemble-serve");
   EXPECT_FALSE(meta.version().empty());
   const std::vector<std::string> extensions = Extensions(meta);
@@ -130,21 +91,21 @@ TEST_F(KServeAnswersTest, ServerMetadataNamesTheServerAndItsExtensions) {
 TEST_F(KServeAnswersTest, ServerMetadataAnnouncesSystemSharedMemoryWithARegistry) {
   Start(/*with_shm=*/true);
   inference::ServerMetadataResponse meta;
-  answers_->AnswerServerMetadata(&meta);
+  parts_->answers->AnswerServerMetadata(&meta);
   EXPECT_TRUE(Contains(Extensions(meta), "system_shared_memory"));
 }
 
 TEST_F(KServeAnswersTest, ServerIsNotReadyWhileAServedModelHasNoHostUp) {
   Start();
-  EXPECT_FALSE(answers_->ServerIsReady()) << "mlp has no host up";
+  EXPECT_FALSE(parts_->answers->ServerIsReady()) << "mlp has no host up";
 }
 
 TEST_F(KServeAnswersTest, ServerWithoutModelsIsReadyUntilItDrains) {
   config_.models.clear();
   Start();
-  EXPECT_TRUE(answers_->ServerIsReady());
-  calls_->SetAccepting(false);
-  EXPECT_FALSE(answers_->ServerIsReady()) << "a draining server is not ready";
+  EXPECT_TRUE(parts_->answers->ServerIsReady());
+  parts_->calls->SetAccepting(false);
+  EXPECT_FALSE(parts_->answers->ServerIsReady()) << "a draining server is not ready";
 }
 
 TEST_F(KServeAnswersTest, ModelMetadataOfAKnownModelListsItsServedVersionsAndTensors) {
@@ -152,7 +113,7 @@ TEST_F(KServeAnswersTest, ModelMetadataOfAKnownModelListsItsServedVersionsAndTen
   inference::ModelMetadataRequest req;
   req.set_name("mlp");
   inference::ModelMetadataResponse meta;
-  ASSERT_TRUE(answers_->AnswerModelMetadata(req, &meta).ok());
+  ASSERT_TRUE(parts_->answers->AnswerModelMetadata(req, &meta).ok());
   EXPECT_EQ(meta.name(), "mlp");
   EXPECT_EQ(meta.platform(), "pytorch_libtorch");
   ASSERT_EQ(meta.versions_size(), 1);
@@ -165,7 +126,7 @@ TEST_F(KServeAnswersTest, ModelMetadataOfAKnownModelListsItsServedVersionsAndTen
 
   req.set_name("ens");
   inference::ModelMetadataResponse ens;
-  ASSERT_TRUE(answers_->AnswerModelMetadata(req, &ens).ok());
+  ASSERT_TRUE(parts_->answers->AnswerModelMetadata(req, &ens).ok());
   EXPECT_EQ(ens.platform(), "ensemble");
 }
 
@@ -175,7 +136,7 @@ TEST_F(KServeAnswersTest, ModelMetadataOfAServedVersionIsAnswered) {
   req.set_name("mlp");
   req.set_version("3");
   inference::ModelMetadataResponse meta;
-  EXPECT_TRUE(answers_->AnswerModelMetadata(req, &meta).ok());
+  EXPECT_TRUE(parts_->answers->AnswerModelMetadata(req, &meta).ok());
 }
 
 TEST_F(KServeAnswersTest, ModelMetadataOfAnUnknownModelOrVersionIsNotFound) {
@@ -183,13 +144,13 @@ TEST_F(KServeAnswersTest, ModelMetadataOfAnUnknownModelOrVersionIsNotFound) {
   inference::ModelMetadataRequest req;
   req.set_name("nope");
   inference::ModelMetadataResponse meta;
-  ExpectNotFoundNaming(answers_->AnswerModelMetadata(req, &meta), "'nope'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelMetadata(req, &meta), "'nope'");
 
   req.set_name("mlp");
   req.set_version("1");  // on disk, not served by the policy
-  ExpectNotFoundNaming(answers_->AnswerModelMetadata(req, &meta), "'mlp'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelMetadata(req, &meta), "'mlp'");
   req.set_version("x");
-  ExpectNotFoundNaming(answers_->AnswerModelMetadata(req, &meta), "'x'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelMetadata(req, &meta), "'x'");
 }
 
 TEST_F(KServeAnswersTest, ModelReadyAnswersForKnownModelsAndNotFoundForUnknownOnes) {
@@ -198,17 +159,17 @@ TEST_F(KServeAnswersTest, ModelReadyAnswersForKnownModelsAndNotFoundForUnknownOn
   req.set_name("mlp");
   inference::ModelReadyResponse resp;
   resp.set_ready(true);
-  ASSERT_TRUE(answers_->AnswerModelReady(req, &resp).ok());
+  ASSERT_TRUE(parts_->answers->AnswerModelReady(req, &resp).ok());
   EXPECT_FALSE(resp.ready()) << "no host serves it";
 
   req.set_version("3");
-  EXPECT_TRUE(answers_->AnswerModelReady(req, &resp).ok());
+  EXPECT_TRUE(parts_->answers->AnswerModelReady(req, &resp).ok());
   req.set_version("2");
-  ExpectNotFoundNaming(answers_->AnswerModelReady(req, &resp), "'mlp'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelReady(req, &resp), "'mlp'");
 
   req.set_name("nope");
   req.clear_version();
-  ExpectNotFoundNaming(answers_->AnswerModelReady(req, &resp), "'nope'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelReady(req, &resp), "'nope'");
 }
 
 TEST_F(KServeAnswersTest, ModelConfigAnswersTheConfigOfAKnownModel) {
@@ -216,7 +177,7 @@ TEST_F(KServeAnswersTest, ModelConfigAnswersTheConfigOfAKnownModel) {
   inference::ModelConfigRequest req;
   req.set_name("mlp");
   inference::ModelConfigResponse resp;
-  ASSERT_TRUE(answers_->AnswerModelConfig(req, &resp).ok());
+  ASSERT_TRUE(parts_->answers->AnswerModelConfig(req, &resp).ok());
   EXPECT_EQ(resp.config().name(), "mlp");
   EXPECT_EQ(resp.config().max_batch_size(), 8);
   ASSERT_EQ(resp.config().input_size(), 1);
@@ -224,17 +185,17 @@ TEST_F(KServeAnswersTest, ModelConfigAnswersTheConfigOfAKnownModel) {
 
   req.set_name("nope");
   inference::ModelConfigResponse unknown;
-  ExpectNotFoundNaming(answers_->AnswerModelConfig(req, &unknown), "'nope'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelConfig(req, &unknown), "'nope'");
   req.set_name("mlp");
   req.set_version("7");
-  ExpectNotFoundNaming(answers_->AnswerModelConfig(req, &unknown), "'mlp'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelConfig(req, &unknown), "'mlp'");
 }
 
 TEST_F(KServeAnswersTest, RepositoryIndexListsEachVersionAndFiltersOnReady) {
   Start();
   inference::RepositoryIndexRequest req;
   inference::RepositoryIndexResponse index;
-  answers_->AnswerRepositoryIndex(req, &index);
+  parts_->answers->AnswerRepositoryIndex(req, &index);
   std::map<std::string, const inference::RepositoryIndexResponse::ModelIndex*> by_name;
   for (const auto& m : index.models()) by_name[m.name() + "/" + m.version()] = &m;
   ASSERT_EQ(by_name.count("mlp/3"), 1u) << index.DebugString();
@@ -246,7 +207,7 @@ TEST_F(KServeAnswersTest, RepositoryIndexListsEachVersionAndFiltersOnReady) {
 
   req.set_ready(true);
   inference::RepositoryIndexResponse ready;
-  answers_->AnswerRepositoryIndex(req, &ready);
+  parts_->answers->AnswerRepositoryIndex(req, &ready);
   EXPECT_EQ(ready.models_size(), 0) << ready.DebugString();
 }
 
@@ -307,20 +268,20 @@ TEST_F(KServeAnswersTest, StatisticsOfAKnownModelAreAnsweredAndOfAnUnknownOneNot
   inference::ModelStatisticsRequest req;
   req.set_name("mlp");
   inference::ModelStatisticsResponse stats;
-  ASSERT_TRUE(answers_->AnswerModelStatistics(req, &stats).ok());
+  ASSERT_TRUE(parts_->answers->AnswerModelStatistics(req, &stats).ok());
   ASSERT_GE(stats.model_stats_size(), 1);
   EXPECT_EQ(stats.model_stats(0).name(), "mlp");
 
   req.set_name("nope");
   inference::ModelStatisticsResponse unknown;
-  ExpectNotFoundNaming(answers_->AnswerModelStatistics(req, &unknown), "'nope'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelStatistics(req, &unknown), "'nope'");
   req.set_name("mlp");
   req.set_version("9");
-  ExpectNotFoundNaming(answers_->AnswerModelStatistics(req, &unknown), "'9'");
+  ExpectNotFoundNaming(parts_->answers->AnswerModelStatistics(req, &unknown), "'9'");
 
   inference::ModelStatisticsRequest every;
   inference::ModelStatisticsResponse all;
-  ASSERT_TRUE(answers_->AnswerModelStatistics(every, &all).ok());
+  ASSERT_TRUE(parts_->answers->AnswerModelStatistics(every, &all).ok());
   std::vector<std::string> names;
   for (const auto& m : all.model_stats()) names.push_back(m.name());
   EXPECT_TRUE(Contains(names, "mlp"));
