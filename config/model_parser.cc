@@ -30,13 +30,12 @@ Status ParseDims(const yaml::Field& field, std::vector<int64_t>* dims) {
   if (!field.present()) return yaml::Error(field, "missing required field");
   if (!field.node.IsSequence()) return yaml::CheckSequence(field);
   for (const yaml::Field& item : yaml::Items(field)) {
-    StatusOr<int64_t> dim = yaml::ReadInt(item);
-    if (!dim.ok()) return dim.status();
-    if (*dim != -1 && *dim <= 0) {
-      return yaml::Error(item, "dimension " + std::to_string(*dim) +
+    ES_ASSIGN_OR_RETURN(int64_t dim, yaml::ReadInt(item));
+    if (dim != -1 && dim <= 0) {
+      return yaml::Error(item, "dimension " + std::to_string(dim) +
                                    " is invalid (expected -1 for variable, or > 0)");
     }
-    dims->push_back(*dim);
+    dims->push_back(dim);
   }
   return Status::Ok();
 }
@@ -92,24 +91,22 @@ Status ParseHosts(const yaml::Field& field, LoadedModel* model) {
   ES_RETURN_IF_ERROR(yaml::CheckSequence(field));
   std::set<std::string> names;
   for (const yaml::Field& item : yaml::Items(field)) {
-    StatusOr<std::string> host = yaml::ReadString(item);
-    if (!host.ok()) return host.status();
-    if (host->empty()) return yaml::Error(item, "must not be empty");
-    if (!names.insert(*host).second) return yaml::Error(item, "duplicate host '" + *host + "'");
-    model->config.hosts.push_back(*host);
+    ES_ASSIGN_OR_RETURN(std::string host, yaml::ReadString(item));
+    if (host.empty()) return yaml::Error(item, "must not be empty");
+    if (!names.insert(host).second) return yaml::Error(item, "duplicate host '" + host + "'");
+    model->config.hosts.push_back(host);
     model->source.host_lines.push_back(item.line);
   }
   return Status::Ok();
 }
 
 StatusOr<CombineRule> ParseCombineRule(const yaml::Field& field) {
-  StatusOr<std::string> name = yaml::ReadString(field);
-  if (!name.ok()) return name.status();
+  ES_ASSIGN_OR_RETURN(std::string name, yaml::ReadString(field));
   for (CombineRule rule :
        {CombineRule::kMean, CombineRule::kWeightedMean, CombineRule::kMajorityVote, CombineRule::kCascade}) {
-    if (*name == CombineRuleName(rule)) return rule;
+    if (name == CombineRuleName(rule)) return rule;
   }
-  return yaml::Error(field, "unknown combine rule '" + *name +
+  return yaml::Error(field, "unknown combine rule '" + name +
                                 "' (expected mean, weighted_mean, majority_vote or cascade)");
 }
 
@@ -120,12 +117,11 @@ Status ParseMember(const yaml::Field& field, EnsembleMember* member) {
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "version", int64_t{1}, int64_t{1} << 40, &member->version));
   const yaml::Field weight = yaml::Child(field, "weight");
   if (!weight.present()) return Status::Ok();
-  StatusOr<double> value = yaml::ReadDouble(weight);
-  if (!value.ok()) return value.status();
-  if (!std::isfinite(*value) || *value <= 0) {
+  ES_ASSIGN_OR_RETURN(double value, yaml::ReadDouble(weight));
+  if (!std::isfinite(value) || value <= 0) {
     return yaml::Error(weight, "weight must be a finite number > 0");
   }
-  member->weight = *value;
+  member->weight = value;
   return Status::Ok();
 }
 
@@ -150,16 +146,15 @@ Status ParseDynamicBatching(const yaml::Field& field, ModelConfig* config) {
   const yaml::Field preferred = yaml::Child(field, "preferred_batch_sizes");
   ES_RETURN_IF_ERROR(yaml::CheckSequence(preferred));
   for (const yaml::Field& item : yaml::Items(preferred)) {
-    StatusOr<int64_t> size = yaml::ReadInt(item);
-    if (!size.ok()) return size.status();
-    if (*size < 1 || *size > config->max_batch_size) {
+    ES_ASSIGN_OR_RETURN(int64_t size, yaml::ReadInt(item));
+    if (size < 1 || size > config->max_batch_size) {
       return yaml::Error(item, "preferred batch size must be in [1, max_batch_size " +
                                    std::to_string(config->max_batch_size) + "]");
     }
-    if (!b.preferred_batch_sizes.empty() && *size <= b.preferred_batch_sizes.back()) {
+    if (!b.preferred_batch_sizes.empty() && size <= b.preferred_batch_sizes.back()) {
       return yaml::Error(item, "preferred batch sizes must be ascending");
     }
-    b.preferred_batch_sizes.push_back(*size);
+    b.preferred_batch_sizes.push_back(size);
   }
   return Status::Ok();
 }
@@ -179,10 +174,9 @@ Status ParseCascade(const yaml::Field& field, EnsembleSpec* spec) {
     return yaml::Error(yaml::Child(field, "combine"), "combine: cascade needs exit_threshold (the top-class probability at which a row "
                               "leaves, in (0, 1])");
   }
-  StatusOr<double> t = yaml::ReadDouble(threshold);
-  if (!t.ok()) return t.status();
-  if (!(*t > 0 && *t <= 1)) return yaml::Error(threshold, "exit_threshold must be in (0, 1]");
-  spec->exit_threshold = *t;
+  ES_ASSIGN_OR_RETURN(double t, yaml::ReadDouble(threshold));
+  if (!(t > 0 && t <= 1)) return yaml::Error(threshold, "exit_threshold must be in (0, 1]");
+  spec->exit_threshold = t;
   for (const char* key : {"min_members", "member_timeout_ms"}) {
     const yaml::Field f = yaml::Child(field, key);
     if (f.present()) return yaml::Error(f, "not with combine: cascade (a cascade needs every stage it runs)");
@@ -198,12 +192,11 @@ Status ParseCascade(const yaml::Field& field, EnsembleSpec* spec) {
     ES_RETURN_IF_ERROR(yaml::CheckSequence(stage));
     std::vector<size_t> members;
     for (const yaml::Field& item : yaml::Items(stage)) {
-      StatusOr<std::string> name = yaml::ReadString(item);
-      if (!name.ok()) return name.status();
+      ES_ASSIGN_OR_RETURN(std::string name, yaml::ReadString(item));
       size_t m = 0;
-      while (m < n && spec->members[m].model != *name) ++m;
-      if (m == n) return yaml::Error(item, "'" + *name + "' is not one of the ensemble's members");
-      if (placed[m]) return yaml::Error(item, "member '" + *name + "' is in more than one stage");
+      while (m < n && spec->members[m].model != name) ++m;
+      if (m == n) return yaml::Error(item, "'" + name + "' is not one of the ensemble's members");
+      if (placed[m]) return yaml::Error(item, "member '" + name + "' is in more than one stage");
       placed[m] = true;
       members.push_back(m);
     }
@@ -229,9 +222,8 @@ Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
   const yaml::Field combine = yaml::Child(field, "combine");
   model->source.combine_line = combine.line;
   if (combine.present()) {
-    StatusOr<CombineRule> rule = ParseCombineRule(combine);
-    if (!rule.ok()) return rule.status();
-    spec.combine = *rule;
+    ES_ASSIGN_OR_RETURN(CombineRule rule, ParseCombineRule(combine));
+    spec.combine = rule;
   }
   const yaml::Field members = yaml::Child(field, "members");
   ES_RETURN_IF_ERROR(yaml::CheckSequence(members));
@@ -294,10 +286,9 @@ Status ParseVersionPolicy(const yaml::Field& field, VersionPolicy* policy) {
   const yaml::Field versions = yaml::Child(specific, "versions");
   ES_RETURN_IF_ERROR(yaml::CheckSequence(versions));
   for (const yaml::Field& item : yaml::Items(versions)) {
-    StatusOr<int64_t> v = yaml::ReadInt(item);
-    if (!v.ok()) return v.status();
-    if (*v < 1) return yaml::Error(item, "versions are numbered from 1");
-    policy->versions.push_back(*v);
+    ES_ASSIGN_OR_RETURN(int64_t v, yaml::ReadInt(item));
+    if (v < 1) return yaml::Error(item, "versions are numbered from 1");
+    policy->versions.push_back(v);
   }
   if (policy->versions.empty()) return yaml::Error(versions, "list at least one version");
   std::sort(policy->versions.begin(), policy->versions.end());

@@ -75,10 +75,9 @@ StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir, const fs::path& repo_
     return Status::InvalidArgument(dir.string() + ": model folder '" + name +
                                    "' has no config.yaml");
   }
-  StatusOr<yaml::Field> root = yaml::LoadFile(config_path.string());
-  if (!root.ok()) return root.status();
+  ES_ASSIGN_OR_RETURN(yaml::Field root, yaml::LoadFile(config_path.string()));
   LoadedModel model;
-  ES_RETURN_IF_ERROR(ParseModelConfig(*root, name, &model));
+  ES_RETURN_IF_ERROR(ParseModelConfig(root, name, &model));
   model.config.directory = dir.string();
   ES_RETURN_IF_ERROR(ScanVersions(&model));
   for (int64_t version : model.config.versions) {
@@ -93,9 +92,8 @@ Status ScanVersions(LoadedModel* model) {
   ModelConfig& config = model->config;
   // An ensemble has no files of its own: its members do.
   if (config.is_ensemble()) return Status::Ok();
-  StatusOr<std::vector<std::string>> folders = SubFolders(config.directory);
-  if (!folders.ok()) return folders.status();
-  for (const std::string& folder : *folders) {
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> folders, SubFolders(config.directory));
+  for (const std::string& folder : folders) {
     std::optional<int64_t> version = VersionNumber(folder);
     if (!version) continue;
     const fs::path version_dir = fs::path(config.directory) / folder;
@@ -142,13 +140,11 @@ StatusOr<LoadedRepository> LoadRepositoryWithSources(const std::string& repo_dir
   // repository reached through a link (/srv/models -> /data/models) works.
   const fs::path root = fs::canonical(repo_dir, ec);
   if (ec) return Status::InvalidArgument(repo_dir + ": cannot resolve the model repository folder: " + ec.message());
-  StatusOr<std::vector<std::string>> folders = SubFolders(repo_dir);
-  if (!folders.ok()) return folders.status();
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> folders, SubFolders(repo_dir));
   LoadedRepository repository;
-  for (const std::string& folder : *folders) {
-    StatusOr<LoadedModel> model = LoadModelFolder(fs::path(repo_dir) / folder, root);
-    if (!model.ok()) return model.status();
-    repository.emplace(folder, std::move(model).value());
+  for (const std::string& folder : folders) {
+    ES_ASSIGN_OR_RETURN(LoadedModel model, LoadModelFolder(fs::path(repo_dir) / folder, root));
+    repository.emplace(folder, std::move(model));
   }
   ES_RETURN_IF_ERROR(CheckEnsembles(&repository));
   return repository;
@@ -160,10 +156,9 @@ StatusOr<std::map<std::string, ModelConfig>> LoadRepository(const std::string& r
   if (ec) return Status::InvalidArgument(repo_dir + ": " + ec.message());
   if (!dir.has_filename()) dir = dir.parent_path();  // "repo/" -> "repo"
   try {
-    StatusOr<LoadedRepository> loaded = LoadRepositoryWithSources(dir.string());
-    if (!loaded.ok()) return loaded.status();
+    ES_ASSIGN_OR_RETURN(LoadedRepository loaded, LoadRepositoryWithSources(dir.string()));
     std::map<std::string, ModelConfig> models;
-    for (auto& [name, model] : *loaded) models.emplace(name, std::move(model.config));
+    for (auto& [name, model] : loaded) models.emplace(name, std::move(model.config));
     return models;
   } catch (const std::exception& e) {
     // Safety net at the component's edge: yaml-cpp or the file system threw

@@ -35,15 +35,13 @@ Status PlaceModel(const ServerConfig& config, LoadedModel* model) {
 }
 
 StatusOr<ServerConfig> Load(const std::string& path, bool with_repository) {
-  StatusOr<yaml::Field> root = yaml::LoadFile(path);
-  if (!root.ok()) return root.status();
+  ES_ASSIGN_OR_RETURN(yaml::Field root, yaml::LoadFile(path));
   ServerConfig config;
   config.path = path;
-  ES_RETURN_IF_ERROR(ParseServerConfig(*root, &config));
+  ES_RETURN_IF_ERROR(ParseServerConfig(root, &config));
   if (!with_repository) return config;
-  StatusOr<LoadedRepository> repository = LoadRepositoryWithSources(config.repository);
-  if (!repository.ok()) return repository.status();
-  for (auto& [name, model] : *repository) {
+  ES_ASSIGN_OR_RETURN(LoadedRepository repository, LoadRepositoryWithSources(config.repository));
+  for (auto& [name, model] : repository) {
     ES_RETURN_IF_ERROR(PlaceModel(config, &model));
     config.models.emplace(name, std::move(model.config));
   }
@@ -85,10 +83,9 @@ StatusOr<LoadedModel> ReadModelFolder(const ServerConfig& config, const std::str
 }  // namespace
 
 StatusOr<std::vector<std::string>> RepositoryEnsembleMembers(const ServerConfig& config, const std::string& name) {
-  StatusOr<LoadedModel> model = ReadModelFolder(config, name);
-  if (!model.ok()) return model.status();
+  ES_ASSIGN_OR_RETURN(LoadedModel model, ReadModelFolder(config, name));
   std::vector<std::string> members;
-  for (const EnsembleMember& m : model->config.ensemble.members) members.push_back(m.model);
+  for (const EnsembleMember& m : model.config.ensemble.members) members.push_back(m.model);
   return members;
 }
 

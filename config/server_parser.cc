@@ -82,21 +82,20 @@ Status ParseAffinity(const yaml::Field& field, const std::set<int>& online, std:
   ES_RETURN_IF_ERROR(yaml::CheckSequence(field));
   std::set<int64_t> seen;
   for (const yaml::Field& item : yaml::Items(field)) {
-    StatusOr<int64_t> cpu = yaml::ReadInt(item);
-    if (!cpu.ok()) return cpu.status();
-    if (*cpu < 0 || *cpu >= CPU_SETSIZE) {
+    ES_ASSIGN_OR_RETURN(int64_t cpu, yaml::ReadInt(item));
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
       return yaml::Error(item, "CPU index must be in [0, " + std::to_string(CPU_SETSIZE - 1) + "]");
     }
-    if (!online.count(static_cast<int>(*cpu))) {
+    if (!online.count(static_cast<int>(cpu))) {
       // The line of the entry, the path of the list (as the user reads it).
       return yaml::ErrorAt(
           item.file, item.line, field.path,
-          "CPU " + std::to_string(*cpu) + " does not exist (this machine has " + CpuList(online) + ")");
+          "CPU " + std::to_string(cpu) + " does not exist (this machine has " + CpuList(online) + ")");
     }
-    if (!seen.insert(*cpu).second) {
-      return yaml::Error(item, "CPU " + std::to_string(*cpu) + " listed twice");
+    if (!seen.insert(cpu).second) {
+      return yaml::Error(item, "CPU " + std::to_string(cpu) + " listed twice");
     }
-    cpus->push_back(static_cast<int>(*cpu));
+    cpus->push_back(static_cast<int>(cpu));
   }
   return Status::Ok();
 }

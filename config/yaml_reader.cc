@@ -144,19 +144,18 @@ Status ReadOptionalInt(const Field& map, std::string_view key, int64_t min, int6
                        int64_t* out) {
   const Field field = Child(map, key);
   if (!field.present()) return Status::Ok();
-  StatusOr<int64_t> value = ReadInt(field);
-  if (!value.ok()) return value.status();
-  if (*value < min || *value > max) {
+  ES_ASSIGN_OR_RETURN(int64_t value, ReadInt(field));
+  if (value < min || value > max) {
     // An open upper bound reads better than a huge number; any real bound
     // (2^40 bytes, INT32_MAX ms) is stated, or the message would hide why a
     // large value was refused.
     std::string range = max == std::numeric_limits<int64_t>::max()
                             ? ">= " + std::to_string(min)
                             : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-    return Error(field, "value " + std::to_string(*value) + " out of range (expected " + range +
+    return Error(field, "value " + std::to_string(value) + " out of range (expected " + range +
                             ")");
   }
-  *out = *value;
+  *out = value;
   return Status::Ok();
 }
 
@@ -171,24 +170,22 @@ Status ReadOptionalDouble(const Field& map, std::string_view key, double min, do
                           double* out) {
   const Field field = Child(map, key);
   if (!field.present()) return Status::Ok();
-  StatusOr<double> value = ReadDouble(field);
-  if (!value.ok()) return value.status();
-  if (!(*value >= min && *value <= max)) {  // also rejects NaN
+  ES_ASSIGN_OR_RETURN(double value, ReadDouble(field));
+  if (!(value >= min && value <= max)) {  // also rejects NaN
     std::ostringstream what;
-    what << "value " << *value << " out of range (expected in [" << min << ", " << max << "])";
+    what << "value " << value << " out of range (expected in [" << min << ", " << max << "])";
     return Error(field, what.str());
   }
-  *out = *value;
+  *out = value;
   return Status::Ok();
 }
 
 Status ReadOptionalString(const Field& map, std::string_view key, std::string* out) {
   const Field field = Child(map, key);
   if (!field.present()) return Status::Ok();
-  StatusOr<std::string> value = ReadString(field);
-  if (!value.ok()) return value.status();
-  if (value->empty()) return Error(field, "must not be empty");
-  *out = std::move(value).value();
+  ES_ASSIGN_OR_RETURN(std::string value, ReadString(field));
+  if (value.empty()) return Error(field, "must not be empty");
+  *out = std::move(value);
   return Status::Ok();
 }
 

@@ -94,16 +94,14 @@ Status ModelLoader::Load(const ipc::RequestDesc& request) {
   const auto* bytes = reinterpret_cast<const char*>(executor_->channel()->arena() + spec_desc.offset);
   // Copied before parsing: the arena is shared memory.
   const std::string text(bytes, bytes + spec_desc.bytes);
-  StatusOr<ModelConfig> spec = DecodeHostModelSpec(text);
-  if (!spec.ok()) return spec.status();
-  if (spec->name != name) {
-    return Status::InvalidArgument("the load request names model '" + name + "' but its spec is for '" + spec->name +
+  ES_ASSIGN_OR_RETURN(ModelConfig spec, DecodeHostModelSpec(text));
+  if (spec.name != name) {
+    return Status::InvalidArgument("the load request names model '" + name + "' but its spec is for '" + spec.name +
                                    "'");
   }
   if (request.version < 1) return Status::InvalidArgument("versions are numbered from 1");
-  StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Load(*spec, request.version, device_);
-  if (!runner.ok()) return runner.status();
-  executor_->AddModel(std::shared_ptr<ModelRunner>(std::move(runner).value()));
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, ModelRunner::Load(spec, request.version, device_));
+  executor_->AddModel(std::shared_ptr<ModelRunner>(std::move(runner)));
   return Status::Ok();
 }
 

@@ -312,13 +312,12 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Load(const ModelConfig& conf
   if (!std::filesystem::is_regular_file(path, ec)) {
     return Status::NotFound(label + ": no model file at " + path);
   }
-  StatusOr<torch::Device> dev = ParseDevice(device, label);
-  if (!dev.ok()) return dev.status();
+  ES_ASSIGN_OR_RETURN(torch::Device dev, ParseDevice(device, label));
   std::unique_ptr<TorchScriptRunner> runner;
   ES_RETURN_IF_ERROR(CatchTorch(label + " load from " + path, [&]() -> Status {
-    torch::jit::Module module = torch::jit::load(path, *dev);
+    torch::jit::Module module = torch::jit::load(path, dev);
     module.eval();
-    runner = std::make_unique<TorchScriptRunner>(config, version, *dev, std::move(module));
+    runner = std::make_unique<TorchScriptRunner>(config, version, dev, std::move(module));
     return Status::Ok();
   }));
   ES_RETURN_IF_ERROR(runner->WarmUp());

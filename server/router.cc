@@ -27,9 +27,8 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   spdlog::set_level(spdlog::level::from_str(options.log_level.value_or(router->config_.log_level)));
   // TLS files are checked before any host starts: a bad one fails at once.
   if (router->config_.tls.enabled()) {
-    StatusOr<TlsFiles> tls = LoadTlsFiles(router->config_.tls);
-    if (!tls.ok()) return tls.status();
-    router->tls_ = std::move(tls).value();
+    ES_ASSIGN_OR_RETURN(TlsFiles tls, LoadTlsFiles(router->config_.tls));
+    router->tls_ = std::move(tls);
   }
   // Ports too: a port in use is said in one line before the hosts spend
   // their start-up, not after it as a raw gRPC or civetweb log line.
@@ -67,9 +66,8 @@ Status Router::LoadConfig(const RouterOptions& options) {
   }
   config_ = std::move(config).value();
   config_.model_control_mode = mode;
-  auto auth = AuthPolicy::Load(config_.auth);
-  if (!auth.ok()) return auth.status();
-  auth_ = std::move(auth).value();
+  ES_ASSIGN_OR_RETURN(auto auth, AuthPolicy::Load(config_.auth));
+  auth_ = std::move(auth);
   if (options.repository_poll_secs) config_.repository_poll_secs = *options.repository_poll_secs;
   repository_ = std::make_unique<ModelRepository>(&config_);
   // Models loaded while the server runs get their statistics and metrics

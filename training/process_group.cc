@@ -123,26 +123,21 @@ StatusOr<std::optional<RankEnv>> RankEnvFromEnvironment() {
   const std::pair<const char*, int*> ints[] = {{"WORLD_SIZE", &env.world_size},
                                                {"LOCAL_WORLD_SIZE", &env.local_world_size}};
   for (const auto& [name, out] : ints) {
-    StatusOr<int> value = ReadIntVariable(name, 1, 1 << 20);
-    if (!value.ok()) return value.status();
-    *out = *value;
+    ES_ASSIGN_OR_RETURN(int value, ReadIntVariable(name, 1, 1 << 20));
+    *out = value;
   }
-  StatusOr<int> rank = ReadIntVariable("RANK", 0, env.world_size - 1);
-  if (!rank.ok()) return rank.status();
-  env.rank = *rank;
-  StatusOr<int> local_rank = ReadIntVariable("LOCAL_RANK", 0, env.local_world_size - 1);
-  if (!local_rank.ok()) return local_rank.status();
-  env.local_rank = *local_rank;
-  StatusOr<int> port = ReadIntVariable("MASTER_PORT", 1, 65535);
-  if (!port.ok()) return port.status();
-  env.master_port = *port;
+  ES_ASSIGN_OR_RETURN(int rank, ReadIntVariable("RANK", 0, env.world_size - 1));
+  env.rank = rank;
+  ES_ASSIGN_OR_RETURN(int local_rank, ReadIntVariable("LOCAL_RANK", 0, env.local_world_size - 1));
+  env.local_rank = local_rank;
+  ES_ASSIGN_OR_RETURN(int port, ReadIntVariable("MASTER_PORT", 1, 65535));
+  env.master_port = port;
   env.master_addr = std::getenv("MASTER_ADDR");
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   env.agent_store = agent != nullptr && std::string(agent) == "True";
   if (std::getenv("TORCHELASTIC_RESTART_COUNT") != nullptr) {
-    StatusOr<int> restarts = ReadIntVariable("TORCHELASTIC_RESTART_COUNT", 0, 1 << 20);
-    if (!restarts.ok()) return restarts.status();
-    env.restart_count = *restarts;
+    ES_ASSIGN_OR_RETURN(int restarts, ReadIntVariable("TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
+    env.restart_count = restarts;
   }
   return std::optional<RankEnv>(env);
 }

@@ -40,11 +40,9 @@ StatusOr<Data> LoadData(const DataSpec& spec, uint64_t seed) {
     return Data{MakeSyntheticDataset(spec.synthetic_train_rows, seed),
                 MakeSyntheticDataset(spec.synthetic_test_rows, seed ^ kSyntheticTestSeed)};
   }
-  StatusOr<Dataset> train = LoadFashionMnist(spec.path, DataSplit::kTrain);
-  if (!train.ok()) return train.status();
-  StatusOr<Dataset> test = LoadFashionMnist(spec.path, DataSplit::kTest);
-  if (!test.ok()) return test.status();
-  return Data{std::move(train).value(), std::move(test).value()};
+  ES_ASSIGN_OR_RETURN(Dataset train, LoadFashionMnist(spec.path, DataSplit::kTrain));
+  ES_ASSIGN_OR_RETURN(Dataset test, LoadFashionMnist(spec.path, DataSplit::kTest));
+  return Data{std::move(train), std::move(test)};
 }
 
 // Intra-op threads: the CPUs this process may run on, shared with the other
@@ -63,14 +61,13 @@ int ThreadsForRank(const RankEnv& env) {
 // current device before NCCL creates its communicators there.
 StatusOr<c10::Device> RankDevice(const TrainOptions& options, const RankEnv& env) {
   if (options.devices.rfind("cuda", 0) != 0) return c10::Device(c10::DeviceType::CPU);
-  StatusOr<std::vector<std::string>> devices = ParseDevices(options.devices);
-  if (!devices.ok()) return devices.status();
-  if (env.local_rank >= static_cast<int>(devices->size())) {
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> devices, ParseDevices(options.devices));
+  if (env.local_rank >= static_cast<int>(devices.size())) {
     return Status::InvalidArgument("--devices " + options.devices + " names " +
-                                   std::to_string(devices->size()) + " GPU(s), but this is local rank " +
+                                   std::to_string(devices.size()) + " GPU(s), but this is local rank " +
                                    std::to_string(env.local_rank));
   }
-  const std::string& name = (*devices)[static_cast<size_t>(env.local_rank)];
+  const std::string& name = devices[static_cast<size_t>(env.local_rank)];
   if (!torch::cuda::is_available()) {
     return Status::FailedPrecondition("rank " + std::to_string(env.rank) + " wants " + name +
                                       " but this LibTorch has no CUDA or no GPU is visible");
@@ -174,57 +171,48 @@ RunTimes RankRun::TimesSoFar(SteadyClock::time_point train_start) const {
 }
 
 Status RankRun::Prepare() {
-  StatusOr<c10::Device> device = RankDevice(options_, env_);
-  if (!device.ok()) return device.status();
-  device_ = *device;
+  ES_ASSIGN_OR_RETURN(c10::Device device, RankDevice(options_, env_));
+  device_ = device;
   const int threads = ThreadsForRank(env_);
   torch::set_num_threads(threads);
   spdlog::info("rank {} of {} on {} ({} intra-op thread(s)), pid {}", env_.rank, env_.world_size,
                device_.str(), threads, getpid());
 
-  StatusOr<Data> data = LoadData(config_.data, config_.optim.seed);
-  if (!data.ok()) return data.status();
-  data_ = std::move(data).value();
+  ES_ASSIGN_OR_RETURN(Data data, LoadData(config_.data, config_.optim.seed));
+  data_ = std::move(data);
   spdlog::info("data: {} ({} training rows, {} test rows)", config_.data.dataset,
                data_.train.size(), data_.test.size());
 
   const auto timeout = std::chrono::milliseconds(config_.distributed.collective_timeout_ms);
-  StatusOr<c10::intrusive_ptr<c10d::Store>> store = Rendezvous(env_, config_.run, timeout);
-  if (!store.ok()) return store.status();
-  StatusOr<c10::intrusive_ptr<CollectiveGroup>> group = MakeProcessGroup(
-      *store, env_.rank, env_.world_size, device_.is_cuda() ? "cuda" : "cpu", env_.master_addr,
-      timeout);
-  if (!group.ok()) return group.status();
-  group_ = std::move(group).value();
+  ES_ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::Store> store, Rendezvous(env_, config_.run, timeout));
+  ES_ASSIGN_OR_RETURN(c10::intrusive_ptr<CollectiveGroup> group, MakeProcessGroup( store, env_.rank, env_.world_size, device_.is_cuda() ? "cuda" : "cpu", env_.master_addr, timeout));
+  group_ = std::move(group);
 
   ShardSpec shard{env_.rank, env_.world_size, config_.optim.batch_size, config_.optim.seed, config_.data.augment};
   ES_ASSIGN_OR_RETURN(loader_, BatchLoader::Create(data_.train, shard, config_.data.loader_threads,
                                                    config_.data.prefetch_batches));
   total_steps_ = config_.optim.epochs * loader_->batches_per_epoch();
 
-  StatusOr<std::unique_ptr<EnsembleTrainer>> trainer =
-      EnsembleTrainer::Create(config_, group_, total_steps_, device_);
-  if (!trainer.ok()) return trainer.status();
-  trainer_ = std::move(trainer).value();
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<EnsembleTrainer> trainer, EnsembleTrainer::Create(config_, group_, total_steps_, device_));
+  trainer_ = std::move(trainer);
 
   const std::string checkpoint = CheckpointPath(options_.out);
   if (options_.resume) {
-    StatusOr<CheckpointData> saved = ReadCheckpoint(checkpoint);
-    if (!saved.ok()) return saved.status();
-    ES_RETURN_IF_ERROR(CheckSameRun(*saved, checkpoint));
-    std::map<std::string, at::Tensor> tensors(saved->tensors.begin(), saved->tensors.end());
-    ES_RETURN_IF_ERROR(trainer_->Restore(tensors, saved->step));
+    ES_ASSIGN_OR_RETURN(CheckpointData saved, ReadCheckpoint(checkpoint));
+    ES_RETURN_IF_ERROR(CheckSameRun(saved, checkpoint));
+    std::map<std::string, at::Tensor> tensors(saved.tensors.begin(), saved.tensors.end());
+    ES_RETURN_IF_ERROR(trainer_->Restore(tensors, saved.step));
     // Every rank read its own copy of the file: make sure they agree.
     ES_RETURN_IF_ERROR(trainer_->SyncInitialParameters());
-    start_epoch_ = saved->epoch;
-    start_batch_ = saved->batch_in_epoch;
-    before_ = {saved->train_seconds, saved->step_seconds_sum, saved->allreduce_seconds_sum, saved->steps_timed};
-    if (saved->step >= total_steps_) {
+    start_epoch_ = saved.epoch;
+    start_batch_ = saved.batch_in_epoch;
+    before_ = {saved.train_seconds, saved.step_seconds_sum, saved.allreduce_seconds_sum, saved.steps_timed};
+    if (saved.step >= total_steps_) {
       nothing_left_ = true;
       spdlog::info("{} is the end of a finished run (step {} of {}): nothing left to train", checkpoint,
-                   saved->step, total_steps_);
+                   saved.step, total_steps_);
     } else {
-      spdlog::info("resumed from {}: step {} of {}, epoch {}/{}, batch {}", checkpoint, saved->step, total_steps_,
+      spdlog::info("resumed from {}: step {} of {}, epoch {}/{}, batch {}", checkpoint, saved.step, total_steps_,
                    start_epoch_ + 1, config_.optim.epochs, start_batch_);
     }
   } else {
@@ -245,12 +233,8 @@ Status RankRun::Prepare() {
   const TrainMetrics::Progress progress = env_.rank != 0                ? TrainMetrics::Progress::kNone
                                           : isatty(STDERR_FILENO) ? TrainMetrics::Progress::kTerminalLine
                                                                   : TrainMetrics::Progress::kLogLines;
-  StatusOr<std::unique_ptr<TrainMetrics>> metrics =
-      TrainMetrics::Start(env_.rank, names, options_.metrics_address, port, trainer_->step(),
-                          total_steps_, progress,
-                          std::chrono::milliseconds(static_cast<int64_t>(options_.progress_every_s * 1000)));
-  if (!metrics.ok()) return metrics.status();
-  metrics_ = std::move(metrics).value();
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<TrainMetrics> metrics, TrainMetrics::Start(env_.rank, names, options_.metrics_address, port, trainer_->step(), total_steps_, progress, std::chrono::milliseconds(static_cast<int64_t>(options_.progress_every_s * 1000))));
+  metrics_ = std::move(metrics);
   if (!metrics_->address().empty()) {
     spdlog::info("metrics listening on {}", metrics_->address());
   }
@@ -298,14 +282,13 @@ Status RankRun::Train() {
         stopped_early_ = true;  // resumed at (or past) the limit: nothing to do
         break;
       }
-      StatusOr<StepStats> step = trainer_->Step(batch->images, batch->labels);
-      if (!step.ok()) return step.status();
-      metrics_->Record(*step, trainer_->step());
-      for (const MemberStep& member : step->members) {
+      ES_ASSIGN_OR_RETURN(StepStats step, trainer_->Step(batch->images, batch->labels));
+      metrics_->Record(step, trainer_->step());
+      for (const MemberStep& member : step.members) {
         loss_sum += member.loss;
         correct += member.correct;
       }
-      rows += step->rows * static_cast<int64_t>(step->members.size());
+      rows += step.rows * static_cast<int64_t>(step.members.size());
       ++steps;
       const bool at_limit = options_.max_steps > 0 && trainer_->step() >= options_.max_steps;
       if (checkpoints_ && (at_limit || (every > 0 && trainer_->step() % every == 0))) {
@@ -349,9 +332,8 @@ Status RankRun::Train() {
 }
 
 Status RankRun::CheckRanksAgree() {
-  StatusOr<double> divergence = trainer_->reducer().ParameterDivergence();
-  if (!divergence.ok()) return divergence.status();
-  divergence_ = *divergence;
+  ES_ASSIGN_OR_RETURN(double divergence, trainer_->reducer().ParameterDivergence());
+  divergence_ = divergence;
   if (env_.rank != 0) return Status::Ok();
   if (divergence_ == 0) {
     spdlog::info("all {} rank(s) hold identical parameters", env_.world_size);
@@ -388,12 +370,11 @@ Status RankRun::Finish() {
   report.mean_allreduce_seconds = run_times_.allreduce_seconds_sum / timed;
   report.parameter_divergence = divergence_;
 
-  StatusOr<std::vector<std::string>> devices = ParseDevices(options_.devices);
-  if (!devices.ok()) return devices.status();
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> devices, ParseDevices(options_.devices));
   trainer_->MoveToCpu();  // the served repository loads on any host
   const std::optional<CascadeVariant> cascade = ChosenCascade(report);  // ordered by rank 0's timings
   ES_RETURN_IF_ERROR(
-      WriteTrainedRepository(options_.out, config_, trainer_->modules(), *devices, cascade));
+      WriteTrainedRepository(options_.out, config_, trainer_->modules(), devices, cascade));
   ES_RETURN_IF_ERROR(WriteReport(options_.out, report, evaluation, data_.test.images,
                                  data_.test.labels, kSampleRows));
   std::cout << "\nTest set (" << data_.test.size() << " rows):\n" << FormatReport(report)
@@ -401,11 +382,9 @@ Status RankRun::Finish() {
             << "--config " << (std::filesystem::path(options_.out) / "server.yaml").string()
             << ")\n";
   if (!options_.publish.empty()) {
-    StatusOr<std::vector<std::string>> published =
-        PublishTrained(options_.publish, config_, trainer_->modules(), cascade);
-    if (!published.ok()) return published.status();
+    ES_ASSIGN_OR_RETURN(std::vector<std::string> published, PublishTrained(options_.publish, config_, trainer_->modules(), cascade));
     std::cout << "published into " << options_.publish << ":\n";
-    for (const std::string& line : *published) std::cout << "  " << line << "\n";
+    for (const std::string& line : published) std::cout << "  " << line << "\n";
   }
   std::cout.flush();
   return Status::Ok();

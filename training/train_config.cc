@@ -155,31 +155,30 @@ Status ParseEnsemble(const yaml::Field& field, TrainedEnsembleSpec* spec) {
 }  // namespace
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {
-  StatusOr<yaml::Field> root = yaml::LoadFile(path);
-  if (!root.ok()) return root.status();
+  ES_ASSIGN_OR_RETURN(yaml::Field root, yaml::LoadFile(path));
   TrainConfig config;
   config.path = path;
-  ES_RETURN_IF_ERROR(yaml::CheckMap(*root, {"run", "data", "training", "distributed", "checkpoint",
+  ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"run", "data", "training", "distributed", "checkpoint",
                                             "members", "ensemble"}));
-  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(*root, "run", &config.run));
-  ES_RETURN_IF_ERROR(ParseData(yaml::Child(*root, "data"), &config.data));
-  ES_RETURN_IF_ERROR(ParseOptim(yaml::Child(*root, "training"), &config.optim));
-  ES_RETURN_IF_ERROR(ParseDistributed(yaml::Child(*root, "distributed"), &config.distributed));
-  const yaml::Field checkpoint = yaml::Child(*root, "checkpoint");
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "run", &config.run));
+  ES_RETURN_IF_ERROR(ParseData(yaml::Child(root, "data"), &config.data));
+  ES_RETURN_IF_ERROR(ParseOptim(yaml::Child(root, "training"), &config.optim));
+  ES_RETURN_IF_ERROR(ParseDistributed(yaml::Child(root, "distributed"), &config.distributed));
+  const yaml::Field checkpoint = yaml::Child(root, "checkpoint");
   if (checkpoint.present()) {
     ES_RETURN_IF_ERROR(yaml::CheckMap(checkpoint, {"every_steps"}));
     ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(checkpoint, "every_steps", int64_t{0}, INT64_MAX,
                                              &config.checkpoint.every_steps));
   }
-  ES_RETURN_IF_ERROR(ParseMembers(yaml::Child(*root, "members"), &config.members));
-  ES_RETURN_IF_ERROR(ParseEnsemble(yaml::Child(*root, "ensemble"), &config.ensemble));
+  ES_RETURN_IF_ERROR(ParseMembers(yaml::Child(root, "members"), &config.members));
+  ES_RETURN_IF_ERROR(ParseEnsemble(yaml::Child(root, "ensemble"), &config.ensemble));
   for (const MemberSpec& member : config.members) {
     if (member.name == config.ensemble.name) {
-      return yaml::Error(yaml::Child(yaml::Child(*root, "ensemble"), "name"),
+      return yaml::Error(yaml::Child(yaml::Child(root, "ensemble"), "name"),
                          "the ensemble's name '" + member.name + "' is also a member's name");
     }
     if (member.name == config.ensemble.name + "_cascade") {  // the cascade variant's folder
-      return yaml::Error(yaml::Child(yaml::Child(*root, "ensemble"), "name"),
+      return yaml::Error(yaml::Child(yaml::Child(root, "ensemble"), "name"),
                          "member '" + member.name + "' has the name of the ensemble's cascade variant (" +
                              config.ensemble.name + "_cascade)");
     }

@@ -100,10 +100,8 @@ StatusOr<std::unique_ptr<TrainMetrics>> TrainMetrics::Start(
                                .Register(*m->registry_)
                                .Add({}, kAllreduceBuckets);
   if (port >= 0) {
-    StatusOr<std::unique_ptr<MetricsHttpServer>> endpoint =
-        MetricsHttpServer::Start(listen_address, port, m->registry_);
-    if (!endpoint.ok()) return endpoint.status();
-    m->endpoint_ = std::move(endpoint).value();
+    ES_ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> endpoint, MetricsHttpServer::Start(listen_address, port, m->registry_));
+    m->endpoint_ = std::move(endpoint);
   }
   m->reporter_ = std::thread([raw = m.get()] { raw->Report(); });
   return m;

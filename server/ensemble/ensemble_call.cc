@@ -147,24 +147,22 @@ Status EnsembleCall::CombineLocked(InferResponse* out) {
   for (size_t o = 0; o < ensemble.outputs.size(); ++o) {
     std::vector<const InferOutput*> parts;
     for (const InferResponse* r : results) parts.push_back(&r->outputs[o]);
-    auto combined = CombineOutputs(parts, weights, ensemble.ensemble.combine);
-    if (!combined.ok()) return combined.status();
-    combined->name = ensemble.outputs[o].name;
+    ES_ASSIGN_OR_RETURN(auto combined, CombineOutputs(parts, weights, ensemble.ensemble.combine));
+    combined.name = ensemble.outputs[o].name;
     if (o == 0) {
       // Uncertainty of the first output always feeds the disagreement
       // metric; it is returned only when asked for.
-      auto u = ComputeUncertainty(*combined, parts);
-      if (!u.ok()) return u.status();
-      const auto* d = reinterpret_cast<const float*>(u->disagreement.data.data());
-      out->disagreement.assign(d, d + u->disagreement.data.size() / sizeof(float));
-      out->outputs.push_back(std::move(combined).value());
+      ES_ASSIGN_OR_RETURN(auto u, ComputeUncertainty(combined, parts));
+      const auto* d = reinterpret_cast<const float*>(u.disagreement.data.data());
+      out->disagreement.assign(d, d + u.disagreement.data.size() / sizeof(float));
+      out->outputs.push_back(std::move(combined));
       if (request_->return_uncertainty) {
-        out->outputs.push_back(std::move(u->entropy));
-        out->outputs.push_back(std::move(u->disagreement));
+        out->outputs.push_back(std::move(u.entropy));
+        out->outputs.push_back(std::move(u.disagreement));
       }
       continue;
     }
-    out->outputs.push_back(std::move(combined).value());
+    out->outputs.push_back(std::move(combined));
   }
   out->stages = SlowestMember(results);
   for (const InferResponse* r : results) out->compute_ns = std::max(out->compute_ns, r->compute_ns);

@@ -32,8 +32,7 @@ StatusOr<const ModelConfig*> KServeAnswers::FindModel(const std::string& name, c
   // No version: the model itself (ModelReady then says whether a version is
   // ready); a version must be a ready one.
   if (version.empty()) return model;
-  StatusOr<int64_t> served = ResolveVersion(*repository_, *model, version);
-  if (!served.ok()) return served.status();
+  ES_RETURN_IF_ERROR(ResolveVersion(*repository_, *model, version).status());
   return model;
 }
 

@@ -276,19 +276,18 @@ Status CheckRequestedOutputs(const ModelInferRequest& proto, const SharedMemoryR
     }
     request->requested_outputs.push_back(out.name());
     const std::string where = "model '" + model.name + "' output '" + out.name() + "': ";
-    StatusOr<ShmParams> params = ParseShmParams(out, where);
-    if (!params.ok()) return params.status();
-    if (!params->used) continue;
+    ES_ASSIGN_OR_RETURN(ShmParams params, ParseShmParams(out, where));
+    if (!params.used) continue;
     if (shm == nullptr) {
       return Status::InvalidArgument(where + "shared-memory outputs are not available on this path");
     }
     // Opened now: the region is checked before the run, and an unregister
     // during the run leaves this request its descriptor.
     StatusOr<std::shared_ptr<SharedMemoryRegistry::Region>> place =
-        shm->Open(params->region, params->offset, params->byte_size);
+        shm->Open(params.region, params.offset, params.byte_size);
     if (!place.ok()) return Within(where, place.status());
     request->output_shm.resize(request->requested_outputs.size());
-    request->output_shm.back() = {params->region, params->offset, params->byte_size, std::move(place).value()};
+    request->output_shm.back() = {params.region, params.offset, params.byte_size, std::move(place).value()};
   }
   if (!request->output_shm.empty()) request->output_shm.resize(request->requested_outputs.size());
   return Status::Ok();

@@ -91,12 +91,10 @@ int NoPassphrase(char*, int, int, void*) { return -1; }
 StatusOr<TlsFiles> LoadTlsFiles(const TlsConfig& tls) {
   if (!tls.enabled()) return Status::InvalidArgument("TLS is not configured (tls.cert is empty)");
   TlsFiles files;
-  auto cert_pem = ReadFile("cert", tls.cert);
-  if (!cert_pem.ok()) return cert_pem.status();
-  files.cert_chain = std::move(cert_pem).value();
-  auto chain = ParseCertificates("cert", tls.cert, files.cert_chain);
-  if (!chain.ok()) return chain.status();
-  X509* leaf = chain->front().get();
+  ES_ASSIGN_OR_RETURN(auto cert_pem, ReadFile("cert", tls.cert));
+  files.cert_chain = std::move(cert_pem);
+  ES_ASSIGN_OR_RETURN(auto chain, ParseCertificates("cert", tls.cert, files.cert_chain));
+  X509* leaf = chain.front().get();
   if (X509_cmp_current_time(X509_get0_notBefore(leaf)) >= 0) {
     return Bad("cert", tls.cert, "the certificate is not valid yet (its notBefore is in the future)");
   }
@@ -104,9 +102,8 @@ StatusOr<TlsFiles> LoadTlsFiles(const TlsConfig& tls) {
     return Bad("cert", tls.cert, "the certificate has expired (its notAfter is in the past)");
   }
 
-  auto key_pem = ReadFile("key", tls.key);
-  if (!key_pem.ok()) return key_pem.status();
-  files.private_key = std::move(key_pem).value();
+  ES_ASSIGN_OR_RETURN(auto key_pem, ReadFile("key", tls.key));
+  files.private_key = std::move(key_pem);
   ERR_clear_error();
   BioPtr key_bio = MemBio(files.private_key);
   KeyPtr key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, NoPassphrase, nullptr));
@@ -125,11 +122,9 @@ StatusOr<TlsFiles> LoadTlsFiles(const TlsConfig& tls) {
   }
 
   if (!tls.client_ca.empty()) {
-    auto ca_pem = ReadFile("client_ca", tls.client_ca);
-    if (!ca_pem.ok()) return ca_pem.status();
-    files.client_ca = std::move(ca_pem).value();
-    auto cas = ParseCertificates("client_ca", tls.client_ca, files.client_ca);
-    if (!cas.ok()) return cas.status();
+    ES_ASSIGN_OR_RETURN(auto ca_pem, ReadFile("client_ca", tls.client_ca));
+    files.client_ca = std::move(ca_pem);
+    ES_ASSIGN_OR_RETURN(auto cas, ParseCertificates("client_ca", tls.client_ca, files.client_ca));
   }
   return files;
 }

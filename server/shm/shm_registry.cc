@@ -235,9 +235,8 @@ StatusOr<std::shared_ptr<SharedMemoryRegistry::Region>> SharedMemoryRegistry::Fi
 }
 
 Status SharedMemoryRegistry::ReadInto(const std::string& name, uint64_t offset, uint64_t bytes, void* dest) const {
-  StatusOr<std::shared_ptr<Region>> found = Find(name);
-  if (!found.ok()) return found.status();
-  const Region& region = **found;
+  ES_ASSIGN_OR_RETURN(std::shared_ptr<Region> found, Find(name));
+  const Region& region = *found;
   if (!RangeInside(offset, bytes, 0, region.byte_size)) return OutsideRegion(name, region.byte_size, offset, bytes);
   // Cannot wrap: object_offset + byte_size was inside the object's off_t size.
   const uint64_t at = region.object_offset + offset;
@@ -251,10 +250,9 @@ StatusOr<std::string> SharedMemoryRegistry::Read(const std::string& name, uint64
   // The range is checked before the buffer is made: a huge `bytes` outside
   // the region must not allocate anything.
   {
-    StatusOr<std::shared_ptr<Region>> found = Find(name);
-    if (!found.ok()) return found.status();
-    if (!RangeInside(offset, bytes, 0, (*found)->byte_size)) {
-      return OutsideRegion(name, (*found)->byte_size, offset, bytes);
+    ES_ASSIGN_OR_RETURN(std::shared_ptr<Region> found, Find(name));
+    if (!RangeInside(offset, bytes, 0, found->byte_size)) {
+      return OutsideRegion(name, found->byte_size, offset, bytes);
     }
   }
   std::string out(bytes, '\0');
