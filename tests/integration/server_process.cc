@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -159,6 +160,12 @@ std::string ReadTextFile(const fs::path& path) {
   return ss.str();
 }
 
+namespace {
+std::atomic<pid_t> g_last_command_group{0};
+}  // namespace
+
+pid_t LastCommandProcessGroup() { return g_last_command_group.load(); }
+
 int RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout, std::string* output) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
@@ -177,6 +184,7 @@ int RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeou
     _exit(127);
   }
   setpgid(pid, pid);
+  g_last_command_group.store(pid);
   close(fds[1]);
   const auto deadline = Clock::now() + timeout;
   bool timed_out = false;

@@ -84,7 +84,12 @@ std::string ReadTextFile(const fs::path& path);
 
 // Runs `argv` (argv[0] a path), waits at most `timeout`, returns the exit code
 // (or -1 on timeout/signal/launch error) and captures stdout+stderr into *output.
+// The command runs in a process group of its own (its pid), which whatever it
+// starts inherits.
 int RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout, std::string* output);
+// The process group of the last command RunCommand started (0 before any):
+// what a test asks about to look only at what it started.
+pid_t LastCommandProcessGroup();
 
 // ---- /proc helpers (Linux) ----------------------------------------------
 

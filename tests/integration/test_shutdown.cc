@@ -28,15 +28,17 @@ using std::chrono::seconds;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-// Every live ensemble-model-host process. Hosts carry nothing of their
-// server on their command line (the router tells them what they need), and
-// the integration tests run one at a time (RUN_SERIAL): any host alive now
-// belongs to the server under test.
-std::vector<pid_t> ModelHosts() {
+// The live ensemble-model-host processes of the server this test started:
+// those in its process group (the server runs in a group of its own, which
+// its hosts inherit and keep after it dies). Hosts of any other server on the
+// machine (a demo a user runs beside the suite) are not counted.
+std::vector<pid_t> ModelHosts(pid_t group) {
   std::vector<pid_t> hosts;
+  if (group <= 0) return hosts;
   for (pid_t pid : ProcessesWithArg("--channel-fd")) {
     const auto args = ProcessArgs(pid);
-    if (!args.empty() && fs::path(args[0]).filename() == "ensemble-model-host") hosts.push_back(pid);
+    if (args.empty() || fs::path(args[0]).filename() != "ensemble-model-host") continue;
+    if (getpgid(pid) == group) hosts.push_back(pid);
   }
   return hosts;
 }
@@ -64,7 +66,7 @@ TEST(ShutdownTest, SigtermExitsZeroAndLeavesNothingBehind) {
   ASSERT_TRUE(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(8, 1))).status.ok());
   const auto hosts = server->WaitForHosts(milliseconds(5000));
   ASSERT_EQ(hosts.size(), 2u);
-  EXPECT_EQ(ModelHosts().size(), 2u);
+  EXPECT_EQ(ModelHosts(server->pid()).size(), 2u);
 
   const auto signalled = Clock::now();
   server->Signal(SIGTERM);
@@ -77,7 +79,7 @@ TEST(ShutdownTest, SigtermExitsZeroAndLeavesNothingBehind) {
 
   // Right at the router's exit: its hosts were stopped before it, not after.
   for (const auto& [name, pid] : hosts) EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " still running";
-  EXPECT_TRUE(ModelHosts().empty());
+  EXPECT_TRUE(ModelHosts(server->pid()).empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>())
       << "left in /dev/shm:" << Join(NewShmEntries(shm_before));
   EXPECT_EQ(server->RemainingStdout(), "") << "stdout has more than the listening line";
@@ -103,7 +105,7 @@ TEST(ShutdownTest, SigtermToTheProcessGroupStopsInOrder) {
   const std::string log = server->LogTail(20000);
   EXPECT_EQ(log.find("exited with code"), std::string::npos) << log;
   EXPECT_EQ(log.find("restart"), std::string::npos) << log;
-  EXPECT_TRUE(ModelHosts().empty());
+  EXPECT_TRUE(ModelHosts(server->pid()).empty());
 }
 
 // The drain timeout bounds how long in-flight calls may take to finish; with
@@ -196,7 +198,7 @@ TEST(ShutdownTest, SigintDrainsInFlightCallsAndExitsZero) {
   EXPECT_GT(ok, 0u);
   EXPECT_GT(in_flight, 0u) << "the test did not catch any call in flight";
   for (const auto& [name, pid] : hosts) EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " still running";
-  EXPECT_TRUE(ModelHosts().empty());
+  EXPECT_TRUE(ModelHosts(server->pid()).empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>());
 }
 
@@ -262,7 +264,7 @@ TEST(ShutdownTest, SigkillOfTheRouterTakesItsHostsWithinOneSecond) {
     EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " (pid " << pid << ") alive 1 s after the router died";
   }
   EXPECT_TRUE(gone);
-  EXPECT_TRUE(ModelHosts().empty());
+  EXPECT_TRUE(ModelHosts(server->pid()).empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>())
       << "left in /dev/shm:" << Join(NewShmEntries(shm_before));
 }
@@ -288,8 +290,8 @@ TEST(ShutdownTest, BadFlagsExitTwo) {
     EXPECT_EQ(rc, 2) << cmd << "\n" << output;
     EXPECT_FALSE(output.empty()) << cmd;
     EXPECT_EQ(output.find("grpc listening"), std::string::npos) << cmd;
+    EXPECT_TRUE(ModelHosts(LastCommandProcessGroup()).empty()) << cmd;
   }
-  EXPECT_TRUE(ModelHosts().empty());
 }
 
 // Lines of `text` that are not empty.
@@ -335,7 +337,7 @@ TEST(ShutdownTest, BadConfigExitsOneWithAOneLineError) {
     EXPECT_EQ(lines.size(), 1u) << "expected a one-line error, got:\n" << output;
     EXPECT_NE(output.find(c.needle), std::string::npos) << output;
     EXPECT_EQ(output.find("grpc listening"), std::string::npos) << output;
-    EXPECT_TRUE(ModelHosts().empty());
+    EXPECT_TRUE(ModelHosts(LastCommandProcessGroup()).empty());
   }
 }
 
@@ -364,7 +366,7 @@ TEST(ShutdownTest, HostThatCannotStartExitsOneAndLeavesNothing) {
   // Logs may precede it; the last line is the error, and it says which host.
   EXPECT_EQ(lines.back().rfind("ensemble-server:", 0), 0u) << lines.back();
   EXPECT_NE(lines.back().find("cpu1"), std::string::npos) << lines.back();
-  EXPECT_TRUE(ModelHosts().empty());
+  EXPECT_TRUE(ModelHosts(LastCommandProcessGroup()).empty());
   EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>());
 }
 
