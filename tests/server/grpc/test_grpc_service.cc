@@ -23,9 +23,6 @@
 namespace es {
 namespace {
 
-constexpr const char* kInferToken = "infer-token-0123456789";
-constexpr const char* kAdminToken = "admin-token-0123456789";
-
 class GrpcServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -39,8 +36,7 @@ class GrpcServiceTest : public ::testing::Test {
   // `tokens`: require tokens (infer and admin), with health open or not.
   void Start(bool tokens = false, bool open_health = true) {
     if (tokens) {
-      config_.auth.tokens_file = dir_.Write(
-          "tokens", std::string("infer ") + kInferToken + "\nadmin " + kAdminToken + "\n");
+      config_.auth.tokens_file = WriteTestTokens(dir_);
       config_.auth.open_health = open_health;
     }
     auto auth = AuthPolicy::Load(config_.auth);
@@ -280,9 +276,9 @@ TEST_F(GrpcServiceTest, ATokenPolicyRefusesCallsWithoutAValidToken) {
   inference::ModelMetadataResponse meta;
   EXPECT_EQ(ModelMetadata("mlp", &meta).error_code(), grpc::StatusCode::UNAUTHENTICATED) << "no token";
   EXPECT_EQ(ModelMetadata("mlp", &meta, "not-a-token").error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  grpc::Status s = ModelMetadata("mlp", &meta, kInferToken);
+  grpc::Status s = ModelMetadata("mlp", &meta, kTestInferToken);
   EXPECT_TRUE(s.ok()) << s.error_message();
-  s = ModelMetadata("mlp", &meta, kAdminToken);
+  s = ModelMetadata("mlp", &meta, kTestAdminToken);
   EXPECT_TRUE(s.ok()) << s.error_message();
 
   // The token is checked before the call runs: an infer call without one
@@ -298,15 +294,15 @@ TEST_F(GrpcServiceTest, AnInferTokenMayNotMakeAdministrativeCalls) {
   inference::RepositoryModelLoadRequest load;
   load.set_model_name("mlp");
   inference::RepositoryModelLoadResponse load_resp;
-  EXPECT_EQ(stub_->RepositoryModelLoad(Context(kInferToken).get(), load, &load_resp).error_code(),
+  EXPECT_EQ(stub_->RepositoryModelLoad(Context(kTestInferToken).get(), load, &load_resp).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   inference::SystemSharedMemoryStatusResponse shm;
-  EXPECT_EQ(stub_->SystemSharedMemoryStatus(Context(kInferToken).get(), inference::SystemSharedMemoryStatusRequest(),
+  EXPECT_EQ(stub_->SystemSharedMemoryStatus(Context(kTestInferToken).get(), inference::SystemSharedMemoryStatusRequest(),
                                             &shm)
                 .error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   // An admin token passes the check and gets the call's own answer.
-  EXPECT_EQ(stub_->RepositoryModelLoad(Context(kAdminToken).get(), load, &load_resp).error_code(),
+  EXPECT_EQ(stub_->RepositoryModelLoad(Context(kTestAdminToken).get(), load, &load_resp).error_code(),
             grpc::StatusCode::UNAVAILABLE);
 }
 
@@ -322,8 +318,8 @@ TEST_F(GrpcServiceTest, HealthNeedsNoTokenWhenOpenAndAValidOneWhenClosed) {
   EXPECT_EQ(stub_->ServerLive(Context().get(), inference::ServerLiveRequest(), &live).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(HealthCheck("liveness", &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(HealthCheck("liveness", &resp, kInferToken).ok());
-  grpc::Status s = stub_->ServerLive(Context(kInferToken).get(), inference::ServerLiveRequest(), &live);
+  EXPECT_TRUE(HealthCheck("liveness", &resp, kTestInferToken).ok());
+  grpc::Status s = stub_->ServerLive(Context(kTestInferToken).get(), inference::ServerLiveRequest(), &live);
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 

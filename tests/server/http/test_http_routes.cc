@@ -25,9 +25,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kInferToken = "infer-token-0123456789";
-constexpr const char* kAdminToken = "admin-token-0123456789";
-
 class HttpRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -42,8 +39,7 @@ class HttpRoutesTest : public ::testing::Test {
   void Start(bool tokens = false, bool open_health = true) {
     if (tokens) {
       AuthConfig auth;
-      auth.tokens_file =
-          dir_.Write("tokens", std::string("infer ") + kInferToken + "\nadmin " + kAdminToken + "\n");
+      auth.tokens_file = WriteTestTokens(dir_);
       auth.open_health = open_health;
       auto policy = AuthPolicy::Load(auth);
       ASSERT_TRUE(policy.ok()) << policy.status().ToString();
@@ -333,14 +329,14 @@ TEST_F(HttpRoutesTest, ATokenPolicyAnswers401WithoutAValidTokenAnd403ForAWrongRo
   EXPECT_EQ(r.status, 401);
   EXPECT_FALSE(Error(r).empty()) << r.body;
   EXPECT_EQ(Call("GET", "/v2/models/mlp", "", "not-a-token").status, 401);
-  EXPECT_EQ(Call("GET", "/v2/models/mlp", "", kInferToken).status, 200);
-  EXPECT_EQ(Call("GET", "/v2", "", kAdminToken).status, 200);
+  EXPECT_EQ(Call("GET", "/v2/models/mlp", "", kTestInferToken).status, 200);
+  EXPECT_EQ(Call("GET", "/v2", "", kTestAdminToken).status, 200);
 
-  r = Call("POST", "/v2/repository/models/mlp/load", "", kInferToken);
+  r = Call("POST", "/v2/repository/models/mlp/load", "", kTestInferToken);
   EXPECT_EQ(r.status, 403);
   EXPECT_NE(Error(r).find("admin"), std::string::npos) << r.body;
-  EXPECT_EQ(Call("GET", "/v2/systemsharedmemory/status", "", kInferToken).status, 403);
-  EXPECT_EQ(Call("POST", "/v2/repository/models/mlp/load", "", kAdminToken).status, 503)
+  EXPECT_EQ(Call("GET", "/v2/systemsharedmemory/status", "", kTestInferToken).status, 403);
+  EXPECT_EQ(Call("POST", "/v2/repository/models/mlp/load", "", kTestAdminToken).status, 503)
       << "an admin token passes and gets the call's own answer";
   // The method is checked before the token.
   EXPECT_EQ(Call("GET", "/v2/repository/index").status, 405);
@@ -352,7 +348,7 @@ TEST_F(HttpRoutesTest, ATokenPolicyAnswers401WithoutAValidTokenAnd403ForAWrongRo
 TEST_F(HttpRoutesTest, ClosedHealthNeedsAToken) {
   Start(/*tokens=*/true, /*open_health=*/false);
   EXPECT_EQ(Call("GET", "/v2/health/live").status, 401);
-  EXPECT_EQ(Call("GET", "/v2/health/live", "", kInferToken).status, 200);
+  EXPECT_EQ(Call("GET", "/v2/health/live", "", kTestInferToken).status, 200);
 }
 
 }  // namespace

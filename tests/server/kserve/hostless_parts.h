@@ -63,6 +63,15 @@ inline StatusOr<ServerConfig> WriteHostlessRepository(testing::TempDir& dir, con
       dir.Write("server.yaml", "repository: repo\nhosts:\n  - name: cpu0\n    device: cpu\n" + what.server_extra));
 }
 
+// Tokens for the front ends' auth tests: one with the infer role, one admin.
+inline constexpr const char* kTestInferToken = "infer-token-0123456789";
+inline constexpr const char* kTestAdminToken = "admin-token-0123456789";
+
+// Writes a tokens file (auth.tokens_file) holding the two tokens above; its path.
+inline std::string WriteTestTokens(const testing::TempDir& dir) {
+  return dir.Write("tokens", std::string("infer ") + kTestInferToken + "\nadmin " + kTestAdminToken + "\n");
+}
+
 struct HostlessParts {
   // `config` and `shm` (may be null) must outlive the parts. `started` says
   // whether the repository began; the other members are made regardless.
