@@ -32,6 +32,8 @@
 # (scripts/install-deps.sh), used through /usr/bin/python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/server.sh
+source benchmarks/lib/bench.sh
 
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
@@ -107,41 +109,9 @@ done
 # per-request cost, which the baseline does not have.
 step "writing the repository $REPO"
 "$BIN/ensemble-make-demo" --out "$REPO" --seed 1 >/dev/null
-for seed in 2 3; do "$BIN/ensemble-make-demo" --out "$OUT/seed$seed" --seed "$seed" >/dev/null; done
 sed -i '/^hosts:/d' "$REPO"/{mlp,wide_mlp,cnn}/config.yaml
-for i in 1 2 3; do
-  from=$REPO; [ "$i" = 1 ] || from=$OUT/seed$i
-  for model in "light_mlp$i" "light_mlp${i}_batched"; do
-    mkdir -p "$REPO/$model/1"
-    cp "$from/mlp/1/model.pt" "$REPO/$model/1/model.pt"
-    cp "$REPO/mlp/config.yaml" "$REPO/$model/config.yaml"
-  done
-  echo "dynamic_batching: {max_queue_delay_us: 0}" >>"$REPO/light_mlp${i}_batched/config.yaml"
-done
-rm -rf "$OUT"/seed2 "$OUT"/seed3
-for suffix in "" _batched; do
-  mkdir -p "$REPO/light_ensemble$suffix"
-  cat >"$REPO/light_ensemble$suffix/config.yaml" <<YAML
-# Three light members (the mlp architecture, 784-256-10, different weights).
-platform: ensemble
-max_batch_size: 64
-ensemble:
-  combine: mean
-  members:
-    - {model: light_mlp1$suffix}
-    - {model: light_mlp2$suffix}
-    - {model: light_mlp3$suffix}
-YAML
-done
-cat >"$OUT/server.yaml" <<'YAML'
-# As config/demo.yaml (two CPU hosts, one core, one thread, one executor each),
-# on the benchmark repository, where every model runs on both hosts.
-repository: repo
-log_level: warn
-hosts:
-  - {name: cpu0, device: cpu, cpu_affinity: [0], threads: 1, executors: 1}
-  - {name: cpu1, device: cpu, cpu_affinity: [1], threads: 1, executors: 1}
-YAML
+write_light_ensemble "$REPO" "$OUT"
+write_two_host_config "$OUT/server.yaml"
 
 # --- 1. in-process compute limit ---------------------------------------------
 # inprocess PASS: every member by batch size into $OUT/inprocess_PASS_MODEL.txt.
@@ -184,29 +154,8 @@ load() {
   fi
 }
 
-source scripts/lib/server.sh
 SERVER_PID="" SERVER_LOG=""
 trap 'stop_server' EXIT
-
-# start_python_baseline LOG ENSEMBLE: starts the baseline on a free port, waits
-# for its "listening on" line, sets SERVER_PID and SERVER_ADDR (stop_server stops it).
-start_python_baseline() {
-  local log=$1
-  PYTHONPATH="$BUILD_DIR/python" "$PY" benchmarks/python_baseline/server.py --repository "$REPO" \
-    --ensemble "$2" --port 0 --threads "$MAX_CONC" >"$log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 1 1200); do
-    if grep -q "^listening on" "$log"; then
-      SERVER_ADDR=$(sed -n 's/^listening on //p' "$log")
-      return 0
-    fi
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "the Python baseline did not start within 120 s" >&2
-  cat "$log" >&2
-  exit 1
-}
 
 # --- 2. ensemble-server --------------------------------------------------------
 SERVER_LOG=$OUT/server.log
@@ -224,13 +173,13 @@ SERVER_PID=""
 # --- 3. the Python baseline ---------------------------------------------------
 SERVER_LOG=$OUT/python_light.log
 step "starting the Python baseline on light_ensemble"
-start_python_baseline "$SERVER_LOG" light_ensemble
+start_python_baseline "$SERVER_LOG" "$REPO" light_ensemble "$MAX_CONC"
 load py_light_b1 light_ensemble 1 "$SWEEP"
 stop_server
 SERVER_PID=""
 SERVER_LOG=$OUT/python_demo.log
 step "starting the Python baseline on demo_ensemble"
-start_python_baseline "$SERVER_LOG" demo_ensemble
+start_python_baseline "$SERVER_LOG" "$REPO" demo_ensemble "$MAX_CONC"
 load py_demo_big demo_ensemble "$BIG_BATCH" "$BIG_SWEEP"
 stop_server
 SERVER_PID=""

@@ -33,6 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
+source benchmarks/lib/bench.sh
 OUT=build/bench_batching
 REPO=$OUT/repo
 DUR=3; WIN=4
@@ -64,18 +65,8 @@ for suffix in "" _batched; do
     "$(for i in 1 2 3; do printf '    - {model: light_mlp%s%s}\n' "$i" "$suffix"; done)" \
     > "$REPO/light_ensemble$suffix/config.yaml"
 done
-cat > "$OUT/server.yaml" <<YAML
-repository: repo
-hosts:
-  - {name: cpu0, device: cpu, cpu_affinity: [0], threads: 1, executors: 1}
-  - {name: cpu1, device: cpu, cpu_affinity: [1], threads: 1, executors: 1}
-YAML
+write_two_host_config "$OUT/server.yaml"
 
-cpu_ticks() {  # cpu_ticks PID...: user+system clock ticks, summed
-  local total=0 pid
-  for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
-  echo "$total"
-}
 # load NAME ADDR MODEL CONCURRENCY BATCH SERVER_PID HOST_PIDS: one loadgen run,
 # with the CPU time each side spent during it (NAME.cpu, JSON).
 load() {

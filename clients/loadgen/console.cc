@@ -87,8 +87,11 @@ std::vector<std::string> RunBanner(const Options& o, const Report& report) {
           TransportText(o),
       StepsText(o, report.open_loop),
       "  latencies and server stage times (srv_us = server success time, queue, c_in/c_infer/c_out = compute "
-      "input/infer/output) in us",
-      TableHeader(report.open_loop),
+      "input/infer/output) in us" +
+          std::string(o.server_pid > 0 ? "; srv_cpu_us/hosts_cpu_us = CPU per request of the server process " +
+                                             std::to_string(o.server_pid) + "/of its model hosts, in core-us"
+                                       : ""),
+      TableHeader(report.open_loop, o.server_pid > 0),
   };
 }
 

@@ -9,6 +9,8 @@
 #include <functional>
 #include <thread>
 
+#include "clients/loadgen/process_cpu.h"
+
 namespace es::loadgen {
 namespace {
 
@@ -33,6 +35,13 @@ double ProcessCpuSeconds() {
   ::getrusage(RUSAGE_SELF, &usage);
   auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
   return secs(usage.ru_utime) + secs(usage.ru_stime);
+}
+
+// The server's CPU (--server-pid) at a window boundary; nullopt without
+// --server-pid or when the process is gone.
+std::optional<ProcessCpu> ServerCpu(const StepSettings& settings) {
+  if (settings.server_pid <= 0) return std::nullopt;
+  return ReadProcessCpu(static_cast<pid_t>(settings.server_pid));
 }
 
 double Average(uint64_t count_a, uint64_t ns_a, uint64_t count_b, uint64_t ns_b) {
@@ -171,6 +180,7 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
 
   std::vector<std::optional<ServerCounters>> counters{ReadServerCounters(stats_client, settings.model, settings.version)};
   std::vector<double> cpu{ProcessCpuSeconds()};
+  std::vector<std::optional<ProcessCpu>> server_cpu{ServerCpu(settings)};
   std::vector<Sample> samples;
   const auto soak_end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings.run_s));
@@ -187,6 +197,7 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
     Sample s = engine.TakeSample();
     result.timeline.push_back(MakeWindow(s, s.latencies_ns));
     cpu.push_back(ProcessCpuSeconds());
+    server_cpu.push_back(ServerCpu(settings));
     // A soak reads the server's counters at its two ends only: a stalled
     // server must not stretch every window by the statistics call's deadline.
     counters.push_back(result.soak ? std::nullopt : ReadServerCounters(stats_client, settings.model, settings.version));
@@ -237,6 +248,12 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
   result.server = StagesBetween(counters[counters.size() - 1 - static_cast<size_t>(n)], counters.back());
   result.seconds = Seconds(merged.elapsed);
   result.client_cpu = (cpu.back() - cpu[cpu.size() - 1 - static_cast<size_t>(n)]) / std::max(1e-9, result.seconds);
+  const auto& server_cpu_start = server_cpu[server_cpu.size() - 1 - static_cast<size_t>(n)];
+  if (server_cpu_start && server_cpu.back() && merged.ok() > 0) {
+    const double ok = static_cast<double>(merged.ok());
+    result.server_cpu_us_per_request = (server_cpu.back()->own_s - server_cpu_start->own_s) * 1e6 / ok;
+    result.hosts_cpu_us_per_request = ChildrenCpuBetween(*server_cpu_start, *server_cpu.back()) * 1e6 / ok;
+  }
   result.sent = merged.sent;
   result.ok = merged.ok();
   result.failed = merged.failed();

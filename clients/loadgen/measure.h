@@ -15,6 +15,11 @@
 // windows, averaged per count (Triton's semantics: success and queue per
 // request, compute_* per model execution).
 //
+// With --server-pid (StepSettings::server_pid), the server process's CPU
+// and its children's (the model hosts) are read from /proc at the same
+// boundaries as the tool's own CPU (process_cpu.h), and reported per
+// successful request over the same windows.
+//
 // Contract: RunStep is called from one thread; it drives the engine
 // (Start ... Stop) and returns when the step is over, or early (with what it
 // has) when *interrupted becomes true.
@@ -104,6 +109,12 @@ struct StepResult {
   double send_rate = 0;       // requests sent/s (open loop: should equal the rate)
   double mean_late_us = 0;    // open loop: mean send lag behind the schedule
   double client_cpu = 0;      // this process's CPU use over the windows, in cores (user + system)
+  // --server-pid: CPU time (user + system, core-µs) per successful request
+  // over the windows, of the server process alone and of its child
+  // processes (the model hosts) together. -1 without --server-pid, when the
+  // process was gone at either end, or when no request succeeded.
+  double server_cpu_us_per_request = -1;
+  double hosts_cpu_us_per_request = -1;
   LatencySummary latency;
   ServerStages server;
 };
@@ -115,6 +126,7 @@ struct StepSettings {
   int max_windows = 6, stable_windows = 3;
   double stability = 0.10;
   double run_s = 0;  // > 0: a soak step of this many seconds (max_windows and stability unused)
+  int server_pid = 0;  // > 0 (--server-pid): read this process's CPU, and its children's, at every boundary
 };
 
 // Progress: called after the warm-up and after every window.

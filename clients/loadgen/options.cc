@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
+#include "clients/loadgen/process_cpu.h"
 #include "clients/loadgen/report.h"
 #include "clients/security_flags.h"
 #include "common/command_line.h"
@@ -34,7 +36,8 @@ constexpr const char* kDescription =
     "open loop (--rate R, same sweep syntax, --poisson for Poisson arrivals) sends R requests/s\n"
     "whatever the answers. Each step: warm-up, then windows of --duration-s until 3 in a row agree\n"
     "within 10% on throughput (at most --max-windows). Reports throughput, latency percentiles,\n"
-    "errors by gRPC code and the server's per-stage times (ModelStatistics).\n"
+    "errors by gRPC code and the server's per-stage times (ModelStatistics); with --server-pid, the\n"
+    "server's CPU per request (the server on this machine only).\n"
     "Exit codes: 0 ok, 1 runtime failure (server unreachable, model error), 2 usage error,\n"
     "130 interrupted (the steps finished are still printed and written). See docs/loadgen.md.";
 
@@ -163,6 +166,12 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
   app.add_flag("--shm", o->shm,
                "send the inputs through a shared-memory region (created and registered once, unregistered and "
                "unlinked at exit; the server must be on this machine)");
+  // The server's CPU, from /proc.
+  app.add_option("--server-pid", o->server_pid,
+                 "PID of the server process, when it runs on this machine: each step also reports its CPU (user + "
+                 "system) per successful request, the server process's own (srv_cpu_us) and its child processes' "
+                 "(the model hosts, hosts_cpu_us), in core-us; meaningless for a server on another machine")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   es::client::SecurityFlags security;  // --ssl, --ssl-ca, --ssl-cert, --ssl-key, --token
   es::client::AddSecurityFlags(&app, &security);
   // KServe v2 HTTP/REST.
@@ -205,6 +214,12 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
         return usage(std::string("--http: ") + flag + " is not supported over HTTP (one connection per call in flight)");
       }
     }
+  }
+  // Refused now rather than reported as "-" at every step: a typo, or a
+  // server that has already exited.
+  if (o->server_pid > 0 && !ReadCpuSeconds(static_cast<pid_t>(o->server_pid))) {
+    const std::string pid = std::to_string(o->server_pid);
+    return usage("--server-pid " + pid + ": no such process on this machine (/proc/" + pid + "/stat unreadable)");
   }
   if (o->server.find(':') == std::string::npos) return usage("--server: expected HOST:PORT, got '" + o->server + "'");
   for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--csv", &o->csv},

@@ -63,6 +63,10 @@ struct Options {
   // --http: KServe v2 HTTP/REST on --server (the HTTP address), one
   // keep-alive connection and thread per call in flight (clients/loadgen/http_engine.h).
   bool http = false;
+  // --server-pid: the server's process on this machine, whose CPU (and its
+  // model hosts', its child processes) the steps report per request
+  // (process_cpu.h); 0 = not given. ParseArgs checks that it exists.
+  int server_pid = 0;
 };
 
 // Copies the measurement-window options (warm-up, window length, how many

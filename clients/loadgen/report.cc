@@ -71,6 +71,9 @@ nlohmann::json StepJson(const StepResult& s) {
   j["send_rate_rps"] = s.send_rate;
   if (s.open_loop) j["mean_send_lag_us"] = s.mean_late_us;
   j["client_cpu_cores"] = s.client_cpu;
+  // --server-pid: core-µs per successful request; null without it, or with the process gone.
+  j["server_cpu_us_per_request"] = OrNull(s.server_cpu_us_per_request);
+  j["hosts_cpu_us_per_request"] = OrNull(s.hosts_cpu_us_per_request);
   const auto& l = s.latency;
   j["latency_us"] = {{"count", l.count}, {"mean", l.mean_us}, {"min", l.min_us}, {"max", l.max_us},
                      {"p50", l.p50_us},  {"p90", l.p90_us},   {"p95", l.p95_us}, {"p99", l.p99_us},
@@ -153,16 +156,24 @@ double PeakThroughput(const std::vector<StepResult>& steps) {
   return peak;
 }
 
-std::string TableHeader(bool open_loop) {
+// The --server-pid columns: CPU per request of the server and of its hosts.
+constexpr const char* kServerCpuColumns = " | %10s %12s";
+
+std::string TableHeader(bool open_loop, bool server_cpu) {
   char buf[400];
   std::snprintf(buf, sizeof buf, "%7s %9s %10s %8s %8s %8s %8s %9s %7s %4s %6s%s | %8s %7s %6s %7s %6s %5s",
                 open_loop ? "rate" : "conc", "req/s", "rows/s", "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us",
                 "errors", "win", "cl_cpu", open_loop ? "  sent/s  skipped" : "", "srv_us", "queue", "c_in", "c_infer", "c_out",
                 "batch");
-  return buf;
+  std::string header = buf;
+  if (server_cpu) {
+    std::snprintf(buf, sizeof buf, kServerCpuColumns, "srv_cpu_us", "hosts_cpu_us");
+    header += buf;
+  }
+  return header;
 }
 
-std::string TableRow(const StepResult& s) {
+std::string TableRow(const StepResult& s, bool server_cpu) {
   char buf[512];
   std::string open_cols;
   if (s.open_loop) {
@@ -178,7 +189,13 @@ std::string TableRow(const StepResult& s) {
                 win.c_str(), s.client_cpu, open_cols.c_str(), Stage(v.success_us).c_str(), Stage(v.queue_us).c_str(),
                 Stage(v.compute_input_us).c_str(), Stage(v.compute_infer_us).c_str(),
                 Stage(v.compute_output_us).c_str(), v.avg_batch < 0 ? "-" : Fmt("%.1f", v.avg_batch).c_str());
-  return buf;
+  std::string row = buf;
+  if (server_cpu) {
+    std::snprintf(buf, sizeof buf, kServerCpuColumns, Stage(s.server_cpu_us_per_request).c_str(),
+                  Stage(s.hosts_cpu_us_per_request).c_str());
+    row += buf;
+  }
+  return row;
 }
 
 std::string Summary(const Report& r) {
@@ -199,7 +216,12 @@ std::string Summary(const Report& r) {
       out << "peak: " << Fmt("%.1f", peak) << " req/s (" << Fmt("%.1f", s.rows_per_s) << " rows/s) at "
           << (s.open_loop ? "rate " : "concurrency ") << StepLabel(s) << ", p50 " << Fmt("%.0f", s.latency.p50_us)
           << " us, p99 " << Fmt("%.0f", s.latency.p99_us) << " us; the tool itself used "
-          << Fmt("%.2f", s.client_cpu) << " of " << std::thread::hardware_concurrency() << " CPU cores\n";
+          << Fmt("%.2f", s.client_cpu) << " of " << std::thread::hardware_concurrency() << " CPU cores";
+      if (s.server_cpu_us_per_request >= 0) {
+        out << "; the server " << Fmt("%.0f", s.server_cpu_us_per_request) << " core-us per request, its hosts "
+            << Fmt("%.0f", s.hosts_cpu_us_per_request);
+      }
+      out << "\n";
       break;
     }
   }
@@ -243,7 +265,9 @@ std::string CsvText(const Report& r) {
   out << "model,mode,concurrency,rate,batch,windows,stable,seconds,sent,ok,failed,skipped,throughput_rps,rows_per_s,"
          "lat_mean_us,lat_min_us,lat_p50_us,lat_p90_us,lat_p95_us,lat_p99_us,lat_p99_9_us,lat_max_us,errors,client_cpu_cores,"
          "srv_success_us,srv_queue_us,srv_compute_input_us,srv_compute_infer_us,srv_compute_output_us,srv_avg_batch,"
-         "srv_success,srv_fail,hung,unanswered\n";
+         "srv_success,srv_fail,hung,unanswered,"
+         // Appended last (--server-pid; empty without it) so that readers by position keep working.
+         "server_cpu_us_per_request,hosts_cpu_us_per_request\n";
   auto num = [](double v) { return v < 0 ? std::string() : Fmt("%.3f", v); };
   auto row = [&](const StepResult& s) {
     const auto& l = s.latency;
@@ -259,7 +283,8 @@ std::string CsvText(const Report& r) {
         << num(v.success_us) << "," << num(v.queue_us) << "," << num(v.compute_input_us) << ","
         << num(v.compute_infer_us) << "," << num(v.compute_output_us) << "," << num(v.avg_batch) << ","
         << (v.available ? std::to_string(v.success) : "") << "," << (v.available ? std::to_string(v.fail) : "") << ","
-        << s.hung << "," << s.unanswered << "\n";
+        << s.hung << "," << s.unanswered << "," << num(s.server_cpu_us_per_request) << ","
+        << num(s.hosts_cpu_us_per_request) << "\n";
   };
   for (const auto& s : r.steps) row(s);
   return out.str();

@@ -57,8 +57,10 @@ struct Report {
 // The highest throughput of the steps (0 if none).
 double PeakThroughput(const std::vector<StepResult>& steps);
 
-std::string TableHeader(bool open_loop);
-std::string TableRow(const StepResult& step);
+// `server_cpu` (--server-pid): two more columns, the server's CPU per
+// request (srv_cpu_us) and its model hosts' (hosts_cpu_us).
+std::string TableHeader(bool open_loop, bool server_cpu = false);
+std::string TableRow(const StepResult& step, bool server_cpu = false);
 // Lines after the table: errors by code, ceiling, totals.
 std::string Summary(const Report& report);
 

@@ -15,6 +15,7 @@ StepSettings StepSettingsOf(const Options& o, int64_t batch) {
   settings.batch = batch;
   CopyWindowOptions(o, &settings);
   settings.run_s = o.soak_s;
+  settings.server_pid = o.server_pid;
   return settings;
 }
 
@@ -52,7 +53,7 @@ void RunSteps(const Options& o, const StepSettings& settings, RunPlan& plan, Con
     // An interrupted step is not reported, except a soak's: its windows are
     // what the run is for.
     if (step.windows == 0 || (interrupted->load() && !step.soak)) break;
-    console.Say(TableRow(step));
+    console.Say(TableRow(step, o.server_pid > 0));
     report.steps.push_back(std::move(step));
     const StepResult& done = report.steps.back();
     if (!done.lost_server.empty()) {  // the server is gone: no further step, report what succeeded

@@ -8,13 +8,20 @@
 // benchmarks/run_chaos.sh): a server that goes away mid-run ends the run
 // after a bounded run of connection failures, backing off in between, and
 // the report keeps what succeeded; a stalled server's calls are counted as
-// hung (answered late) or unanswered (cancelled at the end).
+// hung (answered late) or unanswered (cancelled at the end). --server-pid:
+// the /proc reading it rests on (process_cpu.h), the server's CPU per
+// request in the JSON, table and CSV over gRPC and HTTP, and a PID with no
+// process refused (exit 2).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include <filesystem>
@@ -23,6 +30,7 @@
 #include <sstream>
 
 #include "clients/client.h"
+#include "clients/loadgen/process_cpu.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
 
@@ -540,6 +548,214 @@ TEST(LoadgenStreaming, ServerGoneEndsTheRun) {
   EXPECT_GT(totals["client_ok"].get<uint64_t>(), 100u) << totals.dump();
   EXPECT_GE(totals["client_failed"].get<uint64_t>(), 100u) << totals.dump();
   EXPECT_EQ(totals["client_unanswered"], 0u);
+}
+
+}  // namespace
+}  // namespace es::loadgen
+
+namespace es::loadgen {
+namespace {
+
+// ---- --server-pid ---------------------------------------------------------
+
+// This process's CPU time (every thread), from the kernel's own clock.
+double OwnCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// Spins until this process has used `seconds` more CPU.
+void BurnCpu(double seconds) {
+  const double until = OwnCpuSeconds() + seconds;
+  volatile uint64_t x = 0;
+  while (OwnCpuSeconds() < until) {
+    for (int i = 0; i < 10000; ++i) x = x + static_cast<uint64_t>(i);
+  }
+}
+
+// A pid no process has: a child's, once it has exited and been reaped.
+pid_t PidOfNoProcess() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(::kill(pid, 0), -1) << "pid " << pid << " was reused already";
+  return pid;
+}
+
+// The comm field (2) is "(NAME)" with NAME as the process set it: spaces
+// and ')' included. Fields 14 and 15 (utime, stime) are then the 12th and
+// 13th after the last ')'; counted from the first ')' they would be other
+// fields (here 11 and 12 ticks instead of 250 and 50).
+TEST(ProcessCpu, ParsesStatAfterTheLastParenthesis) {
+  const std::string stat =
+      "4242 (a) b (c)) S 1 4242 4242 0 -1 4194304 7 8 9 10 250 50 11 12 20 0 1 0 123 456 789\n";
+  auto seconds = ParseStatCpuSeconds(stat, 100);
+  ASSERT_TRUE(seconds.has_value());
+  EXPECT_DOUBLE_EQ(*seconds, 3.0) << "(250 + 50) ticks at 100 per second";
+  EXPECT_DOUBLE_EQ(*ParseStatCpuSeconds("1 (init) S 0 1 1 0 -1 0 0 0 0 0 40 60 0 0", 100), 1.0);
+  EXPECT_DOUBLE_EQ(*ParseStatCpuSeconds("7 () R 1 7 7 0 -1 0 0 0 0 0 5 5 0 0", 10), 1.0) << "empty comm";
+
+  EXPECT_FALSE(ParseStatCpuSeconds("", 100).has_value());
+  EXPECT_FALSE(ParseStatCpuSeconds("4242 noparens S 1 4242 4242 0 -1 0 7 8 9 10 250 50", 100).has_value());
+  EXPECT_FALSE(ParseStatCpuSeconds("4242 (short) S 1 2 3", 100).has_value()) << "too few fields";
+  EXPECT_FALSE(ParseStatCpuSeconds("4242 (x) S 1 4242 4242 0 -1 0 7 8 9 10 2x0 50", 100).has_value());
+  EXPECT_FALSE(ParseStatCpuSeconds(stat, 0).has_value());
+}
+
+TEST(ProcessCpu, OwnCpuRisesAfterBurningCpu) {
+  const auto before = ReadCpuSeconds(::getpid());
+  ASSERT_TRUE(before.has_value());
+  BurnCpu(0.3);
+  const auto after = ReadCpuSeconds(::getpid());
+  ASSERT_TRUE(after.has_value());
+  EXPECT_GE(*after - *before, 0.2) << "0.3 s burnt, read in clock ticks";
+  EXPECT_LE(*after, OwnCpuSeconds() + 0.05) << "never more than the kernel's own clock";
+  const auto whole = ReadProcessCpu(::getpid());
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_GE(whole->own_s, *after);
+}
+
+// A child that burns CPU, then waits: listed among the children and its
+// CPU counted in their sum; once reaped, gone from both, and its pid
+// unreadable.
+TEST(ProcessCpu, ChildrenSumCountsAForkedChild) {
+  WatchdogScope watchdog(seconds(60), "ChildrenSumCountsAForkedChild");
+  const auto before = ReadProcessCpu(::getpid());
+  ASSERT_TRUE(before.has_value());
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(done[1]);  // else its read below never sees the parent's close
+    BurnCpu(0.4);
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(done[0], &c, 1);  // until the parent has read us
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(done[0]);
+  pollfd p{ready[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 30000), 1) << "the child never finished burning";
+
+  const std::vector<pid_t> children = ChildProcesses(::getpid());
+  EXPECT_NE(std::find(children.begin(), children.end(), child), children.end());
+  const auto during = ReadProcessCpu(::getpid());
+  ASSERT_TRUE(during.has_value());
+  ASSERT_EQ(during->children_s.count(child), 1u);
+  EXPECT_GE(during->children_s.at(child), 0.3);
+  EXPECT_GE(during->ChildrenSeconds(), 0.3);
+  EXPECT_LT(during->own_s - before->own_s, 0.3) << "the child's CPU is not the parent's";
+  EXPECT_GE(ChildrenCpuBetween(*before, *during), 0.3) << "a child born between two readings counts whole";
+  EXPECT_GE(*ReadCpuSeconds(child), 0.3);
+
+  ::close(done[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(ready[0]);
+  const auto after = ReadProcessCpu(::getpid());
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->children_s.count(child), 0u);
+  EXPECT_FALSE(ReadCpuSeconds(child).has_value());
+  EXPECT_FALSE(ReadProcessCpu(child).has_value());
+}
+
+// A host restarted between two readings is a new pid, counted from zero;
+// one whose time went backwards is a reused pid, a new child too.
+TEST(ProcessCpu, ChildrenCpuBetweenCountsRestartedChildrenFromZero) {
+  ProcessCpu a, b;
+  a.children_s = {{10, 5.0}, {11, 2.0}, {12, 9.0}};
+  b.children_s = {{10, 5.5}, {11, 0.25}, {13, 0.5}};  // 11 reused, 12 gone, 13 new
+  EXPECT_DOUBLE_EQ(ChildrenCpuBetween(a, b), 0.5 + 0.25 + 0.5);
+  EXPECT_DOUBLE_EQ(b.ChildrenSeconds(), 6.25);
+}
+
+// A PID with no process is refused before the run (exit 2, one line naming
+// it); a live one is taken (the run then fails on the closed port, exit 1).
+TEST(LoadgenExitCodes, ServerPidOfNoProcessIsRefused) {
+  WatchdogScope watchdog(seconds(60), "ServerPidOfNoProcessIsRefused");
+  const std::string closed = "127.0.0.1:" + std::to_string(es::it::ClosedLoopbackPort());
+  const std::string gone = std::to_string(PidOfNoProcess());
+  std::string output;
+  int rc = RunCommand({kLoadgen, "--server", closed, "--model", "mlp", "--server-pid", gone}, seconds(20), &output);
+  EXPECT_EQ(rc, 2) << output;
+  EXPECT_EQ(output.rfind("ensemble-loadgen: --server-pid " + gone + ": no such process", 0), 0u) << output;
+  EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << "one line: " << output;
+
+  output.clear();
+  rc = RunCommand({kLoadgen, "--server", closed, "--model", "mlp", "--server-pid", std::to_string(::getpid())},
+                  seconds(20), &output);
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_EQ(output.rfind("ensemble-loadgen: cannot reach server", 0), 0u) << output;
+
+  std::string help;
+  EXPECT_EQ(RunCommand({kLoadgen, "--help"}, seconds(20), &help), 0);
+  EXPECT_NE(help.find("--server-pid"), std::string::npos) << help;
+}
+
+// The server the suite started, its PID given: every step's JSON has the
+// router's and the hosts' CPU per request (the mlp model runs in a host),
+// over gRPC and over HTTP; the table has the columns and the CSV ends with
+// them. Without --server-pid the figures are null and the columns absent.
+TEST_F(LoadgenTest, ServerPidReportsTheServersCpuPerRequest) {
+  WatchdogScope watchdog(seconds(120), "ServerPidReportsTheServersCpu");
+  const std::string pid = std::to_string(server_->pid());
+  for (const bool http : {false, true}) {
+    SCOPED_TRACE(http ? "HTTP" : "gRPC");
+    const std::string json = out_.Path(http ? "cpu_http.json" : "cpu.json");
+    const std::string csv = out_.Path(http ? "cpu_http.csv" : "cpu.csv");
+    std::vector<std::string> argv = {kLoadgen, "--server", http ? server_->http_address() : server_->address(),
+                                     "--model", "mlp", "--concurrency", "1,4", "--duration-s", "0.5", "--warmup-s",
+                                     "0.3", "--max-windows", "3", "--ceiling-model", "none", "--server-pid", pid,
+                                     "--json", json, "--csv", csv};
+    if (http) argv.push_back("--http");
+    std::string output;
+    ASSERT_EQ(RunCommand(argv, seconds(60), &output), 0) << output;
+    EXPECT_NE(output.find("srv_cpu_us"), std::string::npos) << output;
+    EXPECT_NE(output.find("hosts_cpu_us"), std::string::npos) << output;
+    EXPECT_NE(output.find("core-us per request, its hosts"), std::string::npos) << output;
+
+    const auto j = nlohmann::json::parse(Slurp(json));
+    ASSERT_EQ(j["steps"].size(), 2u) << j.dump(2);
+    for (const auto& s : j["steps"]) {
+      ASSERT_TRUE(s["server_cpu_us_per_request"].is_number()) << s.dump(2);
+      ASSERT_TRUE(s["hosts_cpu_us_per_request"].is_number()) << s.dump(2);
+      EXPECT_GT(s["server_cpu_us_per_request"].get<double>(), 0);
+      EXPECT_GT(s["hosts_cpu_us_per_request"].get<double>(), 0) << "the model runs in a host";
+      // Not seconds, nor a total: a request takes the router well under 100 ms of CPU.
+      EXPECT_LT(s["server_cpu_us_per_request"].get<double>(), 1e5);
+    }
+    // The CSV: the two columns last, filled.
+    const std::string csv_text = Slurp(csv);
+    const std::string header = csv_text.substr(0, csv_text.find('\n'));
+    const std::string tail = ",hung,unanswered,server_cpu_us_per_request,hosts_cpu_us_per_request";
+    ASSERT_GE(header.size(), tail.size());
+    EXPECT_EQ(header.substr(header.size() - tail.size()), tail) << header;
+    const size_t row_start = header.size() + 1;
+    const std::string row = csv_text.substr(row_start, csv_text.find('\n', row_start) - row_start);
+    EXPECT_EQ(std::count(row.begin(), row.end(), ','), std::count(header.begin(), header.end(), ',')) << row;
+    EXPECT_NE(row.back(), ',') << "the last column is filled: " << row;
+  }
+
+  const std::string json = out_.Path("no_pid.json");
+  std::string output;
+  ASSERT_EQ(RunCommand({kLoadgen, "--server", server_->address(), "--model", "mlp", "--concurrency", "2",
+                        "--duration-s", "0.3", "--warmup-s", "0.2", "--max-windows", "3", "--ceiling-model", "none",
+                        "--json", json},
+                       seconds(60), &output),
+            0)
+      << output;
+  EXPECT_EQ(output.find("srv_cpu_us"), std::string::npos) << output;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  ASSERT_EQ(j["steps"].size(), 1u);
+  ASSERT_TRUE(j["steps"][0].contains("server_cpu_us_per_request")) << j["steps"][0].dump(2);
+  EXPECT_TRUE(j["steps"][0]["server_cpu_us_per_request"].is_null());
+  EXPECT_TRUE(j["steps"][0]["hosts_cpu_us_per_request"].is_null());
 }
 
 }  // namespace

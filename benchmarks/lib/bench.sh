@@ -1,0 +1,82 @@
+# Shell helpers shared by the benchmark scripts. Source it after
+# scripts/lib/server.sh; needs BIN (default build/bin).
+
+# cpu_ticks PID...: user + system clock ticks of the processes so far, summed
+# (getconf CLK_TCK of them per second).
+cpu_ticks() {
+  local total=0 pid
+  for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
+  echo "$total"
+}
+
+# write_two_host_config FILE: the benchmarks' server config, beside FILE's
+# folder's repo/: two CPU hosts, one core, one LibTorch thread and one
+# executor each (config/demo.yaml's hosts).
+write_two_host_config() {
+  cat >"$1" <<'YAML'
+# Two CPU hosts, one core, one LibTorch thread and one executor each (config/demo.yaml's).
+repository: repo
+log_level: warn
+hosts:
+  - {name: cpu0, device: cpu, cpu_affinity: [0], threads: 1, executors: 1}
+  - {name: cpu1, device: cpu, cpu_affinity: [1], threads: 1, executors: 1}
+YAML
+}
+
+# write_light_ensemble REPO SCRATCH: the light ensemble of three MLPs (the
+# demo's mlp architecture, 784-256-10, with the weights of ensemble-make-demo
+# seeds 1, 2 and 3; REPO must hold make-demo's seed-1 repository), twice:
+# light_ensemble (light_mlp1..3) and light_ensemble_batched, whose members
+# add the router's dynamic batching with max_queue_delay_us 0 (a batch leaves
+# as soon as a host is free, so a lone request never waits). Every member on
+# every host. SCRATCH is a folder it may use and removes.
+write_light_ensemble() {
+  local repo=$1 scratch=$2 i seed from model suffix
+  for seed in 2 3; do "${BIN:-build/bin}/ensemble-make-demo" --out "$scratch/seed$seed" --seed "$seed" >/dev/null; done
+  for i in 1 2 3; do
+    from=$repo; [ "$i" = 1 ] || from=$scratch/seed$i
+    for model in "light_mlp$i" "light_mlp${i}_batched"; do
+      mkdir -p "$repo/$model/1"
+      cp "$from/mlp/1/model.pt" "$repo/$model/1/model.pt"
+      sed '/^hosts:/d' "$repo/mlp/config.yaml" >"$repo/$model/config.yaml"
+    done
+    echo "dynamic_batching: {max_queue_delay_us: 0}" >>"$repo/light_mlp${i}_batched/config.yaml"
+  done
+  rm -rf "$scratch/seed2" "$scratch/seed3"
+  for suffix in "" _batched; do
+    mkdir -p "$repo/light_ensemble$suffix"
+    cat >"$repo/light_ensemble$suffix/config.yaml" <<YAML
+# Three light members (the mlp architecture, 784-256-10, different weights).
+platform: ensemble
+max_batch_size: 64
+ensemble:
+  combine: mean
+  members:
+    - {model: light_mlp1$suffix}
+    - {model: light_mlp2$suffix}
+    - {model: light_mlp3$suffix}
+YAML
+  done
+}
+
+# start_python_baseline LOG REPO ENSEMBLE THREADS: starts
+# benchmarks/python_baseline/server.py (its stubs from build/python) on a free
+# port, waits for its "listening on" line, sets SERVER_PID and SERVER_ADDR
+# (stop_server stops it). Exits, printing the log, if it does not start.
+start_python_baseline() {
+  local log=$1
+  PYTHONPATH="${BUILD_DIR:-build}/python" /usr/bin/python3 benchmarks/python_baseline/server.py --repository "$2" \
+    --ensemble "$3" --port 0 --threads "$4" >"$log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 1200); do
+    if grep -q "^listening on" "$log"; then
+      SERVER_ADDR=$(sed -n 's/^listening on //p' "$log")
+      return 0
+    fi
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "the Python baseline did not start within 120 s" >&2
+  cat "$log" >&2
+  exit 1
+}
