@@ -144,7 +144,7 @@ void Accept(tcp::acceptor& acceptor, const Answers& answers) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   std::string config_path;
   int port = 0;
   int threads = 2;  // HttpServerOptions' default, as the router runs it
@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
   }
   Accept(acceptor, answers);
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads));
   for (int i = 0; i < threads; ++i) pool.emplace_back([&io] { io.run(); });
   std::printf("http listening on 127.0.0.1:%d\n", acceptor.local_endpoint().port());
   std::fflush(stdout);
@@ -190,4 +191,13 @@ int main(int argc, char** argv) {
   io.stop();
   for (auto& t : pool) t.join();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {  // e.g. a thread that cannot start
+    std::fprintf(stderr, "bench-http-floor: %s\n", e.what());
+    return 1;
+  }
 }

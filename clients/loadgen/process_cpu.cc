@@ -1,6 +1,5 @@
 #include "clients/loadgen/process_cpu.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 namespace es::loadgen {
@@ -86,20 +86,17 @@ std::optional<double> ReadCpuSeconds(pid_t pid) {
 std::vector<pid_t> ChildProcesses(pid_t pid) {
   std::vector<pid_t> children;
   if (pid <= 0) return children;
-  const std::string tasks = ProcPath(pid) + "/task";
-  DIR* dir = ::opendir(tasks.c_str());
-  if (dir == nullptr) return children;
   // Each thread lists the children it forked; a thread that ends while we
-  // read is simply not there.
-  while (const dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    const auto text = ReadProcFile(tasks + "/" + entry->d_name + "/children");
+  // read is simply not there (the error_code forms never throw).
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(ProcPath(pid) + "/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const auto text = ReadProcFile(it->path().string() + "/children");
     if (!text) continue;
     for (std::string_view token : Tokens(*text)) {
       if (const auto child = ParseInt<pid_t>(token); child && *child > 0) children.push_back(*child);
     }
   }
-  ::closedir(dir);
   std::sort(children.begin(), children.end());
   children.erase(std::unique(children.begin(), children.end()), children.end());
   return children;
