@@ -82,7 +82,7 @@ load() {
 }
 LOG=$OUT/server.log
 FLOOR_PID=""
-trap 'stop_server; [ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' EXIT
+trap 'stop_server; stop_floor' EXIT
 start_server "$OUT/server.yaml" "$LOG" --grpc-port 0 --metrics-port 0 --http-port 0 --log-level warn
 HOSTS=$(cat /proc/"$SERVER_PID"/task/*/children)  # the model-host processes
 run_server_step() { load "$1" "$SERVER_ADDR" "$2" "$3" "$4" "$SERVER_PID" "$HOSTS"; }  # NAME MODEL CONCURRENCY BATCH
@@ -93,17 +93,11 @@ run_server_step mlp_c4_b64 mlp 4 64
 run_server_step cnn_c4_b32 cnn 4 32
 run_server_step echo_c1_b1 echo 1 1
 stop_server
-trap '[ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null; true' EXIT
-
-"$BIN/bench-grpc-floor" --config "$OUT/server.yaml" >"$OUT/floor.log" 2>&1 &
-FLOOR_PID=$!
-for _ in $(seq 1 100); do grep -q "grpc listening on" "$OUT/floor.log" && break; sleep 0.1; done
-FLOOR_ADDR=$(sed -n 's/^grpc listening on //p' "$OUT/floor.log")
-[ -n "$FLOOR_ADDR" ] || { echo "bench-grpc-floor did not start:" >&2; cat "$OUT/floor.log" >&2; exit 1; }
+trap stop_floor EXIT
+start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/floor.log"
 load floor_c32_b1 "$FLOOR_ADDR" mlp 32 1 "$FLOOR_PID" ""
 load floor_c1_b1 "$FLOOR_ADDR" mlp 1 1 "$FLOOR_PID" ""
-kill "$FLOOR_PID"; wait "$FLOOR_PID" 2>/dev/null || true
-FLOOR_PID=""
+stop_floor
 trap - EXIT
 
 for m in mlp cnn; do

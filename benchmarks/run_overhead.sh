@@ -124,16 +124,7 @@ load() {
     >"$OUT/$name.cpu"
 }
 
-# start_floor BINARY LOG: starts a floor server on a free port; sets FLOOR_PID, FLOOR_ADDR.
 FLOOR_PID=""
-start_floor() {
-  "$BIN/$1" --config "$OUT/server.yaml" >"$2" 2>&1 &
-  FLOOR_PID=$!
-  for _ in $(seq 1 100); do grep -q "listening on" "$2" && break; sleep 0.1; done
-  FLOOR_ADDR=$(sed -n 's/^.* listening on //p' "$2")
-  [ -n "$FLOOR_ADDR" ] || { echo "$1 did not start:" >&2; cat "$2" >&2; exit 1; }
-}
-stop_floor() { [ -z "$FLOOR_PID" ] || { kill "$FLOOR_PID" 2>/dev/null; wait "$FLOOR_PID" 2>/dev/null || true; }; FLOOR_PID=""; }
 SERVER_PID=""
 trap 'stop_server; stop_floor' EXIT
 
@@ -173,13 +164,13 @@ SERVER_PID=""
 
 # --- the floors and the seed way ---------------------------------------------------
 if want 1; then
-  start_floor bench-grpc-floor "$OUT/grpc_floor.log"
+  start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor.log"
   for c in 1 16; do
     load "floor_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""
     load "floor_mlp_c$c" "$FLOOR_ADDR" mlp 1 "$c" "$FLOOR_PID" ""
   done
   stop_floor
-  start_floor bench-http-floor "$OUT/http_floor.log"
+  start_floor bench-http-floor "$OUT/server.yaml" "$OUT/http_floor.log"
   for c in 1 16; do load "http_floor_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" "" --http; done
   stop_floor
 fi

@@ -9,6 +9,23 @@ cpu_ticks() {
   echo "$total"
 }
 
+# start_floor BINARY CONFIG LOG: starts a floor server (bench-grpc-floor,
+# bench-http-floor) on a free port; sets FLOOR_PID and FLOOR_ADDR. Exits,
+# printing the log, if it does not say where it listens within 10 s.
+start_floor() {
+  "${BIN:-build/bin}/$1" --config "$2" >"$3" 2>&1 &
+  FLOOR_PID=$!
+  for _ in $(seq 1 100); do grep -q "listening on" "$3" && break; sleep 0.1; done
+  FLOOR_ADDR=$(sed -n 's/^.* listening on //p' "$3")
+  [ -n "$FLOOR_ADDR" ] || { echo "$1 did not start:" >&2; cat "$3" >&2; exit 1; }
+}
+
+# stop_floor: stops the floor server start_floor started, if any.
+stop_floor() {
+  [ -z "${FLOOR_PID:-}" ] || { kill "$FLOOR_PID" 2>/dev/null; wait "$FLOOR_PID" 2>/dev/null || true; }
+  FLOOR_PID=""
+}
+
 # write_two_host_config FILE: the benchmarks' server config, beside FILE's
 # folder's repo/: two CPU hosts, one core, one LibTorch thread and one
 # executor each (config/demo.yaml's hosts).
