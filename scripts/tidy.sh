@@ -28,7 +28,8 @@ if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
   echo "tidy.sh: base revision '$base' is not in this clone (shallow?): nothing to compare against, nothing checked" >&2
   exit 0
 fi
-changed=$(git diff --name-only --diff-filter=AMR "$base" -- '*.cc' | grep -vE '^(tests/fuzz|build)' | wc -l)
+# (grep finds nothing when a change touches no C++ source: not a failure.)
+changed=$(git diff --name-only --diff-filter=AMR "$base" -- '*.cc' | { grep -vE '^(tests/fuzz|build)' || true; } | wc -l)
 echo "tidy.sh: the changed lines of $changed source(s) since $base"
 out=$(git diff -U0 --diff-filter=AMR "$base" -- '*.cc' ':!tests/fuzz' |
   "$tidy_diff" -p1 -path "$BUILD_DIR" -j "$(nproc)" -quiet -iregex '.*\.cc' -extra-arg=-Wno-unknown-warning-option 2>&1 || true)
