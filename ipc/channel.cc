@@ -48,6 +48,7 @@ void InitRing(RingControl* ring, uint64_t capacity, uint64_t slots_offset) {
   new (&ring->tail) std::atomic<uint64_t>(0);
   new (&ring->seq) std::atomic<uint32_t>(0);
   new (&ring->sleepers) std::atomic<uint32_t>(0);
+  new (&ring->wake_pending) std::atomic<uint32_t>(0);
   ring->capacity = capacity;
   ring->slots_offset = slots_offset;
 }

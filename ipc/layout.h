@@ -25,7 +25,8 @@
 namespace es::ipc {
 
 inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
-inline constexpr uint32_t kLayoutVersion = 4;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind
+inline constexpr uint32_t kLayoutVersion = 5;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind;
+                                               // 5: RingControl::wake_pending
 inline constexpr size_t kMaxExecutors = 64;  // executor threads per host (hosts[].executors)
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
@@ -115,7 +116,9 @@ inline size_t UsedBytes(const CompletionDesc& d) {
 // The control block of one single-producer single-consumer ring. head and tail
 // live on their own cache lines so the two sides do not false-share. `seq` is
 // the futex word the consumer sleeps on; `sleepers` lets the producer skip the
-// wake syscall when nobody sleeps.
+// wake syscall when nobody sleeps, and `wake_pending` when a wake-up is
+// already on its way (set by the producer that woke, cleared by a consumer
+// before it announces itself asleep again; see ring.h).
 struct RingControl {
   alignas(kCacheLine) std::atomic<uint64_t> head;  // next slot to read (consumer)
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // next slot to write (producer)
@@ -123,6 +126,7 @@ struct RingControl {
   std::atomic<uint32_t> sleepers;
   uint64_t capacity;      // slots, a power of two
   uint64_t slots_offset;  // from the segment base
+  std::atomic<uint32_t> wake_pending;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);

@@ -16,6 +16,20 @@
 // the slot and `tail`. The timed sleep is a second line of defence and lets
 // the caller notice shutdown or peer death.
 //
+// One wake-up per sleep: a burst of pushes (an ensemble's members placed on
+// one host, a host's completions) used to make a futex call each while the
+// woken consumer was still on its way back (measured: 0.9 futex calls per
+// member call of a 16-member ensemble). The producer that wakes sets
+// `wake_pending`, and the pushes after it skip the call until a consumer
+// clears the flag, which it does before it announces itself asleep again.
+// Nothing is lost: a consumer that sleeps has cleared the flag before its
+// re-check, so a push after that re-check finds the flag clear and wakes it,
+// and a push before it is seen by the re-check. The wake stays a wake-all, so
+// with several consumer threads every sleeper is woken by the first push.
+// NotifyConsumer() (shutdown, interruption) wakes regardless of the flag.
+// A peer that writes the flag can only delay its own side's wake-ups, as it
+// could by never waking at all; the timed sleep bounds that.
+//
 // Each side also caches the other side's index (the producer `head`, the
 // consumer `tail`) and re-reads it only when the cached value says full or
 // empty, which saves a cache-line transfer on most operations.
@@ -67,7 +81,7 @@ class SpscRing {
     }
     std::memcpy(static_cast<void*>(&slots_[tail & (capacity_ - 1)]), &item, UsedBytes(item));
     control_->tail.store(tail + 1, std::memory_order_release);
-    NotifyConsumer();
+    NotifyAfterPush();
     return true;
   }
 
@@ -96,6 +110,7 @@ class SpscRing {
       if (!Empty()) return;
       CpuRelax();
     }
+    control_->wake_pending.store(0, std::memory_order_seq_cst);
     const uint32_t seq = control_->seq.load(std::memory_order_acquire);
     control_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -103,7 +118,8 @@ class SpscRing {
     control_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
 
-  // Wakes every sleeping consumer thread (used also to interrupt them).
+  // Wakes every sleeping consumer thread, whether or not a wake-up is
+  // pending (to interrupt them, e.g. for shutdown).
   void NotifyConsumer() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (control_->sleepers.load(std::memory_order_seq_cst) != 0) {
@@ -113,6 +129,16 @@ class SpscRing {
   }
 
  private:
+  // After a push: wakes the sleepers unless a wake-up is already on its way.
+  void NotifyAfterPush() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (control_->sleepers.load(std::memory_order_seq_cst) != 0 &&
+        control_->wake_pending.exchange(1, std::memory_order_seq_cst) == 0) {
+      control_->seq.fetch_add(1, std::memory_order_seq_cst);
+      FutexWake(&control_->seq, INT_MAX);
+    }
+  }
+
   RingControl* control_ = nullptr;
   T* slots_ = nullptr;
   uint64_t capacity_ = 0;     // snapshot: slots, a power of two

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <set>
 #include <thread>
 #include <vector>
@@ -127,6 +130,43 @@ TEST(ChannelTest, RingIsBoundedAndFifo) {
   EXPECT_FALSE(c.requests().TryPop(&r));
 }
 
+// Waits for `f` (threads that sleep with no timed sleep); a wake-up lost
+// would leave them asleep for good, so after 120 s the test fails and the
+// process ends (there is nothing to join).
+void AwaitOrDie(std::future<void>& f, const char* what) {
+  if (f.wait_for(std::chrono::seconds(120)) == std::future_status::ready) return f.get();
+  ADD_FAILURE() << what << " still asleep after 120 s: a wake-up was lost";
+  std::_Exit(1);
+}
+
+// A consumer asleep is woken once for a burst of pushes: the pushes after
+// the first find a wake-up pending and make no futex call (the event count
+// `seq` moves once). Without the pending flag each push bumps it.
+TEST(ChannelTest, ABurstOfPushesWakesASleeperOnce) {
+  Channel c = MakeChannel();
+  RingControl& control = c.header().requests;
+  auto sleep_until_woken = [&] {
+    return std::async(std::launch::async, [&] { c.requests().WaitForData(/*spin=*/0, /*timeout_us=*/-1); });
+  };
+  std::future<void> consumer = sleep_until_woken();
+  while (control.sleepers.load() == 0) std::this_thread::yield();
+  const uint32_t before = control.seq.load();
+  RequestDesc r{};
+  for (uint64_t i = 0; i < 5; ++i) {
+    r.request_id = i;
+    ASSERT_TRUE(c.requests().TryPush(r));
+  }
+  AwaitOrDie(consumer, "the consumer");
+  EXPECT_EQ(control.seq.load() - before, 1u);
+  // Asleep again (the flag cleared on the way): the next push wakes it again.
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(c.requests().TryPop(&r));
+  std::future<void> again = sleep_until_woken();
+  while (control.sleepers.load() == 0) std::this_thread::yield();
+  ASSERT_TRUE(c.requests().TryPush(r));
+  AwaitOrDie(again, "the consumer, asleep a second time,");
+  EXPECT_EQ(control.seq.load() - before, 2u);
+}
+
 // A real second process: the child attaches through the inherited fd and
 // answers each request with the checksum of its payload, so a lost, doubled
 // or corrupted request is seen by the parent.
@@ -192,8 +232,26 @@ TEST(ChannelTest, CrossProcessRoundTripsWithChecksums) {
 // request answered exactly once with its own payload's checksum.
 class ChannelStressTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
+void RunStress(int submitters, int executors, WaitPolicy wait);
+
 TEST_P(ChannelStressTest, EveryRequestAnsweredOnce) {
   const auto [submitters, executors] = GetParam();
+  RunStress(submitters, executors, WaitPolicy{});
+}
+
+// Every wait sleeps at once and for as long as it takes (no poll, no timed
+// sleep), so a wake-up the protocol lost would leave a side asleep for good:
+// the run must finish, which with wake-ups intact takes about a second.
+TEST_P(ChannelStressTest, NoWakeUpIsLostWhenEveryWaitSleeps) {
+  const int submitters = std::get<0>(GetParam());
+  const int executors = std::get<1>(GetParam());
+  std::future<void> run = std::async(std::launch::async, [&] {
+    RunStress(submitters, executors, WaitPolicy{/*spin=*/0, /*sleep_timeout_us=*/-1});
+  });
+  AwaitOrDie(run, "the stress run");
+}
+
+void RunStress(int submitters, int executors, WaitPolicy wait) {
   ChannelOptions options;
   options.arena_bytes = 1 << 20;
   options.request_slots = 16;
@@ -208,7 +266,8 @@ TEST_P(ChannelStressTest, EveryRequestAnsweredOnce) {
   constexpr int kPerThread = 3000;
   const int total = submitters * kPerThread;
   std::atomic<bool> stop{false};
-  HostEnd host_end(&host);
+  std::atomic<int> exited{0};
+  HostEnd host_end(&host, wait);
   std::vector<std::thread> host_threads;
   for (int e = 0; e < executors; ++e) {
     host_threads.emplace_back([&] {
@@ -222,9 +281,10 @@ TEST_P(ChannelStressTest, EveryRequestAnsweredOnce) {
         comp.compute_ns = p[0] ^ p[1];
         host_end.Complete(comp, stop);
       }
+      exited++;
     });
   }
-  RouterEnd router_end(&router);
+  RouterEnd router_end(&router, wait);
   std::vector<std::atomic<int>> answers(total);
   std::atomic<int> done{0}, bad{0};
   std::thread completer([&] {
@@ -262,7 +322,13 @@ TEST_P(ChannelStressTest, EveryRequestAnsweredOnce) {
   for (auto& t : routers) t.join();
   completer.join();
   stop.store(true);
-  host.requests().NotifyConsumer();
+  // Until every executor saw `stop`: one that checked it just before and
+  // then went to sleep missed the wake-up before (with no timed sleep it
+  // would sleep for good).
+  while (exited.load() < executors) {
+    host.requests().NotifyConsumer();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   for (auto& t : host_threads) t.join();
   EXPECT_EQ(bad.load(), 0);
   for (int i = 0; i < total; ++i) ASSERT_EQ(answers[i].load(), 1) << "request " << i;
