@@ -30,12 +30,12 @@ ModelDispatcher* InferenceCore::DispatcherFor(const ModelConfig& model) {
 
 InferDone InferenceCore::CountedReady(const ModelConfig*& model, int64_t* version, bool pinned, InferDone done) {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    Enter(model->HostKey(), *version);
+    std::atomic<int64_t>* count = Enter(model->HostKey(), *version);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ModelRepository::Retire
     // Still the served config (a reload switches configs before it retires
     // the old one's host key), and the version still takes requests.
-    if (catalog_->Serves(*model, *version)) return LeaveThen(model->HostKey(), *version, std::move(done));
-    Leave(model->HostKey(), *version);  // being replaced or unloaded: this request must not reach it
+    if (catalog_->Serves(*model, *version)) return LeaveThen(count, std::move(done));
+    count->fetch_sub(1);  // being replaced or unloaded: this request must not reach it
     const ModelConfig* current = catalog_->Find(model->name);
     if (current == nullptr) break;
     if (pinned) {
@@ -55,20 +55,17 @@ InferDone InferenceCore::CountedReady(const ModelConfig*& model, int64_t* versio
   return nullptr;
 }
 
-void InferenceCore::Enter(const std::string& model, int64_t version) {
+std::atomic<int64_t>* InferenceCore::Enter(const std::string& model, int64_t version) {
   MutexLock lock(&mu_);
-  ++in_flight_[{model, version}];
+  std::unique_ptr<std::atomic<int64_t>>& count = in_flight_[{model, version}];
+  if (count == nullptr) count = std::make_unique<std::atomic<int64_t>>(0);
+  count->fetch_add(1);
+  return count.get();
 }
 
-void InferenceCore::Leave(const std::string& model, int64_t version) {
-  MutexLock lock(&mu_);
-  auto it = in_flight_.find({model, version});
-  if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
-}
-
-InferDone InferenceCore::LeaveThen(const std::string& model, int64_t version, InferDone done) {
-  return [this, model, version, done = std::move(done)](const Status& status, InferResponse response) {
-    Leave(model, version);
+InferDone InferenceCore::LeaveThen(std::atomic<int64_t>* count, InferDone done) {
+  return [count, done = std::move(done)](const Status& status, InferResponse response) {
+    count->fetch_sub(1);
     done(status, std::move(response));
   };
 }
@@ -76,7 +73,7 @@ InferDone InferenceCore::LeaveThen(const std::string& model, int64_t version, In
 int64_t InferenceCore::InFlight(const std::string& model, int64_t version) const {
   MutexLock lock(&mu_);
   auto it = in_flight_.find({model, version});
-  return it == in_flight_.end() ? 0 : it->second;
+  return it == in_flight_.end() ? 0 : it->second->load();
 }
 
 size_t InferenceCore::FailQueued(const Status& why) {

@@ -78,10 +78,11 @@ class InferenceCore final : public MemberCalls {
   // to the highest ready version; `version` is updated. Returns the wrapped
   // done, or nullptr after answering `done` UNAVAILABLE.
   InferDone CountedReady(const ModelConfig*& model, int64_t* version, bool pinned, InferDone done);
-  void Enter(const std::string& model, int64_t version);
-  void Leave(const std::string& model, int64_t version);
-  // `done` wrapped so that (model, version) leaves the in-flight count before it runs.
-  InferDone LeaveThen(const std::string& model, int64_t version, InferDone done);
+  // Counts one more request on (model, version); returns its counter, which
+  // the request decrements when it leaves (no lock, no lookup).
+  std::atomic<int64_t>* Enter(const std::string& model, int64_t version);
+  // `done` wrapped so that the request leaves `count` before it runs.
+  static InferDone LeaveThen(std::atomic<int64_t>* count, InferDone done);
 
   const ServerConfig* config_;
   const ModelCatalog* catalog_;
@@ -90,7 +91,12 @@ class InferenceCore final : public MemberCalls {
   mutable Mutex mu_;
   std::map<const ModelConfig*, ModelDispatcher*> dispatcher_of_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<ModelDispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);  // by signature
-  std::map<std::pair<std::string, int64_t>, int64_t> in_flight_ ABSL_GUARDED_BY(mu_);
+  // One counter per (host key, version) ever served, never erased (a few per
+  // model; a map node keeps its address), so a request holds a pointer to its
+  // counter: erasing at zero cost a node allocation and a locked lookup per
+  // call when requests come one at a time.
+  std::map<std::pair<std::string, int64_t>, std::unique_ptr<std::atomic<int64_t>>> in_flight_
+      ABSL_GUARDED_BY(mu_);
   std::atomic<CompositeRunner*> composite_{nullptr};
 };
 

@@ -72,6 +72,19 @@ int64_t InputBytes(const InferRequest& r) {
   return static_cast<int64_t>(bytes);
 }
 
+// The full declared shape of each output (batch dim -1 when batched: its
+// size is checked per batch in Finish, as an honest model may get it wrong,
+// which is an error of the request, not of the host).
+std::shared_ptr<const OutputSpec> MakeOutputSpec(const ModelConfig& model) {
+  auto spec = std::make_shared<OutputSpec>();
+  for (const auto& out : model.outputs) {
+    spec->types.push_back(out.datatype);
+    std::vector<int64_t>& dims = spec->dims.emplace_back(model.batched() ? 1 : 0, -1);
+    dims.insert(dims.end(), out.dims.begin(), out.dims.end());
+  }
+  return spec;
+}
+
 std::vector<DispatchHost> FromSupervisors(const std::vector<HostSupervisor*>& hosts) {
   std::vector<DispatchHost> out;
   for (HostSupervisor* h : hosts) out.push_back({h->config().name, [h] { return h->connection(); }});
@@ -93,6 +106,7 @@ ModelDispatcher::ModelDispatcher(const ModelConfig* model, const ServerConfig* c
       batching_(model->dynamic_batching.enabled && model->batched()),
       slots_(SlotsOf(*model, *config)),
       queue_delay_(model->dynamic_batching.max_queue_delay_us),
+      output_spec_(MakeOutputSpec(*model)),
       queues_(static_cast<size_t>(std::max(1, model->dynamic_batching.priority_levels))) {
   if (batching_) timer_ = std::thread([this] { TimerLoop(); });
 }
@@ -311,13 +325,7 @@ StatusOr<std::shared_ptr<HostConnection>> ModelDispatcher::PickHost() const {
 OutputPlan ModelDispatcher::OutputPlanFor(int64_t rows) const {
   OutputPlan plan;
   plan.capacity = OutputCapacity(rows);
-  for (const auto& out : model_->outputs) {
-    plan.types.push_back(out.datatype);
-    // The batch dim's size is checked per batch in Finish (an honest model
-    // may get it wrong: that is an error of the request, not of the host).
-    std::vector<int64_t>& dims = plan.dims.emplace_back(model_->batched() ? 1 : 0, -1);
-    dims.insert(dims.end(), out.dims.begin(), out.dims.end());
-  }
+  plan.outputs = output_spec_;
   plan.max_compute = std::chrono::milliseconds(model_->max_compute_ms > 0 ? model_->max_compute_ms
                                                                           : config_->limits.max_compute_ms);
   return plan;

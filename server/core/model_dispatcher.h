@@ -123,6 +123,8 @@ class ModelDispatcher {
   const bool batching_;
   const int slots_;  // batches in flight at once
   const std::chrono::microseconds queue_delay_;  // max_queue_delay_us
+  // The model's declared outputs, made once: every batch's plan shares it.
+  const std::shared_ptr<const OutputSpec> output_spec_;
 
   Mutex mu_;
   CondVar timer_cv_;

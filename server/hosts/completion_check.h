@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/datatype.h"
@@ -28,14 +29,16 @@
 
 namespace es {
 
-// What the router set aside for one submitted request.
+// What the router set aside for one submitted request. The declared outputs
+// are views: of the model's OutputSpec, made once per model and kept alive
+// with each request in flight (host_connection.h), not copied per call.
 struct Reservation {
   uint64_t output_offset = 0;    // from the arena base
   uint64_t output_capacity = 0;  // bytes
-  std::vector<DataType> output_types;  // the model's declared outputs, in order
+  std::span<const DataType> output_types;  // the model's declared outputs, in order
   // Their full declared shapes (batch dim included), -1 for any size; empty:
   // the shapes are not checked beyond the limits.
-  std::vector<std::vector<int64_t>> output_dims;
+  std::span<const std::vector<int64_t>> output_dims;
 };
 
 // OK, or INTERNAL naming what is wrong ("output 1 ('probabilities'): ...").

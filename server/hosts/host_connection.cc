@@ -74,7 +74,8 @@ Status HostConnection::SubmitControl(ipc::RequestKind kind, const std::string& m
 
 Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& model, int64_t version,
                                   const std::vector<TensorParts>& inputs, const OutputPlan& outputs, Done done) {
-  if (inputs.size() > ipc::kMaxTensors || outputs.types.size() > ipc::kMaxTensors) {
+  const size_t output_count = outputs.outputs ? outputs.outputs->types.size() : 0;
+  if (inputs.size() > ipc::kMaxTensors || output_count > ipc::kMaxTensors) {
     return Status::InvalidArgument("model '" + model + "' has more inputs or outputs than the IPC channel carries");
   }
   if (model.size() >= ipc::kMaxModelName) {
@@ -136,7 +137,12 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
     Pending pending;
     pending.arena_offset = *region;
     pending.model = model;
-    pending.reservation = Reservation{desc.output_offset, desc.output_capacity, outputs.types, outputs.dims};
+    pending.outputs = outputs.outputs;
+    pending.reservation = Reservation{desc.output_offset, desc.output_capacity, {}, {}};
+    if (pending.outputs) {
+      pending.reservation.output_types = pending.outputs->types;
+      pending.reservation.output_dims = pending.outputs->dims;
+    }
     pending.max_compute = outputs.max_compute;
     if (outputs.max_compute.count() > 0) {
       pending_compute_ += outputs.max_compute;

@@ -72,12 +72,18 @@ struct TensorParts {
   }
 };
 
+// A model's declared outputs, as its completions are checked against them:
+// made once per model (ModelDispatcher), shared by its requests in flight.
+struct OutputSpec {
+  std::vector<DataType> types;             // in order
+  std::vector<std::vector<int64_t>> dims;  // full declared shapes, -1 = any (empty: unchecked)
+};
+
 // What the router expects back from one request, and how long it may run.
 struct OutputPlan {
-  uint64_t capacity = 0;               // bytes reserved for all outputs
-  std::vector<DataType> types;         // the model's declared outputs, in order
-  std::vector<std::vector<int64_t>> dims;  // their full declared shapes, -1 = any (empty: unchecked)
-  std::chrono::milliseconds max_compute{0};  // 0 = no limit
+  uint64_t capacity = 0;                      // bytes reserved for all outputs
+  std::shared_ptr<const OutputSpec> outputs;  // null: no outputs (a status only)
+  std::chrono::milliseconds max_compute{0};   // 0 = no limit
 };
 
 // A request that has computed past its limit (see FindOverrun).
@@ -150,6 +156,7 @@ class HostConnection {
   struct Pending {
     uint64_t arena_offset = 0;
     std::string model;
+    std::shared_ptr<const OutputSpec> outputs;  // what `reservation` views
     Reservation reservation;
     std::chrono::milliseconds max_compute{0};
     // When the host must have answered (see FindLost); max() = no limit.

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/hosts/completion_check.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -77,6 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t n = data[0] % (es::ipc::kMaxTensors + 1);
   ++data;
   --size;
+  std::vector<es::DataType> types;  // what the reservation views
   for (size_t i = 0; i < n; ++i) {
     const uint8_t type = size > 0 ? data[0] : 0;
     if (size > 0) {
@@ -84,8 +86,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       --size;
     }
     // A model's declared outputs always have a real datatype (BOOL .. FP64).
-    reservation.output_types.push_back(static_cast<es::DataType>(1 + type % static_cast<int>(es::DataType::kFp64)));
+    types.push_back(static_cast<es::DataType>(1 + type % static_cast<int>(es::DataType::kFp64)));
   }
+  reservation.output_types = types;
   es::ipc::CompletionDesc completion;
   std::memset(&completion, 0, sizeof(completion));
   std::memcpy(&completion, data, size < sizeof(completion) ? size : sizeof(completion));

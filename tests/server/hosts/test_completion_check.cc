@@ -6,12 +6,18 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace es {
 namespace {
 
+// The declared outputs a Reservation views (they outlive every check here).
+const std::vector<DataType> kFp32{DataType::kFp32};
+const std::vector<DataType> kFp32AndInt64{DataType::kFp32, DataType::kInt64};
+const std::vector<std::vector<int64_t>> kAnyRowsOf8{{-1, 8}};
+
 // A request whose output region is [4096, 4096 + 1024): one FP32 output.
-Reservation OneFp32Output() { return Reservation{4096, 1024, {DataType::kFp32}, {}}; }
+Reservation OneFp32Output() { return Reservation{4096, 1024, kFp32, {}}; }
 
 // An honest answer: FP32 [2, 8] (64 bytes) at the region's start.
 ipc::CompletionDesc Honest() {
@@ -113,7 +119,7 @@ TEST(CompletionCheckTest, DatatypeRankAndCountMustBeTheDeclaredOnes) {
 // sends anything else); -1 accepts any size.
 TEST(CompletionCheckTest, RankAndFixedDimsMustBeTheDeclaredOnes) {
   Reservation declared = OneFp32Output();
-  declared.output_dims = {{-1, 8}};
+  declared.output_dims = kAnyRowsOf8;
   EXPECT_TRUE(CheckCompletion(Honest(), declared).ok());
   ipc::CompletionDesc c = Honest();
   c.outputs[0].ndim = 3;  // [2, 8, 1]: same bytes, another rank
@@ -128,7 +134,7 @@ TEST(CompletionCheckTest, RankAndFixedDimsMustBeTheDeclaredOnes) {
 }
 
 TEST(CompletionCheckTest, EveryOutputIsChecked) {
-  Reservation two{0, 4096, {DataType::kFp32, DataType::kInt64}, {}};
+  Reservation two{0, 4096, kFp32AndInt64, {}};
   ipc::CompletionDesc c = Honest();
   c.outputs[0].offset = 0;
   c.num_outputs = 2;

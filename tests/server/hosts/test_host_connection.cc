@@ -29,6 +29,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
+std::shared_ptr<const OutputSpec> OneFp32Output() {
+  return std::make_shared<const OutputSpec>(OutputSpec{{DataType::kFp32}, {}});
+}
+
 size_t CountEntries(const char* dir) {
   size_t n = 0;
   if (DIR* d = opendir(dir)) {
@@ -76,7 +80,7 @@ Status SubmitOne(HostConnection& conn, uint32_t value, size_t floats, CallLog* l
   input.datatype = DataType::kFp32;
   input.shape = {static_cast<int64_t>(floats)};
   input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float), {}}};
-  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, {}},
+  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), OneFp32Output(), {}},
                      [=](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
                        if (s.ok()) {
                          const auto* out = reinterpret_cast<const float*>(arena + c->outputs[0].offset);
@@ -211,7 +215,7 @@ Status SubmitFloats(HostConnection& conn, size_t floats, Answered* answered) {
   input.datatype = DataType::kFp32;
   input.shape = {static_cast<int64_t>(floats)};
   input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), floats * sizeof(float), {}}};
-  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), {DataType::kFp32}, {}, milliseconds(200)},
+  return conn.Submit("echo", 1, {input}, OutputPlan{input.bytes(), OneFp32Output(), milliseconds(200)},
                      [answered](const Status& s, const ipc::CompletionDesc*, const uint8_t*) {
                        std::lock_guard<std::mutex> lock(answered->mu);
                        answered->status = s;
