@@ -17,23 +17,21 @@ uint64_t AlignUp(uint64_t v) { return (v + ipc::kCacheLine - 1) / ipc::kCacheLin
 // Checks one input descriptor against the arena and computes its view.
 Status ViewInput(const ipc::Channel& channel, const ipc::TensorDesc& desc, const TensorSpec& spec,
                  const std::string& model, TensorView* view) {
-  const std::string where = "model '" + model + "' input '" + spec.name + "': ";
-  if (desc.ndim > ipc::kMaxDims) return Status::InvalidArgument(where + "descriptor rank out of range");
+  // Made only for an error: an honest request passes every check, and this
+  // runs for each input of each call.
+  auto invalid = [&](const char* what) {
+    return Status::InvalidArgument("model '" + model + "' input '" + spec.name + "': " + what);
+  };
+  if (desc.ndim > ipc::kMaxDims) return invalid("descriptor rank out of range");
   const auto type = static_cast<DataType>(desc.datatype);
-  if (type != spec.datatype) return Status::InvalidArgument(where + "descriptor datatype disagrees with the config");
+  if (type != spec.datatype) return invalid("descriptor datatype disagrees with the config");
   // Checked: eight dims of up to 2^40 (or two of 2^32) wrap an unchecked
   // product, which a small (or empty) byte count would then "match".
   const std::optional<uint64_t> bytes =
       TensorBytes(std::span<const int64_t>(desc.dims, desc.ndim), DataTypeSize(type));
-  if (!bytes) {
-    return Status::InvalidArgument(where + "descriptor has a negative or huge dim (its size overflows 64 bits)");
-  }
-  if (*bytes != desc.bytes) {
-    return Status::InvalidArgument(where + "descriptor byte size disagrees with its shape");
-  }
-  if (!channel.ArenaRangeValid(desc.offset, desc.bytes)) {
-    return Status::InvalidArgument(where + "descriptor points outside the arena");
-  }
+  if (!bytes) return invalid("descriptor has a negative or huge dim (its size overflows 64 bits)");
+  if (*bytes != desc.bytes) return invalid("descriptor byte size disagrees with its shape");
+  if (!channel.ArenaRangeValid(desc.offset, desc.bytes)) return invalid("descriptor points outside the arena");
   view->datatype = type;
   view->shape.assign(desc.dims, desc.dims + desc.ndim);
   view->data = channel.arena() + desc.offset;
