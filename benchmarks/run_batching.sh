@@ -36,7 +36,7 @@ source scripts/lib/server.sh
 source benchmarks/lib/bench.sh
 OUT=build/bench_batching
 REPO=$OUT/repo
-DUR=3; WIN=4
+DUR=3; WIN=4; WARM=1
 [ "${1:-}" = "--quick" ] && { DUR=1; WIN=3; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 
@@ -67,19 +67,10 @@ for suffix in "" _batched; do
 done
 write_two_host_config "$OUT/server.yaml"
 
-# load NAME ADDR MODEL CONCURRENCY BATCH SERVER_PID HOST_PIDS: one loadgen run,
-# with the CPU time each side spent during it (NAME.cpu, JSON).
-load() {
-  local name=$1 addr=$2 model=$3 conc=$4 batch=$5 server_pid=$6 hosts=$7
-  local r0 h0 r1 h1
-  r0=$(cpu_ticks "$server_pid"); h0=$(cpu_ticks $hosts)
-  "$BIN/ensemble-loadgen" --server "$addr" --model "$model" --batch "$batch" --concurrency "$conc" \
-    --duration-s "$DUR" --warmup-s 1 --max-windows "$WIN" --channels 4 --threads 2 --ceiling-model none \
-    --json "$OUT/$name.json" >"$OUT/$name.txt" 2>&1
-  r1=$(cpu_ticks "$server_pid"); h1=$(cpu_ticks $hosts)
-  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"tick_hz\": $(getconf CLK_TCK)}" \
-    > "$OUT/$name.cpu"
-}
+# load NAME ADDR MODEL CONCURRENCY BATCH PID HOST_PIDS: one measured step
+# (measure_load, benchmarks/lib/bench.sh).
+load() { measure_load "$1" "$2" "$3" "$5" "$4" "$6" "$7"; }
+
 LOG=$OUT/server.log
 FLOOR_PID=""
 trap 'stop_server; stop_floor' EXIT

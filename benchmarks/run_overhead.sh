@@ -102,27 +102,8 @@ write_two_host_config "$OUT/server.yaml"
 
 # --- one measured step ------------------------------------------------------------
 # load NAME ADDR MODEL BATCH CONCURRENCY PID HOST_PIDS [loadgen flags...]: one
-# closed-loop step into $OUT/NAME.json, and the CPU ticks the process PID and
-# the hosts spent during it into $OUT/NAME.cpu.
-load() {
-  local name=$1 addr=$2 model=$3 batch=$4 conc=$5 pid=$6 hosts=$7 rc=0 r0 h0 r1 h1 channels=(--channels 4 --threads 2)
-  shift 7
-  [[ " $* " == *" --http "* ]] && channels=()  # HTTP: one connection per call in flight
-  progress "$name: $model, batch $batch, concurrency $conc"
-  r0=$(cpu_ticks "$pid"); h0=$(cpu_ticks $hosts)
-  "$BIN/ensemble-loadgen" --server "$addr" --model "$model" --batch "$batch" --concurrency "$conc" \
-    --duration-s "$DUR" --warmup-s "$WARM" --max-windows "$WIN" "${channels[@]}" --ceiling-model none \
-    --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 || rc=$?
-  r1=$(cpu_ticks "$pid"); h1=$(cpu_ticks $hosts)
-  [ "$rc" = 130 ] && { echo "benchmarks/run_overhead.sh: interrupted" >&2; exit 130; }
-  if [ "$rc" != 0 ]; then
-    cat "$OUT/$name.txt" >&2
-    echo "benchmarks/run_overhead.sh: ensemble-loadgen failed ($name)" >&2
-    exit 1
-  fi
-  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"tick_hz\": $(getconf CLK_TCK)}" \
-    >"$OUT/$name.cpu"
-}
+# measured step (measure_load, benchmarks/lib/bench.sh).
+load() { measure_load "$@"; }
 
 FLOOR_PID=""
 SERVER_PID=""

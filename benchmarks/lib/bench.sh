@@ -97,3 +97,30 @@ start_python_baseline() {
   cat "$log" >&2
   exit 1
 }
+
+# measure_load NAME ADDR MODEL BATCH CONCURRENCY PID HOST_PIDS [loadgen flags...]:
+# one closed-loop ensemble-loadgen step into $OUT/NAME.json (its output in
+# $OUT/NAME.txt), and the CPU ticks process PID and the processes HOST_PIDS
+# (may be empty) spent during it into $OUT/NAME.cpu. Needs OUT, DUR, WARM and
+# WIN (seconds per window, warm-up seconds, windows at most); calls
+# `progress` first if the script defines one. Exits, printing the tool's
+# output, if it fails (130 when interrupted).
+measure_load() {
+  local name=$1 addr=$2 model=$3 batch=$4 conc=$5 pid=$6 hosts=$7 rc=0 r0 h0 r1 h1 channels=(--channels 4 --threads 2)
+  shift 7
+  [[ " $* " == *" --http "* ]] && channels=()  # HTTP: one connection per call in flight
+  if declare -F progress >/dev/null; then progress "$name: $model, batch $batch, concurrency $conc"; fi
+  r0=$(cpu_ticks "$pid"); h0=$(cpu_ticks $hosts)
+  "${BIN:-build/bin}/ensemble-loadgen" --server "$addr" --model "$model" --batch "$batch" --concurrency "$conc" \
+    --duration-s "$DUR" --warmup-s "$WARM" --max-windows "$WIN" "${channels[@]}" --ceiling-model none \
+    --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 || rc=$?
+  r1=$(cpu_ticks "$pid"); h1=$(cpu_ticks $hosts)
+  [ "$rc" = 130 ] && { echo "$0: interrupted" >&2; exit 130; }
+  if [ "$rc" != 0 ]; then
+    cat "$OUT/$name.txt" >&2
+    echo "$0: ensemble-loadgen failed ($name)" >&2
+    exit 1
+  fi
+  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"tick_hz\": $(getconf CLK_TCK)}" \
+    >"$OUT/$name.cpu"
+}
