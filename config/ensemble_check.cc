@@ -22,8 +22,8 @@ const TensorSpec* FindTensor(const std::vector<TensorSpec>& tensors, const std::
   return nullptr;
 }
 
-// "" when `member` declares exactly the tensors `wanted`, else the difference.
-// `theirs` names the reference in messages ("the ensemble's").
+}  // namespace
+
 std::string CompareTensors(const char* kind, const std::vector<TensorSpec>& wanted,
                            const std::vector<TensorSpec>& member, const std::string& theirs) {
   for (const TensorSpec& want : wanted) {
@@ -45,6 +45,8 @@ std::string CompareTensors(const char* kind, const std::vector<TensorSpec>& want
   }
   return "";
 }
+
+namespace {
 
 Status CheckMember(const LoadedModel& ensemble, size_t index, const LoadedRepository& repo) {
   const ModelConfig& config = ensemble.config;
@@ -134,9 +136,18 @@ Status CheckEnsemble(LoadedModel* ensemble, const LoadedRepository& repo) {
 
 }  // namespace
 
+Status CheckOneEnsemble(LoadedModel* ensemble, const LoadedRepository& repository) {
+  ES_RETURN_IF_ERROR(CheckEnsemble(ensemble, repository));
+  return CheckOverload(*ensemble, repository);
+}
+
 Status CheckEnsembles(LoadedRepository* repository) {
   for (auto& [name, model] : *repository) {
     if (model.config.is_ensemble()) ES_RETURN_IF_ERROR(CheckEnsemble(&model, *repository));
+  }
+  // After every ensemble's tensors are resolved: a rung may be an ensemble.
+  for (const auto& [name, model] : *repository) {
+    ES_RETURN_IF_ERROR(CheckOverload(model, *repository));
   }
   return Status::Ok();
 }

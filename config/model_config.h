@@ -64,6 +64,32 @@ struct EnsembleSpec {
   size_t Quorum() const { return min_members > 0 ? static_cast<size_t>(min_members) : members.size(); }
 };
 
+// Overload ladder of an ensemble: ever cheaper ways to answer, each a model
+// of the repository with the ensemble's inputs and outputs, richest first
+// (rung 0 is the ensemble itself). Past capacity the router serves a request
+// at the richest rung whose predicted latency meets latency_target_ms
+// (server/ensemble/overload_controller.h); a request's own deadline may pick
+// a cheaper rung; parameter `exact: true` always gets rung 0.
+struct OverloadRung {
+  std::string model;
+  double accuracy = -1;  // held-out accuracy (e.g. from ensemble-train's report); < 0 = not known
+  bool operator==(const OverloadRung&) const = default;
+};
+struct OverloadSpec {
+  double latency_target_ms = 0;  // the p99 the ensemble keeps
+  std::vector<OverloadRung> ladder;
+  // The least time between a move down and the next move up: the ladder
+  // never oscillates faster than this.
+  int64_t dwell_ms = 1000;
+  // Requests below the highest priority (1) move down when their predicted
+  // latency passes this share of the target, so the highest keep richer
+  // rungs longer.
+  double lower_priority_share = 0.8;
+
+  bool enabled() const { return !ladder.empty(); }
+  bool operator==(const OverloadSpec&) const = default;
+};
+
 // The router's dynamic batcher for one model (Triton's semantics): requests
 // queue per priority level; a batch is sent when it holds max_batch_size
 // rows, or its oldest request has waited max_queue_delay_us, as soon as a
@@ -108,6 +134,7 @@ struct ModelConfig {
   int64_t max_compute_ms = 0;
   DynamicBatching dynamic_batching;  // torchscript models with max_batch_size > 0
   EnsembleSpec ensemble;             // only for platform == "ensemble"
+  OverloadSpec overload;             // ensembles only; empty ladder = none
   // The name the hosts hold this config's versions under; "" = `name`. A
   // config.yaml change that alters what a version computes is loaded under
   // a new one ("mlp@2") beside the old, so requests already given to the

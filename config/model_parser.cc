@@ -350,7 +350,7 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                         LoadedModel* model) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"name", "platform", "max_batch_size", "inputs",
                                            "outputs", "hosts", "instances_per_host", "dynamic_batching",
-                                           "max_compute_ms", "version_policy", "ensemble"}));
+                                           "max_compute_ms", "version_policy", "ensemble", "overload"}));
   model->source.file = root.file;
   model->config.name = folder_name;
   std::string name = folder_name;
@@ -369,7 +369,8 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                                            &model->config.max_batch_size));
   model->source.max_batch_size_line = yaml::Child(root, "max_batch_size").line;
   ES_RETURN_IF_ERROR(ParseTensorLists(root, model));
-  return ParsePlatformSections(root, model);
+  ES_RETURN_IF_ERROR(ParsePlatformSections(root, model));
+  return ParseOverload(yaml::Child(root, "overload"), model);
 }
 
 }  // namespace es

@@ -24,6 +24,7 @@ struct ModelSource {
   std::vector<int> host_lines;    // one per ModelConfig::hosts entry
   std::vector<int> member_lines;  // one per ensemble member
   int combine_line = 1;
+  std::vector<int> rung_lines;    // one per overload.ladder entry
   bool inputs_declared = false;   // ensembles may omit inputs/outputs
   bool outputs_declared = false;
 };
@@ -39,6 +40,21 @@ using LoadedRepository = std::map<std::string, LoadedModel>;
 // is named `folder_name`. Fills everything but `directory` and `versions`.
 Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                         LoadedModel* model);
+
+// The `overload:` section (an ensemble's ladder), alone; and its rungs
+// checked against the repository once every ensemble's tensors are resolved.
+Status ParseOverload(const yaml::Field& field, LoadedModel* model);
+Status CheckOverload(const LoadedModel& ensemble, const LoadedRepository& repo);
+
+// "" when `have` declares exactly the tensors `wanted`, else the difference
+// ("has no input 'x'", "output 'y' has dims [3], <theirs> are [4]").
+std::string CompareTensors(const char* kind, const std::vector<TensorSpec>& wanted,
+                           const std::vector<TensorSpec>& have, const std::string& theirs);
+
+// One ensemble (and its ladder) against the models of `repository`, which
+// are served as they are (their own checks are done): for loading one
+// model while the others are served.
+Status CheckOneEnsemble(LoadedModel* ensemble, const LoadedRepository& repository);
 
 // Fills model->config.versions from the numeric folders of its directory;
 // a torchscript model needs at least one, each holding model.pt.

@@ -127,13 +127,17 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& path, bool with_repos
 // Loads one model folder `<config.repository>/<name>` as LoadServerConfig
 // would at start: parsed, its version folders scanned, placed on the
 // config's hosts, and, for an ensemble, checked against `members` (the
-// models it may name, by name). For loading and reloading while serving.
+// models it may name, by name: its members and overload rungs). For loading and reloading while serving.
 StatusOr<ModelConfig> LoadRepositoryModel(const ServerConfig& config, const std::string& name,
                                           const std::map<std::string, ModelConfig>& members);
 
 // The members a model folder's config.yaml names when it is an ensemble
 // (empty for a torchscript model), read without checking them.
 StatusOr<std::vector<std::string>> RepositoryEnsembleMembers(const ServerConfig& config, const std::string& name);
+// The other models an ensemble's overload ladder names (its rungs after
+// itself; empty without a ladder), read without checking them: they are
+// loaded before it, as its members are.
+StatusOr<std::vector<std::string>> RepositoryLadderRungs(const ServerConfig& config, const std::string& name);
 
 // The model folders of a repository: its sub-folders, sorted (hidden ones
 // left out), whether or not they hold a valid model.

@@ -110,7 +110,7 @@ Status Router::StartHosts(const RouterOptions& options) {
   }
   stats_ = std::make_unique<es::ModelStatistics>(StartupModels());
   core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get());
-  ensembles_ = std::make_unique<EnsembleRunner>(core_.get());
+  ensembles_ = std::make_unique<EnsembleRunner>(core_.get(), repository_.get());
   core_->SetCompositeRunner(ensembles_.get());
   repository_->Attach(by_name, [core = core_.get()](const std::string& model, int64_t version) {
     return core->InFlight(model, version);

@@ -64,6 +64,7 @@ struct InferRequest {
   bool return_uncertainty = false;             // ensembles only
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   int priority = 0;                                     // 1 = highest; 0 = the model's default
+  bool exact = false;  // parameter `exact`: an ensemble with an overload ladder answers in full
   std::function<bool()> cancelled;                      // true once the client gave up (may be empty)
   std::vector<std::unique_ptr<std::string>> scratch;    // converted typed contents
   std::vector<std::unique_ptr<uint8_t[]>> shm_scratch;  // inputs read from shared memory
@@ -74,6 +75,17 @@ struct InferRequest {
     return model->batched() && !inputs.empty() && !inputs[0].shape.empty() ? inputs[0].shape[0] : 1;
   }
 };
+
+// Copies what a request carries besides its model and data (id, deadline,
+// priority, cancellation, exact) into `to`, a request made from it (a
+// cascade's undecided rows, an overload rung's call).
+inline void CopyRequestContext(const InferRequest& from, InferRequest* to) {
+  to->id = from.id;
+  to->deadline = from.deadline;
+  to->priority = from.priority;
+  to->cancelled = from.cancelled;
+  to->exact = from.exact;
+}
 
 // Where a request's time went, filled by the core for metrics and statistics.
 // For an ensemble: queue, ipc and compute of its slowest member, plus combine.
@@ -124,6 +136,11 @@ struct InferResponse {
   int64_t version = 0;
   // Cascades: how far the rows went; nullptr otherwise.
   std::shared_ptr<const CascadeReport> cascade;
+  // Ensembles with an overload ladder: the rung (a model) that answered
+  // (response parameter `served_by`) and its held-out accuracy when the
+  // config gives one (`served_accuracy`; < 0 = not known). Empty otherwise.
+  std::string served_by;
+  double served_accuracy = -1;
 };
 
 // Called exactly once per request, from whichever thread finished it.

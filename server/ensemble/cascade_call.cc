@@ -22,10 +22,7 @@ StatusOr<std::shared_ptr<InferRequest>> SelectRows(const InferRequest& request, 
   out->model = request.model;
   out->version = request.version;
   out->version_pinned = request.version_pinned;
-  out->id = request.id;
-  out->deadline = request.deadline;
-  out->priority = request.priority;
-  out->cancelled = request.cancelled;
+  CopyRequestContext(request, out.get());
   const int64_t batch = request.batch_rows();
   for (const InferInput& input : request.inputs) {
     if (input.shape.empty() || input.shape[0] != batch || batch <= 0 || input.bytes % static_cast<size_t>(batch)) {

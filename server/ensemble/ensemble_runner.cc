@@ -8,7 +8,11 @@
 
 namespace es {
 
-EnsembleRunner::EnsembleRunner(MemberCalls* members) : members_(members) {}
+EnsembleRunner::EnsembleRunner(MemberCalls* members, const ModelCatalog* catalog)
+    : members_(members),
+      ladder_(members, catalog, [this](const std::shared_ptr<const InferRequest>& request, InferDone done) {
+        RunComposite(request, std::move(done));
+      }) {}
 
 std::atomic<int64_t>* EnsembleRunner::EnsembleLoad(const std::string& name) {
   MutexLock lock(&mu_);
@@ -29,6 +33,14 @@ bool EnsembleRunner::Admit(const ModelConfig& ensemble, std::atomic<int64_t>** l
 }
 
 void EnsembleRunner::Run(const std::shared_ptr<const InferRequest>& request, InferDone done) {
+  if (request->model->overload.enabled()) {
+    ladder_.Run(request, std::move(done));
+    return;
+  }
+  RunComposite(request, std::move(done));
+}
+
+void EnsembleRunner::RunComposite(const std::shared_ptr<const InferRequest>& request, InferDone done) {
   std::atomic<int64_t>* load = nullptr;
   if (!Admit(*request->model, &load, done)) return;
   if (request->model->ensemble.cascade()) {

@@ -7,7 +7,9 @@
 // see ensemble_call.h, ensemble_combiner.h); a cascade runs its stages one
 // after the other on the rows still undecided (cascade_call.h). An admission
 // limit per ensemble (ensemble.max_in_flight) answers RESOURCE_EXHAUSTED
-// beyond it, so a slow member cannot make memory grow without bound.
+// beyond it, so a slow member cannot make memory grow without bound. An
+// ensemble with an overload ladder goes through OverloadLadder first, which
+// picks the rung that answers (overload_ladder.h).
 //
 // Lifetime: the runner must outlive every call it started (their admission
 // counts live here): the router destroys it after the core, whose shutdown
@@ -24,20 +26,27 @@
 #include "common/mutex.h"
 #include "server/core/callback_timer.h"
 #include "server/core/composite_runner.h"
+#include "server/core/model_catalog.h"
+#include "server/ensemble/overload_ladder.h"
 
 namespace es {
 
 class EnsembleRunner final : public CompositeRunner {
  public:
-  // `members` must outlive the runner's calls.
-  explicit EnsembleRunner(MemberCalls* members);
+  // `members` and `catalog` (where overload rungs are found) must outlive
+  // the runner's calls.
+  EnsembleRunner(MemberCalls* members, const ModelCatalog* catalog);
 
   void Run(const std::shared_ptr<const InferRequest>& request, InferDone done) override;
+
+  OverloadLadder& ladder() { return ladder_; }
 
  private:
   // Takes a place under ensemble.max_in_flight (*load: the count to give it
   // back to), or answers `done` RESOURCE_EXHAUSTED and returns false.
   bool Admit(const ModelConfig& ensemble, std::atomic<int64_t>** load, const InferDone& done);
+  // The request run as the ensemble itself (no ladder).
+  void RunComposite(const std::shared_ptr<const InferRequest>& request, InferDone done);
   std::atomic<int64_t>* EnsembleLoad(const std::string& name);
   void RunCascade(const std::shared_ptr<const InferRequest>& request, InferDone done, std::atomic<int64_t>* load);
   void RunFanOut(const std::shared_ptr<const InferRequest>& request, InferDone done, std::atomic<int64_t>* load);
@@ -46,6 +55,7 @@ class EnsembleRunner final : public CompositeRunner {
   Mutex mu_;
   // By ensemble name; never removed, so the pointers calls hold stay valid.
   std::map<std::string, std::unique_ptr<std::atomic<int64_t>>> ensemble_load_ ABSL_GUARDED_BY(mu_);
+  OverloadLadder ladder_;
   CallbackTimer timer_;  // ensembles' member_timeout_ms; last: its thread stops first
 };
 

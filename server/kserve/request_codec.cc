@@ -230,6 +230,13 @@ Status ReadParameters(const ModelInferRequest& proto, InferRequest* request) {
       }
       (key == "return_member_outputs" ? request->return_member_outputs : request->return_uncertainty) =
           value.bool_param();
+    } else if (key == "exact") {
+      // An ensemble with an overload ladder answers in full, never from a
+      // cheaper rung; harmless elsewhere (every other model answers in full).
+      if (value.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+        return Status::InvalidArgument("model '" + model.name + "': parameter 'exact' must be a bool");
+      }
+      request->exact = value.bool_param();
     } else if (key == "priority") {
       const int levels = model.dynamic_batching.enabled ? model.dynamic_batching.priority_levels : 1;
       if (value.parameter_choice_case() != inference::InferParameter::kInt64Param || value.int64_param() < 0 ||
@@ -520,6 +527,13 @@ Status EncodeInferResponse(const InferRequest& request, InferResponse response, 
   }
   if (response.cascade != nullptr) {
     (*proto->mutable_parameters())["stages_used"].set_int64_param(response.cascade->stages_used);
+  }
+  // An overload ladder's answer: which rung made it, and how accurate it is.
+  if (!response.served_by.empty()) {
+    (*proto->mutable_parameters())["served_by"].set_string_param(response.served_by);
+    if (response.served_accuracy >= 0) {
+      (*proto->mutable_parameters())["served_accuracy"].set_double_param(response.served_accuracy);
+    }
   }
   proto->set_id(request.id);
   auto emit = [proto, &request](InferOutput& out, const SharedMemoryOutput* shm) -> Status {

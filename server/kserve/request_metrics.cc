@@ -1,5 +1,6 @@
 #include "server/kserve/request_metrics.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "common/status.h"
@@ -28,6 +29,26 @@ ModelMetrics::ModelMetrics(std::string name, std::string version, bool ensemble)
       combine_duration_(buckets::Latency()),
       batch_size_(buckets::BatchSize()),
       disagreement_(buckets::Fraction()) {}
+
+namespace {
+
+int64_t SteadySecond() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+double ModelMetrics::LastMinuteAccuracy(int64_t now_second) const {
+  double sum = 0;
+  uint64_t count = 0;
+  for (const AccuracySecond& b : accuracy_) {
+    if (b.second > now_second - static_cast<int64_t>(accuracy_.size()) && b.second <= now_second) {
+      sum += b.sum;
+      count += b.count;
+    }
+  }
+  return count == 0 ? -1 : sum / static_cast<double>(count);
+}
 
 void ModelMetrics::CountOutcome(int code) {
   outcomes_[static_cast<size_t>(code >= 0 && code < kCodes ? code : 2 /* UNKNOWN */)].fetch_add(
@@ -58,6 +79,17 @@ void ModelMetrics::Finished(int code, uint64_t elapsed_ns, const InferResponse& 
       cascade_exits_[static_cast<int64_t>(stage)] += static_cast<uint64_t>(response.cascade->exits[stage]);
     }
     member_rows_saved_ += static_cast<uint64_t>(response.cascade->member_rows_saved);
+  }
+  if (!response.served_by.empty()) {
+    MutexLock lock(&members_mu_);
+    ++served_by_[response.served_by];
+    if (response.served_accuracy >= 0) {
+      const int64_t now = SteadySecond();
+      AccuracySecond& bucket = accuracy_[static_cast<size_t>(now) % accuracy_.size()];
+      if (bucket.second != now) bucket = {now, 0, 0};
+      bucket.sum += response.served_accuracy;
+      ++bucket.count;
+    }
   }
   if (response.ensemble == nullptr) return;
   for (const MemberReport& member : response.ensemble->members) {
@@ -151,6 +183,14 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
   auto saved = Family("ensemble_cascade_member_rows_saved_total",
                       "Cascades: member calls of a row not made because the row left at an earlier stage.",
                       MetricType::Counter);
+  auto served = Family("ensemble_overload_answers_total",
+                       "Ensembles with an overload ladder: answers by the rung (model) that made them.",
+                       MetricType::Counter);
+  auto accuracy = Family("ensemble_overload_expected_accuracy",
+                         "Ensembles with an overload ladder: mean held-out accuracy of the rungs that made the "
+                         "last minute's answers (those whose rung's accuracy the ladder gives).",
+                         MetricType::Gauge);
+  const int64_t now_second = SteadySecond();
   ReaderLock lock(&mu_);
   for (const auto& [name, m] : models_) {
     const Labels labels = {{"model", m->name()}, {"version", m->version()}};
@@ -181,6 +221,12 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
     if (!m->cascade_exits_.empty()) {
       AddCounter(&saved, {{"model", m->name()}}, static_cast<double>(m->member_rows_saved_));
     }
+    for (const auto& [rung, n] : m->served_by_) {
+      AddCounter(&served, {{"model", m->name()}, {"rung", rung}}, static_cast<double>(n));
+    }
+    if (const double mean = m->LastMinuteAccuracy(now_second); mean >= 0) {
+      AddGauge(&accuracy, {{"model", m->name()}}, mean);
+    }
   }
   auto unknown = Family("ensemble_unknown_model_requests_total", "ModelInfer calls naming a model that is not served.",
                         MetricType::Counter);
@@ -195,6 +241,8 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
   out.push_back(std::move(member_latency));
   out.push_back(std::move(exits));
   out.push_back(std::move(saved));
+  out.push_back(std::move(served));
+  out.push_back(std::move(accuracy));
   out.push_back(std::move(unknown));
   return out;
 }

@@ -93,6 +93,18 @@ class ModelMetrics {
   // that the early exits saved.
   std::map<int64_t, uint64_t> cascade_exits_ ABSL_GUARDED_BY(members_mu_);
   uint64_t member_rows_saved_ ABSL_GUARDED_BY(members_mu_) = 0;
+  // Ensembles with an overload ladder: answers by the rung that made them,
+  // and the held-out accuracy of the last minute's answers (one bucket per
+  // second of the last 60, answers whose rung's accuracy is known).
+  struct AccuracySecond {
+    int64_t second = -1;  // steady-clock second this bucket holds
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  std::map<std::string, uint64_t> served_by_ ABSL_GUARDED_BY(members_mu_);
+  std::array<AccuracySecond, 60> accuracy_ ABSL_GUARDED_BY(members_mu_){};
+  // The mean over the buckets of the minute before `now_second`; < 0 when empty.
+  double LastMinuteAccuracy(int64_t now_second) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(members_mu_);
 };
 
 class RequestMetrics final : public prometheus::Collectable {

@@ -48,7 +48,8 @@ bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
       a.ensemble.min_members != b.ensemble.min_members ||
       a.ensemble.member_timeout_ms != b.ensemble.member_timeout_ms || a.ensemble.stages != b.ensemble.stages ||
       a.ensemble.exit_threshold != b.ensemble.exit_threshold ||
-      a.ensemble.members.size() != b.ensemble.members.size() || a.max_batch_size != b.max_batch_size) {
+      a.ensemble.members.size() != b.ensemble.members.size() || a.max_batch_size != b.max_batch_size ||
+      a.overload != b.overload) {
     return false;
   }
   for (size_t i = 0; i < a.ensemble.members.size(); ++i) {
@@ -283,6 +284,22 @@ Status ModelRepository::LoadLocked(const std::string& name, int depth) {
     Status s = LoadLocked(member, depth + 1);
     if (!s.ok()) {
       Status error(s.code(), "ensemble '" + name + "': member '" + member + "': " + s.message());
+      RecordFailure(name, error);
+      return error;
+    }
+  }
+  // Overload rungs (other models that answer in its place) are loaded first
+  // too; a rung's own ladder is refused by the checks, so this ends.
+  StatusOr<std::vector<std::string>> rungs = RepositoryLadderRungs(*config_, name);
+  if (!rungs.ok()) {
+    RecordFailure(name, rungs.status());
+    return rungs.status();
+  }
+  for (const std::string& rung : *rungs) {
+    if (Find(rung) != nullptr || rung == name) continue;
+    Status s = LoadLocked(rung, depth + 1);
+    if (!s.ok()) {
+      Status error(s.code(), "ensemble '" + name + "': overload rung '" + rung + "': " + s.message());
       RecordFailure(name, error);
       return error;
     }

@@ -153,5 +153,35 @@ TEST(RequestMetricsTest, SeriesFollowTheRequests) {
       << text;
 }
 
+// An overload ladder's answers: counted by the rung that made them, and the
+// gauge is the mean accuracy of the answers whose rung's accuracy is known.
+TEST(RequestMetricsTest, OverloadAnswersCountByRungAndAverageTheirAccuracy) {
+  RequestMetrics metrics(Models());
+  ModelMetrics* ens = metrics.Find("ens");
+  ASSERT_NE(ens, nullptr);
+  auto answer = [&](const std::string& rung, double accuracy) {
+    InferResponse r;
+    r.served_by = rung;
+    r.served_accuracy = accuracy;
+    ens->Started();
+    ens->Finished(0, 1000, r, 1);
+  };
+  answer("ens", 0.94);
+  answer("ens", 0.94);
+  answer("small", 0.90);
+  answer("unknown_accuracy", -1);
+
+  const auto families = metrics.Collect();
+  const auto* served = FindFamily(families, "ensemble_overload_answers_total");
+  ASSERT_NE(served, nullptr);
+  std::map<std::string, double> by_rung;
+  for (const auto& m : served->metric) by_rung[LabelOf(m, "model") + "/" + LabelOf(m, "rung")] = m.counter.value;
+  EXPECT_EQ(by_rung, (std::map<std::string, double>{{"ens/ens", 2}, {"ens/small", 1}, {"ens/unknown_accuracy", 1}}));
+  const auto* accuracy = FindFamily(families, "ensemble_overload_expected_accuracy");
+  ASSERT_NE(accuracy, nullptr);
+  ASSERT_EQ(accuracy->metric.size(), 1u) << "only the ensemble whose answers carry an accuracy";
+  EXPECT_NEAR(accuracy->metric[0].gauge.value, (0.94 * 2 + 0.90) / 3, 1e-9);
+}
+
 }  // namespace
 }  // namespace es

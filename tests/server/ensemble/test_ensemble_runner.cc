@@ -2,8 +2,10 @@
 // played by the test: a fan-out calls every member once and combines their
 // answers, ensemble.max_in_flight refuses requests beyond it and gives the
 // place back once a call is over, member_timeout_ms with min_members answers
-// from the quorum without a slow member, and a cascade stops at the stage
-// where its rows are decided.
+// from the quorum without a slow member, a cascade stops at the stage
+// where its rows are decided, and an overload ladder answers at a cheaper
+// rung when a request's deadline is nearer than the ensemble's measured
+// latency (and in full when the request says exact).
 #include "server/ensemble/ensemble_runner.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -71,6 +74,17 @@ class FakeMembers : public MemberCalls {
   mutable std::mutex mu_;
   std::vector<std::pair<std::string, int64_t>> calls_;
   std::vector<std::function<void()>> waiting_;
+};
+
+// The models the runner finds by name (overload rungs).
+class MapCatalog : public ModelCatalog {
+ public:
+  const ModelConfig* Find(const std::string& name) const override {
+    auto it = models.find(name);
+    return it == models.end() ? nullptr : it->second;
+  }
+  std::vector<int64_t> ReadyVersions(const ModelConfig& model) const override { return model.ServedVersions(); }
+  std::map<std::string, const ModelConfig*> models;
 };
 
 // An ensemble of three members; input FP32 [rows, 1], output FP32 [rows, 2].
@@ -145,12 +159,13 @@ class EnsembleRunnerTest : public ::testing::Test {
   }
 
   FakeMembers members_;
+  MapCatalog catalog_;
   std::vector<std::unique_ptr<std::vector<float>>> inputs_;
 };
 
 TEST_F(EnsembleRunnerTest, FanOutCallsEveryMemberOnceAndAnswersTheirMean) {
   const ModelConfig model = Trio();
-  EnsembleRunner runner(&members_);
+  EnsembleRunner runner(&members_, &catalog_);
   Answer answer;
   runner.Run(Request(model, 2), answer.Done());
   ASSERT_TRUE(answer.Wait());
@@ -176,7 +191,7 @@ TEST_F(EnsembleRunnerTest, BeyondMaxInFlightIsResourceExhaustedAndThePlaceComesB
   ModelConfig model = Trio();
   model.ensemble.max_in_flight = 1;
   members_.held = {{"c", true}};
-  EnsembleRunner runner(&members_);
+  EnsembleRunner runner(&members_, &catalog_);
   Answer first;
   runner.Run(Request(model, 1), first.Done());
   EXPECT_EQ(first.answers(), 0) << "member c has not answered yet";
@@ -205,7 +220,7 @@ TEST_F(EnsembleRunnerTest, MemberTimeoutAnswersFromTheQuorumWithoutTheSlowMember
   model.ensemble.min_members = 2;
   model.ensemble.member_timeout_ms = 20;
   members_.held = {{"c", true}};
-  EnsembleRunner runner(&members_);
+  EnsembleRunner runner(&members_, &catalog_);
   Answer answer;
   runner.Run(Request(model, 1), answer.Done());
   // Only the timeout can answer: c never does while the test waits.
@@ -224,7 +239,7 @@ TEST_F(EnsembleRunnerTest, WithoutMemberTimeoutTheQuorumStillWaitsForTheSlowMemb
   ModelConfig model = Trio();
   model.ensemble.min_members = 2;
   members_.held = {{"c", true}};
-  EnsembleRunner runner(&members_);
+  EnsembleRunner runner(&members_, &catalog_);
   Answer answer;
   runner.Run(Request(model, 1), answer.Done());
   EXPECT_FALSE(answer.Wait(milliseconds(50)));
@@ -243,7 +258,7 @@ TEST_F(EnsembleRunnerTest, CascadeStopsAtTheStageWhereItsRowsAreDecided) {
   model.ensemble.combine = CombineRule::kCascade;
   model.ensemble.stages = {{0}, {1, 2}};
   model.ensemble.exit_threshold = 0.9;
-  EnsembleRunner runner(&members_);
+  EnsembleRunner runner(&members_, &catalog_);
 
   members_.answers["a"] = {0.95f, 0.05f};
   Answer decided;
@@ -268,6 +283,95 @@ TEST_F(EnsembleRunnerTest, CascadeStopsAtTheStageWhereItsRowsAreDecided) {
   EXPECT_EQ(undecided.response.cascade->stages_used, 2);
   // Each row: the mean of a (0.6), b (1) and c (0).
   EXPECT_FLOAT_EQ(At(undecided.response.outputs[0], 0), (0.6f + 1.0f + 0.0f) / 3);
+}
+
+// The trio with a ladder: itself, then member a alone (a single model with
+// the ensemble's tensors).
+struct Laddered {
+  ModelConfig trio = Trio();
+  ModelConfig a;
+  Laddered() {
+    trio.overload.latency_target_ms = 1000;
+    trio.overload.ladder = {{"trio", 0.9}, {"a", 0.8}};
+    a.name = "a";
+    a.platform = "torchscript";
+    a.max_batch_size = 8;
+    a.inputs = trio.inputs;
+    a.outputs = trio.outputs;
+    a.versions = {1};
+  }
+};
+
+// One request of the laddered trio answered in about 40 ms (member c held):
+// rung 0's service time measured. Returns its answer.
+void MeasureRungZero(EnsembleRunner* runner, FakeMembers* members, std::shared_ptr<InferRequest> request,
+                     Answer* answer) {
+  members->held = {{"c", true}};
+  runner->Run(std::move(request), answer->Done());
+  std::this_thread::sleep_for(milliseconds(40));
+  members->ReleaseHeld();
+  ASSERT_TRUE(answer->Wait());
+  members->held.clear();
+}
+
+// Rung 0's latency measured (about 40 ms: member c held), then a request
+// whose deadline is 5 ms away is answered by rung 1 (member a alone), and
+// says so; the same request marked exact is answered by the whole trio.
+TEST_F(EnsembleRunnerTest, LadderAnswersANearDeadlineFromACheaperRungUnlessExact) {
+  Laddered models;
+  catalog_.models = {{"trio", &models.trio}, {"a", &models.a}};
+  EnsembleRunner runner(&members_, &catalog_);
+
+  Answer slow;
+  ASSERT_NO_FATAL_FAILURE(MeasureRungZero(&runner, &members_, Request(models.trio, 1), &slow));
+  ASSERT_TRUE(slow.status.ok()) << slow.status.ToString();
+  EXPECT_EQ(slow.response.served_by, "trio");
+  EXPECT_DOUBLE_EQ(slow.response.served_accuracy, 0.9);
+  ASSERT_GE(runner.ladder().ControllerFor(models.trio)->ServiceMs(0), 30.0);
+
+  const size_t calls_before = members_.calls().size();
+  std::shared_ptr<InferRequest> hurried = Request(models.trio, 2);
+  hurried->deadline = std::chrono::steady_clock::now() + milliseconds(5);
+  Answer cheap;
+  runner.Run(hurried, cheap.Done());
+  ASSERT_TRUE(cheap.Wait());
+  ASSERT_TRUE(cheap.status.ok()) << cheap.status.ToString();
+  EXPECT_EQ(cheap.response.served_by, "a");
+  EXPECT_DOUBLE_EQ(cheap.response.served_accuracy, 0.8);
+  EXPECT_EQ(cheap.response.member_versions, "a:1");
+  const auto calls = members_.calls();
+  const std::vector<std::pair<std::string, int64_t>> new_calls(calls.begin() + static_cast<long>(calls_before),
+                                                                calls.end());
+  EXPECT_EQ(new_calls, (std::vector<std::pair<std::string, int64_t>>{{"a", 2}}));
+  EXPECT_FLOAT_EQ(At(cheap.response.outputs[0], 0), 1.0f) << "member a's own answer";
+
+  std::shared_ptr<InferRequest> exact = Request(models.trio, 1);
+  exact->deadline = std::chrono::steady_clock::now() + milliseconds(5);
+  exact->exact = true;
+  Answer full;
+  runner.Run(exact, full.Done());
+  ASSERT_TRUE(full.Wait());
+  ASSERT_TRUE(full.status.ok()) << full.status.ToString();
+  EXPECT_EQ(full.response.served_by, "trio");
+  EXPECT_EQ(full.response.member_versions, "a:1,b:1,c:1");
+}
+
+// A rung that is not loaded when chosen is skipped: the ensemble answers.
+TEST_F(EnsembleRunnerTest, LadderAnswersInFullWhenTheChosenRungIsNotLoaded) {
+  Laddered models;
+  catalog_.models = {{"trio", &models.trio}};
+  EnsembleRunner runner(&members_, &catalog_);
+  Answer slow;
+  ASSERT_NO_FATAL_FAILURE(MeasureRungZero(&runner, &members_, Request(models.trio, 1), &slow));
+
+  std::shared_ptr<InferRequest> hurried = Request(models.trio, 1);
+  hurried->deadline = std::chrono::steady_clock::now() + milliseconds(5);
+  Answer answer;
+  runner.Run(hurried, answer.Done());
+  ASSERT_TRUE(answer.Wait());
+  ASSERT_TRUE(answer.status.ok()) << answer.status.ToString();
+  EXPECT_EQ(answer.response.served_by, "trio");
+  EXPECT_EQ(answer.response.member_versions, "a:1,b:1,c:1");
 }
 
 }  // namespace

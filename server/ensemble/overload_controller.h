@@ -1,0 +1,108 @@
+// OverloadController: picks, for each new request of an ensemble with an
+// overload ladder (config: OverloadSpec), the rung that answers it: the
+// richest whose predicted latency meets the target, so that past capacity
+// the ensemble answers a little less accurately instead of queueing into
+// timeouts.
+//
+// The prediction. Each rung r has a service time s_r: its latency when
+// nothing else is in flight, measured (an answer that started with nothing
+// in flight sets it, by a moving average; any faster answer lowers it, since
+// no answer is faster than the rung alone). The work in flight W is the sum
+// of the service times of the requests admitted and not yet finished, and
+// the machine works it off P at a time: a new request at rung r is predicted
+// to take
+//     s_r + W / P.
+// P (the parallelism) is learnt from answers that started behind work:
+// P = mean(W at their start) / mean(their latency - their rung's s). Before a
+// rung has answered once its s_r is 0: it is tried, and so measured.
+//
+// The choice. A request of the highest priority (1) may use the whole
+// target; any other uses `lower_priority_share` of it, so under load the
+// lower priorities step down first and the highest keep richer rungs longer.
+// Each of the two priority classes has a current rung: it moves down at once
+// when the current one's prediction misses, and up (straight to the richest
+// rung that fits) only once `dwell_ms` have passed since its last move: the
+// ladder never oscillates faster than the dwell time. A request's own
+// deadline may then move it further down, to the richest rung predicted to
+// answer before it (never up). When no rung is predicted to meet the whole
+// target, the request is shed (kShed): shedding is the last resort. A request marked exact is always served at rung 0 and never shed.
+//
+// Admit() counts the request's work in flight until Finish(ticket); every
+// admitted request must be finished exactly once (a shed one need not be).
+//
+// Thread safety: all methods are thread-safe (one short lock).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "common/mutex.h"
+#include "config/model_config.h"
+
+namespace es {
+
+class OverloadController {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Now = std::function<Clock::time_point()>;
+  static constexpr size_t kShed = std::numeric_limits<size_t>::max();
+
+  // `now`: the clock (tests pass a fake one).
+  explicit OverloadController(const OverloadSpec& spec, Now now = Clock::now);
+
+  struct Ask {
+    int priority = 0;  // 1 = highest; 0 (the model's default) and others: the lower class
+    Clock::time_point deadline = Clock::time_point::max();  // max = none
+    bool exact = false;
+  };
+  struct Ticket {
+    size_t rung = kShed;       // the rung to serve at, or kShed: refuse the request
+    double predicted_ms = 0;   // the prediction for that rung at admission
+    double work_ms = 0;        // what this request added to the work in flight
+    double work_ahead_ms = 0;  // the work in flight when it was admitted
+    Clock::time_point start;
+  };
+
+  Ticket Admit(const Ask& ask);
+  // The request answered (ok: a successful answer, whose latency is learnt
+  // from; a failure only leaves the work in flight).
+  void Finish(const Ticket& ticket, bool ok);
+
+  // Introspection (metrics, tests).
+  double PredictMs(size_t rung) const;  // s_r + W / P now
+  double ServiceMs(size_t rung) const;  // 0 = not measured yet
+  double Parallelism() const;
+  double WorkInFlightMs() const;
+  size_t CurrentRung(int priority) const;  // the class's current rung (load only)
+  size_t rungs() const { return rungs_; }
+
+ private:
+  struct Level {  // one priority class's current rung
+    size_t rung = 0;
+    Clock::time_point moved{};  // last move down (or up)
+  };
+  double PredictLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The richest rung from `from` on predicted within budget_ms; when none
+  // is, the one predicted fastest.
+  size_t RichestWithin(double budget_ms, size_t from) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static size_t ClassOf(int priority) { return priority == 1 ? 0 : 1; }
+
+  const size_t rungs_;
+  const double target_ms_;
+  const double lower_share_;
+  const Clock::duration dwell_;
+  const Now now_;
+  mutable Mutex mu_;
+  std::vector<double> service_ms_ ABSL_GUARDED_BY(mu_);  // per rung; 0 = not measured
+  double work_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // Means over answers that started behind work (parallelism = their ratio).
+  double mean_ahead_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  double mean_excess_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  double parallelism_ ABSL_GUARDED_BY(mu_) = 1;
+  Level levels_[2] ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace es
