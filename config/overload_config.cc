@@ -83,7 +83,7 @@ Status CheckOverload(const LoadedModel& ensemble, const LoadedRepository& repo) 
     // one the rung accepts, and the answer one the client expects.
     std::string diff = CompareTensors("input", config.inputs, rung.inputs, "the ensemble's");
     if (diff.empty()) diff = CompareTensors("output", config.outputs, rung.outputs, "the ensemble's");
-    if (!diff.empty()) return error("rung '" + name + "' " + diff);
+    if (!diff.empty()) return error("rung '" + name + "' " + std::move(diff));
     if (config.max_batch_size > rung.max_batch_size || config.batched() != rung.batched()) {
       return error("rung '" + name + "' has max_batch_size " + std::to_string(rung.max_batch_size) +
                    ", the ensemble " + std::to_string(config.max_batch_size) +

@@ -267,6 +267,26 @@ bool ModelRepository::IsModelFolder(const std::string& name) const {
   return folders.ok() && std::find(folders->begin(), folders->end(), name) != folders->end();
 }
 
+Status ModelRepository::LoadFirst(const std::string& name, int depth, const StatusOr<std::vector<std::string>>& names,
+                                  const char* what) {
+  if (!names.ok()) {
+    RecordFailure(name, names.status());
+    return names.status();
+  }
+  for (const std::string& other : *names) {
+    if (other == name || Find(other) != nullptr) continue;  // a served one is not reloaded
+    Status s = LoadLocked(other, depth + 1);
+    if (!s.ok()) {
+      std::string message = "ensemble '" + name + "': ";
+      message.append(what).append(" '").append(other).append("': ").append(s.message());
+      Status error(s.code(), message);
+      RecordFailure(name, error);
+      return error;
+    }
+  }
+  return Status::Ok();
+}
+
 Status ModelRepository::LoadLocked(const std::string& name, int depth) {
   if (depth > kMaxLoadDepth) return Status::InvalidArgument("model '" + name + "': ensembles nest too deep");
   // Only folders of the repository are models: a name a client made up
@@ -274,36 +294,11 @@ Status ModelRepository::LoadLocked(const std::string& name, int depth) {
   if (!IsModelFolder(name)) {
     return Status::NotFound("no model folder '" + name + "' in the repository " + config_->repository);
   }
-  StatusOr<std::vector<std::string>> members = RepositoryEnsembleMembers(*config_, name);
-  if (!members.ok()) {
-    RecordFailure(name, members.status());
-    return members.status();
-  }
-  for (const std::string& member : *members) {
-    if (Find(member) != nullptr) continue;  // an ensemble's load does not reload a served member
-    Status s = LoadLocked(member, depth + 1);
-    if (!s.ok()) {
-      Status error(s.code(), "ensemble '" + name + "': member '" + member + "': " + s.message());
-      RecordFailure(name, error);
-      return error;
-    }
-  }
-  // Overload rungs (other models that answer in its place) are loaded first
-  // too; a rung's own ladder is refused by the checks, so this ends.
-  StatusOr<std::vector<std::string>> rungs = RepositoryLadderRungs(*config_, name);
-  if (!rungs.ok()) {
-    RecordFailure(name, rungs.status());
-    return rungs.status();
-  }
-  for (const std::string& rung : *rungs) {
-    if (Find(rung) != nullptr || rung == name) continue;
-    Status s = LoadLocked(rung, depth + 1);
-    if (!s.ok()) {
-      Status error(s.code(), "ensemble '" + name + "': overload rung '" + rung + "': " + s.message());
-      RecordFailure(name, error);
-      return error;
-    }
-  }
+  // What an ensemble names is loaded first: its members, then its overload
+  // rungs (other models that answer in its place; a rung's own ladder is
+  // refused by the checks, so this ends).
+  ES_RETURN_IF_ERROR(LoadFirst(name, depth, RepositoryEnsembleMembers(*config_, name), "member"));
+  ES_RETURN_IF_ERROR(LoadFirst(name, depth, RepositoryLadderRungs(*config_, name), "overload rung"));
   StatusOr<ModelConfig> loaded = LoadRepositoryModel(*config_, name, ServedConfigs());
   if (!loaded.ok()) {
     RecordFailure(name, loaded.status());

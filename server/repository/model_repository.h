@@ -135,6 +135,10 @@ class ModelRepository : public ModelCatalog {
   };
 
   Status LoadLocked(const std::string& name, int depth) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  // Loads `names` (what ensemble `name` names: its members, or its overload
+  // rungs, per `what`) that are not served yet; an error names `name`.
+  Status LoadFirst(const std::string& name, int depth, const StatusOr<std::vector<std::string>>& names,
+                   const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   Status LoadTorchScript(const std::string& name, std::unique_ptr<ModelConfig> fresh)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   Status UnloadLocked(const std::string& name, bool unload_dependents) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);

@@ -128,8 +128,8 @@ TEST_F(OverloadControllerTest, AnswerFasterThanTheServiceTimeBehindWorkLowersIt)
 
 TEST_F(OverloadControllerTest, QueueMovesNewRequestsToCheaperRungs) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  std::vector<size_t> rungs;
-  for (int i = 0; i < 4; ++i) rungs.push_back(Admit().rung);
+  std::vector<size_t> rungs(4);
+  for (size_t& rung : rungs) rung = Admit().rung;
   // W = 0: rung 0 (30 <= 32); then W = 30: 60, 40 > 32, rung 2's 32 fits.
   EXPECT_EQ(rungs, (std::vector<size_t>{0, 2, 2, 2}));
   EXPECT_EQ(controller_.CurrentRung(0), 2u);
