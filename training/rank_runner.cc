@@ -373,8 +373,8 @@ Status RankRun::Finish() {
   ES_ASSIGN_OR_RETURN(std::vector<std::string> devices, ParseDevices(options_.devices));
   trainer_->MoveToCpu();  // the served repository loads on any host
   const std::optional<CascadeVariant> cascade = ChosenCascade(report);  // ordered by rank 0's timings
-  ES_RETURN_IF_ERROR(
-      WriteTrainedRepository(options_.out, config_, trainer_->modules(), devices, cascade));
+  const std::string ladder = OverloadLadderYaml(config_, report, cascade);
+  ES_RETURN_IF_ERROR(WriteTrainedRepository(options_.out, config_, trainer_->modules(), devices, cascade, ladder));
   ES_RETURN_IF_ERROR(WriteReport(options_.out, report, evaluation, data_.test.images,
                                  data_.test.labels, kSampleRows));
   std::cout << "\nTest set (" << data_.test.size() << " rows):\n" << FormatReport(report)
@@ -382,7 +382,7 @@ Status RankRun::Finish() {
             << "--config " << (std::filesystem::path(options_.out) / "server.yaml").string()
             << ")\n";
   if (!options_.publish.empty()) {
-    ES_ASSIGN_OR_RETURN(std::vector<std::string> published, PublishTrained(options_.publish, config_, trainer_->modules(), cascade));
+    ES_ASSIGN_OR_RETURN(std::vector<std::string> published, PublishTrained(options_.publish, config_, trainer_->modules(), cascade, ladder));
     std::cout << "published into " << options_.publish << ":\n";
     for (const std::string& line : published) std::cout << "  " << line << "\n";
   }

@@ -62,6 +62,10 @@ struct TrainedEnsembleSpec {
   std::string name = "ensemble";
   std::string combine = "mean";  // mean or majority_vote (weights are not learned)
   int64_t max_batch_size = 64;    // of the served models
+  // The overload ladder written into the ensemble's config.yaml (the
+  // server's overload.latency_target_ms; 0 = no ladder): past capacity the
+  // server answers from the cascade variant, then the best member.
+  double latency_target_ms = 100;
 };
 
 struct TrainConfig {

@@ -109,13 +109,38 @@ std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& va
          yaml;
 }
 
+std::string OverloadLadderYaml(const TrainConfig& config, const TrainReport& report,
+                               const std::optional<CascadeVariant>& cascade) {
+  if (config.ensemble.latency_target_ms <= 0 || report.members.empty()) return "";
+  auto rung = [](const std::string& model, double accuracy) {
+    char text[160];
+    std::snprintf(text, sizeof text, "    - {model: %s, accuracy: %.4f}\n", model.c_str(), accuracy);
+    return std::string(text);
+  };
+  char target[64];
+  std::snprintf(target, sizeof target, "%g", config.ensemble.latency_target_ms);
+  std::string yaml =
+      "# Written by ensemble-train: past capacity the server keeps latency_target_ms by answering\n"
+      "# from the cheaper rungs below (docs/overload.md); accuracies are the test set's (report.json).\n"
+      "overload:\n  latency_target_ms: " + std::string(target) + "\n  ladder:\n";
+  yaml += rung(config.ensemble.name, report.ensemble.scores.accuracy);
+  if (cascade && report.cascade) {
+    yaml += rung(cascade->name, report.cascade->thresholds[report.cascade->chosen].accuracy);
+  }
+  const ScoredModel* best = &report.members[0];
+  for (const ScoredModel& m : report.members) {
+    if (m.scores.accuracy > best->scores.accuracy) best = &m;
+  }
+  return yaml + rung(best->name, best->scores.accuracy);
+}
+
 namespace {
 
 // WriteTrainedRepository's writes. std::filesystem and LibTorch (save) throw;
 // the caller turns that into a Status.
 Status WriteRepositoryFolders(const fs::path& dir, const TrainConfig& config, std::vector<torch::jit::Module>& modules,
                               const std::vector<std::string>& host_devices,
-                              const std::optional<CascadeVariant>& cascade) {
+                              const std::optional<CascadeVariant>& cascade, const std::string& overload_yaml) {
   std::vector<std::string> names;
   for (size_t i = 0; i < modules.size(); ++i) {
     const std::string& name = config.members[i].name;
@@ -131,9 +156,9 @@ Status WriteRepositoryFolders(const fs::path& dir, const TrainConfig& config, st
   const fs::path ensemble = dir / config.ensemble.name;
   fs::remove_all(ensemble);
   fs::create_directories(ensemble);
-  ES_RETURN_IF_ERROR(
-      WriteTextFile((ensemble / "config.yaml").string(),
-                    ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine)));
+  ES_RETURN_IF_ERROR(WriteTextFile(
+      (ensemble / "config.yaml").string(),
+      ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine) + overload_yaml));
   const fs::path variant = dir / CascadeVariantName(config.ensemble.name);
   fs::remove_all(variant);
   if (cascade) ES_RETURN_IF_ERROR(WriteCascadeFolder(variant, config.ensemble.max_batch_size, *cascade));
@@ -156,7 +181,7 @@ int64_t HighestVersion(const fs::path& model_dir) {
 // folder to `published`. Throws as WriteRepositoryFolders does.
 Status PublishThroughStaging(const fs::path& repo, const fs::path& staging, const TrainConfig& config,
                              std::vector<torch::jit::Module>& modules, const std::optional<CascadeVariant>& cascade,
-                             std::vector<std::string>* published) {
+                             const std::string& overload_yaml, std::vector<std::string>* published) {
   fs::remove_all(staging);
   fs::create_directories(staging);
   std::vector<std::string> names;
@@ -181,18 +206,8 @@ Status PublishThroughStaging(const fs::path& repo, const fs::path& staging, cons
     }
     published->push_back(name + ": version " + std::to_string(version));
   }
-  const fs::path ensemble = repo / config.ensemble.name;
-  if (!fs::exists(ensemble / "config.yaml")) {
-    const fs::path staged = staging / config.ensemble.name;
-    fs::create_directories(staged);
-    ES_RETURN_IF_ERROR(
-        WriteTextFile((staged / "config.yaml").string(),
-                      ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine)));
-    fs::rename(staged, ensemble);
-    published->push_back(config.ensemble.name + ": new ensemble");
-  } else {
-    published->push_back(config.ensemble.name + ": config.yaml kept (it follows its members' newest versions)");
-  }
+  // The cascade variant before the ensemble: the ensemble's overload ladder
+  // names it, and a polling server must find it when it loads the ladder.
   if (cascade) {
     const fs::path variant = repo / cascade->name;
     const std::string chose =
@@ -208,6 +223,19 @@ Status PublishThroughStaging(const fs::path& repo, const fs::path& staging, cons
       published->push_back(cascade->name + ": config.yaml kept; this run's sweep chose " + chose);
     }
   }
+  const fs::path ensemble = repo / config.ensemble.name;
+  if (!fs::exists(ensemble / "config.yaml")) {
+    const fs::path staged = staging / config.ensemble.name;
+    fs::create_directories(staged);
+    ES_RETURN_IF_ERROR(
+        WriteTextFile((staged / "config.yaml").string(),
+                      ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine) +
+                          overload_yaml));
+    fs::rename(staged, ensemble);
+    published->push_back(config.ensemble.name + ": new ensemble");
+  } else {
+    published->push_back(config.ensemble.name + ": config.yaml kept (it follows its members' newest versions)");
+  }
   return Status::Ok();
 }
 
@@ -215,10 +243,10 @@ Status PublishThroughStaging(const fs::path& repo, const fs::path& staging, cons
 
 Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
                               std::vector<torch::jit::Module>& modules, const std::vector<std::string>& host_devices,
-                              const std::optional<CascadeVariant>& cascade) {
+                              const std::optional<CascadeVariant>& cascade, const std::string& overload_yaml) {
   Status status;
   try {
-    status = WriteRepositoryFolders(dir, config, modules, host_devices, cascade);
+    status = WriteRepositoryFolders(dir, config, modules, host_devices, cascade, overload_yaml);
   } catch (const std::exception& e) {
     status = Status::Internal(e.what());
   }
@@ -228,12 +256,13 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
 
 StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
                                                   std::vector<torch::jit::Module>& modules,
-                                                  const std::optional<CascadeVariant>& cascade) {
+                                                  const std::optional<CascadeVariant>& cascade,
+                                                  const std::string& overload_yaml) {
   const fs::path staging = fs::path(repo) / (".publish-" + std::to_string(getpid()));
   std::vector<std::string> published;
   Status status;
   try {
-    status = PublishThroughStaging(repo, staging, config, modules, cascade, &published);
+    status = PublishThroughStaging(repo, staging, config, modules, cascade, overload_yaml, &published);
   } catch (const std::exception& e) {
     status = Status::Internal(e.what());
   }

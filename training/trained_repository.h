@@ -76,13 +76,23 @@ std::optional<CascadeVariant> ChosenCascade(const TrainReport& report);
 // threshold, the stages; members listed in stage order.
 std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& variant);
 
+// The `overload:` section written into the ensemble's config.yaml
+// (docs/overload.md): config.ensemble.latency_target_ms, and the ladder
+// the full ensemble, its cascade variant (when `cascade`), then the most
+// accurate member, each with its test accuracy from `report`. "" when the
+// target is 0.
+std::string OverloadLadderYaml(const TrainConfig& config, const TrainReport& report,
+                               const std::optional<CascadeVariant>& cascade);
+
 // `host_devices`: one serving host per entry ("cpu:0", "cuda:1", ...).
 // `cascade`: the variant to write beside the ensemble (none: a stale one
-// from an earlier run in `dir` is removed).
+// from an earlier run in `dir` is removed). `overload_yaml`
+// (OverloadLadderYaml) is appended to the ensemble's config.yaml.
 Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
                               std::vector<torch::jit::Module>& modules,
                               const std::vector<std::string>& host_devices,
-                              const std::optional<CascadeVariant>& cascade = std::nullopt);
+                              const std::optional<CascadeVariant>& cascade = std::nullopt,
+                              const std::string& overload_yaml = "");
 
 // ensemble-train --publish REPO: writes each trained member into the
 // existing repository `repo` as its next version (the highest numeric
@@ -93,12 +103,14 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
 // place, members before the ensemble, so a server polling the repository
 // never sees a half-written model nor an ensemble without its members. An
 // existing config.yaml is left as it is. The cascade variant, when given,
-// is published like the ensemble (after it; an existing one is kept, and
-// the line says what this run's sweep chose). Returns one line per folder
-// published ("mlp: version 2").
+// is published like the ensemble, before it (the ensemble's overload
+// ladder, `overload_yaml`, names it; an existing one is kept, and the line
+// says what this run's sweep chose). Returns one line per folder published
+// ("mlp: version 2").
 StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
                                                   std::vector<torch::jit::Module>& modules,
-                                                  const std::optional<CascadeVariant>& cascade = std::nullopt);
+                                                  const std::optional<CascadeVariant>& cascade = std::nullopt,
+                                                  const std::string& overload_yaml = "");
 
 // Scores each member and the ensemble of `evaluation` against `labels`,
 // and sweeps the cascade (stages cheapest first by the evaluation's

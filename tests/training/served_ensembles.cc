@@ -23,6 +23,7 @@ StatusOr<std::map<std::string, ServedEnsemble>> LoadServedEnsembles(const std::s
     e.exit_threshold = model.ensemble.exit_threshold;
     for (const auto& member : model.ensemble.members) e.members.push_back(member.model);
     e.stages = model.ensemble.stages;
+    e.overload = model.overload;
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "config/model_config.h"
 
 namespace es::training_test {
 
@@ -17,6 +18,7 @@ struct ServedEnsemble {
   double exit_threshold = 0;
   std::vector<std::string> members;         // in the config's order
   std::vector<std::vector<size_t>> stages;  // indexes into `members`
+  OverloadSpec overload;                    // the ladder, as the server reads it
 };
 
 // `path` a server.yaml (loaded with its repository and every cross-check, as

@@ -252,7 +252,10 @@ TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
   StatusOr<std::vector<std::string>> published =
       PublishTrained(dir.root(), config, modules, CascadeVariant{"ens_cascade", {{"small"}, {"big"}}, 0.9});
   ASSERT_TRUE(published.ok()) << published.status().ToString();
-  EXPECT_EQ(published->back(), "ens_cascade: new cascade (exit_threshold 0.9, stages [[small], [big]])");
+  // The variant before the ensemble (whose ladder may name it).
+  EXPECT_EQ(published->at(published->size() - 2),
+            "ens_cascade: new cascade (exit_threshold 0.9, stages [[small], [big]])");
+  EXPECT_EQ(published->back(), "ens: new ensemble");
   StatusOr<std::map<std::string, training_test::ServedEnsemble>> repo =
       training_test::LoadServedEnsembles(dir.root(), /*server_yaml=*/false);
   ASSERT_TRUE(repo.ok()) << repo.status().ToString();
@@ -262,12 +265,49 @@ TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
 
   published = PublishTrained(dir.root(), config, modules, CascadeVariant{"ens_cascade", {{"big"}, {"small"}}, 0.97});
   ASSERT_TRUE(published.ok()) << published.status().ToString();
-  EXPECT_EQ(published->back(),
+  EXPECT_EQ(published->at(published->size() - 2),
             "ens_cascade: config.yaml kept; this run's sweep chose exit_threshold 0.97, stages [[big], [small]]");
   repo = training_test::LoadServedEnsembles(dir.root(), /*server_yaml=*/false);
   ASSERT_TRUE(repo.ok()) << repo.status().ToString();
   EXPECT_EQ(repo->at("ens_cascade").exit_threshold, 0.9);
   EXPECT_FALSE(fs::exists(dir.path() / (".publish-" + std::to_string(getpid()))));
+}
+
+// The ladder ensemble-train writes: the ensemble, its cascade variant, the
+// most accurate member, each with its test accuracy; the server loads it
+// with every cross-check (each rung exists and matches the ensemble).
+TEST(CascadeVariantTest, TheWrittenOverloadLadderLoadsAsTheServerLoadsIt) {
+  HandMade h;
+  TrainConfig config = TwoMembers();
+  config.ensemble.latency_target_ms = 40;
+  Evaluation evaluation{{h.expensive, h.cheap}, CombineMembers({h.expensive, h.cheap}, "mean"), {3e-6, 1e-6}};
+  const TrainReport report = ScoreEvaluation(config, evaluation, h.labels);
+  const std::optional<CascadeVariant> variant = ChosenCascade(report);
+  ASSERT_TRUE(variant);
+  const std::string ladder = OverloadLadderYaml(config, report, variant);
+  testing::TempDir dir;
+  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value()};
+  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, variant, ladder).ok());
+
+  StatusOr<std::map<std::string, training_test::ServedEnsemble>> served =
+      training_test::LoadServedEnsembles(dir.Path("server.yaml"), /*server_yaml=*/true);
+  ASSERT_TRUE(served.ok()) << served.status().ToString() << "\n" << ladder;
+  const OverloadSpec& overload = served->at("ens").overload;
+  EXPECT_EQ(overload.latency_target_ms, 40);
+  ASSERT_EQ(overload.ladder.size(), 3u) << ladder;
+  EXPECT_EQ(overload.ladder[0].model, "ens");
+  EXPECT_NEAR(overload.ladder[0].accuracy, report.ensemble.scores.accuracy, 1e-4);
+  EXPECT_EQ(overload.ladder[1].model, "ens_cascade");
+  EXPECT_NEAR(overload.ladder[1].accuracy, report.cascade->thresholds[report.cascade->chosen].accuracy, 1e-4);
+  const ScoredModel& best =
+      report.members[0].scores.accuracy >= report.members[1].scores.accuracy ? report.members[0] : report.members[1];
+  EXPECT_EQ(overload.ladder[2].model, best.name);
+  EXPECT_FALSE(served->at("ens_cascade").overload.enabled()) << "rungs have no ladder of their own";
+
+  // Without a sweep: the ensemble, then the best member. Target 0: no ladder.
+  EXPECT_EQ(OverloadLadderYaml(config, report, std::nullopt).find("ens_cascade"), std::string::npos);
+  config.ensemble.latency_target_ms = 0;
+  EXPECT_EQ(OverloadLadderYaml(config, report, variant), "");
 }
 
 }  // namespace
