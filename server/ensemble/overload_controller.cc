@@ -27,9 +27,14 @@ OverloadController::OverloadController(const OverloadSpec& spec, Now now)
       lower_share_(spec.lower_priority_share),
       dwell_(std::chrono::milliseconds(spec.dwell_ms)),
       now_(std::move(now)),
-      service_ms_(rungs_, 0.0) {}
+      rung_(rungs_) {
+  rung_[0].parallelism = 1;  // the full ensemble waits for all work until shown otherwise
+  for (size_t r = 1; r < rungs_; ++r) rung_[r].parallelism = kMaxParallelism;  // a cheap rung for none
+}
 
-double OverloadController::PredictLocked(size_t rung) const { return service_ms_[rung] + work_ms_ / parallelism_; }
+double OverloadController::PredictLocked(size_t rung) const {
+  return rung_[rung].service_ms + work_ms_ / rung_[rung].parallelism;
+}
 
 size_t OverloadController::RichestWithin(double budget_ms, size_t from) const {
   size_t fastest = from;
@@ -50,24 +55,40 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
   ticket.start = now;
   size_t rung = 0;
   if (!ask.exact) {
-    Level& level = levels_[ClassOf(ask.priority)];
-    const double budget = ClassOf(ask.priority) == 0 ? target_ms_ : target_ms_ * lower_share_;
+    const size_t cls = ClassOf(ask.priority);
+    Level& level = levels_[cls];
+    const double budget = cls == 0 ? target_ms_ : target_ms_ * lower_share_;
     const size_t fit = RichestWithin(budget, 0);
     if (PredictLocked(fit) > target_ms_) return ticket;  // shed: no rung meets the target
-    if (fit > level.rung || (fit < level.rung && now - level.moved >= dwell_)) {
+    // The current rung missing its budget moves at once (down, or to a
+    // faster rung of a ladder measured out of order); a richer one is taken
+    // only after the dwell time.
+    if (fit != level.rung && (PredictLocked(level.rung) > budget || now - level.moved >= dwell_)) {
       level.rung = fit;
       level.moved = now;
     }
     rung = level.rung;
+    // A probe: the richer rung measured again, unless the queue alone rules it out.
+    bool probe = rung > 0 && !level.probing && now - std::max(level.moved, level.probed) >= dwell_ &&
+                 work_ms_ / rung_[rung - 1].parallelism <= budget;
+    if (probe) --rung;
     if (ask.deadline != Clock::time_point::max()) {
-      // Never richer than the load allows; cheaper when the deadline is nearer.
-      rung = RichestWithin(ask.deadline > now ? Ms(ask.deadline - now) : 0.0, rung);
+      // Never richer than the load allows; cheaper when the deadline is
+      // nearer (then it is no probe: the probe waits for another request).
+      const size_t within = RichestWithin(ask.deadline > now ? Ms(ask.deadline - now) : 0.0, rung);
+      if (within != rung) probe = false;
+      rung = within;
+    }
+    if (probe) {
+      level.probing = true;
+      level.probed = now;
+      ticket.probe_class = static_cast<int>(cls);
     }
   }
   ticket.rung = rung;
   ticket.predicted_ms = PredictLocked(rung);
   ticket.work_ahead_ms = work_ms_;
-  ticket.work_ms = service_ms_[rung];
+  ticket.work_ms = rung_[rung].service_ms;
   work_ms_ += ticket.work_ms;
   return ticket;
 }
@@ -76,32 +97,41 @@ void OverloadController::Finish(const Ticket& ticket, bool ok) {
   if (ticket.rung == kShed || ticket.rung >= rungs_) return;
   const double latency = Ms(now_() - ticket.start);
   MutexLock lock(&mu_);
+  if (ticket.probe_class >= 0) levels_[ticket.probe_class].probing = false;
   work_ms_ = std::max(0.0, work_ms_ - ticket.work_ms);
   if (work_ms_ < 1e-9) work_ms_ = 0;  // no drift below an empty machine
-  if (!ok || latency < 0) return;
-  double& service = service_ms_[ticket.rung];
-  const double ahead = ticket.work_ahead_ms;
+  if (ok && latency >= 0) Learn(rung_[ticket.rung], latency, ticket.work_ahead_ms, ticket.probe_class >= 0);
+}
+
+void OverloadController::Learn(Rung& rung, double latency, double ahead, bool probe) {
+  double& service = rung.service_ms;
   if (service == 0) {
     // First answer of this rung: what of it was not waiting behind others.
-    service = std::clamp(latency - ahead / parallelism_, 0.1 * latency, latency);
+    service = std::clamp(latency - ahead / rung.parallelism, 0.1 * latency, latency);
     return;
   }
   if (ahead == 0) {
-    service = Blend(service, latency, kAlpha);  // alone: its service time, measured
+    // Alone: its service time, measured. No answer is faster than the rung
+    // alone, so a faster one corrects an overestimate quickly.
+    service = Blend(service, latency, latency < service ? 0.5 : kAlpha);
     return;
   }
-  // Behind work: what it waited says how fast the machine works the queue off.
-  const double excess = std::max(latency - service, 0.05 * service);
-  if (mean_excess_ms_ == 0) {
-    mean_ahead_ms_ = ahead;
-    mean_excess_ms_ = excess;
-  } else {
-    mean_ahead_ms_ = Blend(mean_ahead_ms_, ahead, kAlpha);
-    mean_excess_ms_ = Blend(mean_excess_ms_, excess, kAlpha);
+  // Behind work: what it waited says how much of that work delays this rung,
+  // unless it is a probe, whose rung's service time is the doubt: its
+  // excess over that would teach a parallelism from a wrong base.
+  if (probe) {
+    if (latency < service) service = Blend(service, latency, 0.5);
+    return;
   }
-  parallelism_ = std::clamp(mean_ahead_ms_ / mean_excess_ms_, kMinParallelism, kMaxParallelism);
-  // No answer is faster than its rung alone: a faster one shows the service
-  // time was overestimated (measured at a busier moment).
+  const double excess = std::max(latency - service, 0.05 * service);
+  if (rung.mean_excess_ms == 0) {
+    rung.mean_ahead_ms = ahead;
+    rung.mean_excess_ms = excess;
+  } else {
+    rung.mean_ahead_ms = Blend(rung.mean_ahead_ms, ahead, kAlpha);
+    rung.mean_excess_ms = Blend(rung.mean_excess_ms, excess, kAlpha);
+  }
+  rung.parallelism = std::clamp(rung.mean_ahead_ms / rung.mean_excess_ms, kMinParallelism, kMaxParallelism);
   if (latency < service) service = Blend(service, latency, 0.5);
 }
 
@@ -112,12 +142,12 @@ double OverloadController::PredictMs(size_t rung) const {
 
 double OverloadController::ServiceMs(size_t rung) const {
   MutexLock lock(&mu_);
-  return rung < rungs_ ? service_ms_[rung] : 0;
+  return rung < rungs_ ? rung_[rung].service_ms : 0;
 }
 
-double OverloadController::Parallelism() const {
+double OverloadController::Parallelism(size_t rung) const {
   MutexLock lock(&mu_);
-  return parallelism_;
+  return rung < rungs_ ? rung_[rung].parallelism : 0;
 }
 
 double OverloadController::WorkInFlightMs() const {

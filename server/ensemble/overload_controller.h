@@ -6,21 +6,36 @@
 //
 // The prediction. Each rung r has a service time s_r: its latency when
 // nothing else is in flight, measured (an answer that started with nothing
-// in flight sets it, by a moving average; any faster answer lowers it, since
-// no answer is faster than the rung alone). The work in flight W is the sum
-// of the service times of the requests admitted and not yet finished, and
-// the machine works it off P at a time: a new request at rung r is predicted
-// to take
-//     s_r + W / P.
-// P (the parallelism) is learnt from answers that started behind work:
-// P = mean(W at their start) / mean(their latency - their rung's s). Before a
-// rung has answered once its s_r is 0: it is tried, and so measured.
+// in flight sets it, by a moving average; any faster answer lowers it
+// quickly, since no answer is faster than the rung alone). The work in
+// flight W is the sum of the service times of the requests admitted and not
+// yet finished. A new request at rung r is predicted to take
+//     s_r + W / P_r
+// where P_r says how much of that work delays rung r, learnt from rung r's
+// own answers that started behind work: P_r = mean(W at their start) /
+// mean(their latency - s_r). Per rung, because rungs need not share
+// resources: a cheap model on another host hardly waits behind the full
+// ensemble's work, and one P learnt from its answers would make the full
+// ensemble look free. Before a rung has answered once its s_r is 0: it is
+// tried, and so measured. Before it has answered behind work, rung 0 is
+// taken to wait for all work (P_0 = 1: no burst of full requests on a guess)
+// and a cheaper rung for none (the cheap rungs are the safety valve: they
+// are not refused on a guess either).
+//
+// Probes. A rung's service time is only measured by its own answers, so one
+// measured at a bad moment (a cold start, a busy neighbour) would keep a
+// class below it for good. Once per dwell time, while a class sits below
+// rung 0 and the work in flight alone does not rule the richer rung out, one
+// request (not one whose deadline needs a cheaper rung) goes one rung up:
+// its answer measures that rung's service time again (and, started behind
+// work, teaches no parallelism: its base is what is in doubt).
 //
 // The choice. A request of the highest priority (1) may use the whole
 // target; any other uses `lower_priority_share` of it, so under load the
 // lower priorities step down first and the highest keep richer rungs longer.
-// Each of the two priority classes has a current rung: it moves down at once
-// when the current one's prediction misses, and up (straight to the richest
+// Each of the two priority classes has a current rung: it moves at once
+// when the current one's prediction misses the budget (down, or to a faster
+// rung of a ladder measured out of order), and up (straight to the richest
 // rung that fits) only once `dwell_ms` have passed since its last move: the
 // ladder never oscillates faster than the dwell time. A request's own
 // deadline may then move it further down, to the richest rung predicted to
@@ -64,6 +79,7 @@ class OverloadController {
     double work_ms = 0;        // what this request added to the work in flight
     double work_ahead_ms = 0;  // the work in flight when it was admitted
     Clock::time_point start;
+    int probe_class = -1;      // >= 0: a probe of that priority class (see above)
   };
 
   Ticket Admit(const Ask& ask);
@@ -72,9 +88,9 @@ class OverloadController {
   void Finish(const Ticket& ticket, bool ok);
 
   // Introspection (metrics, tests).
-  double PredictMs(size_t rung) const;  // s_r + W / P now
+  double PredictMs(size_t rung) const;  // s_r + W / P_r now
   double ServiceMs(size_t rung) const;  // 0 = not measured yet
-  double Parallelism() const;
+  double Parallelism(size_t rung) const;  // P_r
   double WorkInFlightMs() const;
   size_t CurrentRung(int priority) const;  // the class's current rung (load only)
   size_t rungs() const { return rungs_; }
@@ -82,13 +98,24 @@ class OverloadController {
  private:
   struct Level {  // one priority class's current rung
     size_t rung = 0;
-    Clock::time_point moved{};  // last move down (or up)
+    Clock::time_point moved{};   // last move down (or up)
+    Clock::time_point probed{};  // last probe sent
+    bool probing = false;        // a probe is in flight
+  };
+  struct Rung {
+    double service_ms = 0;  // 0 = not measured
+    // Means over this rung's answers that started behind work (P_r = their ratio).
+    double mean_ahead_ms = 0;
+    double mean_excess_ms = 0;
+    double parallelism = 0;  // set in the constructor
   };
   double PredictLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The richest rung from `from` on predicted within budget_ms; when none
   // is, the one predicted fastest.
   size_t RichestWithin(double budget_ms, size_t from) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static size_t ClassOf(int priority) { return priority == 1 ? 0 : 1; }
+  // Learns from one successful answer of `rung`.
+  void Learn(Rung& rung, double latency_ms, double ahead_ms, bool probe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t rungs_;
   const double target_ms_;
@@ -96,12 +123,8 @@ class OverloadController {
   const Clock::duration dwell_;
   const Now now_;
   mutable Mutex mu_;
-  std::vector<double> service_ms_ ABSL_GUARDED_BY(mu_);  // per rung; 0 = not measured
+  std::vector<Rung> rung_ ABSL_GUARDED_BY(mu_);
   double work_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  // Means over answers that started behind work (parallelism = their ratio).
-  double mean_ahead_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  double mean_excess_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  double parallelism_ ABSL_GUARDED_BY(mu_) = 1;
   Level levels_[2] ABSL_GUARDED_BY(mu_);
 };
 

@@ -81,6 +81,8 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       encoded.version = answer.version;
       encoded.ensemble = answer.ensemble;
       encoded.cascade = answer.cascade;
+      encoded.served_by = answer.served_by;
+      encoded.served_accuracy = answer.served_accuracy;
       outcome = EncodeInferResponse(*request, std::move(encoded), response);
     }
     const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);

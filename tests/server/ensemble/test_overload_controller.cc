@@ -1,14 +1,19 @@
 // OverloadController (server/ensemble/overload_controller.h) on a fake clock:
-// service times learnt from answers alone, moving down under a queue to the
-// richest rung predicted within the budget and back up only after the dwell
-// time, the two priority classes, deadlines, exact requests, shedding as the
-// last resort, the work in flight, and the parallelism learnt from answers
-// that started behind work.
+// service times learnt from answers alone (a faster one lowers it by half),
+// moving down under a queue to the richest rung predicted within the budget
+// and back up only after the dwell time, the two priority classes,
+// deadlines, exact requests, shedding as the last resort (when no rung meets
+// the target; the fallback is the fastest rung, not the last), the work in
+// flight, the parallelism P_r learnt per rung from that rung's answers that
+// started behind work (P_0 = 1 and P_r = 1024 for the cheap rungs until
+// then), and the probes that measure a richer rung again once per dwell.
 #include "server/ensemble/overload_controller.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <vector>
 
 namespace es {
@@ -20,6 +25,7 @@ constexpr size_t kShed = OverloadController::kShed;
 
 constexpr double kTargetMs = 40;
 constexpr double kLowerBudgetMs = kTargetMs * 0.8;  // lower_priority_share
+constexpr double kMaxParallelism = 1024;            // a cheap rung's P before it answered behind work
 
 OverloadSpec Spec() {
   OverloadSpec spec;
@@ -50,6 +56,18 @@ class OverloadControllerTest : public ::testing::Test {
     return controller_.Admit(ask);
   }
   void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
+  // At each of `offsets_ms` after `from`, a request of `priority` gets
+  // `rung` and is no probe (within a dwell time: no move, no probe).
+  void ExpectHeldWithoutProbe(Clock::time_point from, std::initializer_list<int> offsets_ms, size_t rung,
+                              int priority = 1) {
+    for (int at_ms : offsets_ms) {
+      now_ = from + std::chrono::milliseconds(at_ms);
+      const Ticket t = Admit(priority);
+      EXPECT_EQ(t.rung, rung) << at_ms << " ms after " << "the last move or probe";
+      EXPECT_EQ(t.probe_class, -1) << at_ms << " ms after the last move or probe";
+      controller_.Finish(t, false);
+    }
+  }
   std::vector<double> Predictions() const {
     std::vector<double> p;
     for (size_t r = 0; r < controller_.rungs(); ++r) p.push_back(controller_.PredictMs(r));
@@ -57,10 +75,9 @@ class OverloadControllerTest : public ::testing::Test {
   }
 
  protected:
-
   // s_0 = 30, s_1 = 10, s_2 = 2 ms (or `s2`), each measured by one request
   // alone; the cheaper rungs are reached by deadlines nearer than the richer
-  // ones take.
+  // ones take. No answer started behind work: P_0 = 1, P_1 = P_2 = 1024.
   void MeasureRungs(int s2 = 2) {
     Ticket t = Admit();
     ASSERT_EQ(t.rung, 0u);
@@ -77,6 +94,59 @@ class OverloadControllerTest : public ::testing::Test {
     ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 30);
     ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 10);
     ASSERT_DOUBLE_EQ(controller_.ServiceMs(2), s2);
+    ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+    ASSERT_DOUBLE_EQ(controller_.Parallelism(0), 1);
+    ASSERT_DOUBLE_EQ(controller_.Parallelism(1), kMaxParallelism);
+    ASSERT_DOUBLE_EQ(controller_.Parallelism(2), kMaxParallelism);
+  }
+
+  // After MeasureRungs: rungs 1 and 2 each answer once behind 10 ms of work
+  // (a rung-1 request in flight) in s_r + 10 ms: they wait for all of it, so
+  // P_1 = P_2 = 10 / 10 = 1, as if the whole ladder shared one machine (the
+  // old model's numbers). Highest-priority requests with deadlines pick the
+  // rungs; with W <= 10 rung 0's 30 + 10 stays within their target, so
+  // neither class moves.
+  void TeachCheapRungsToWaitForAllWork() {
+    const int s2 = static_cast<int>(controller_.ServiceMs(2));
+    const Ticket load = AdmitWithin(20, 1);  // rung 0's 30 > 20: rung 1, W = 10
+    ASSERT_EQ(load.rung, 1u);
+    Ticket t = AdmitWithin(15, 1);  // rung 0: 40 > 15; rung 1: 10 + 10/1024
+    ASSERT_EQ(t.rung, 1u);
+    ASSERT_DOUBLE_EQ(t.work_ahead_ms, 10);
+    Advance(10 + 10);
+    controller_.Finish(t, true);
+    ASSERT_DOUBLE_EQ(controller_.Parallelism(1), 1);
+    t = AdmitWithin(15, 1);  // rung 1 now 10 + 10 = 20 > 15; rung 2: s_2 + 10/1024
+    ASSERT_EQ(t.rung, 2u);
+    ASSERT_DOUBLE_EQ(t.work_ahead_ms, 10);
+    Advance(s2 + 10);
+    controller_.Finish(t, true);
+    ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 1);
+    controller_.Finish(load, false);
+    ASSERT_DOUBLE_EQ(controller_.Parallelism(0), 1);
+    ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 10);
+    ASSERT_DOUBLE_EQ(controller_.ServiceMs(2), s2);
+    ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+    ASSERT_EQ(controller_.CurrentRung(0), 0u);
+    ASSERT_EQ(controller_.CurrentRung(1), 0u);
+  }
+
+  // A cold start: rung 0's first answer takes 60 ms, so s_0 = 60 misses the
+  // whole target (40); the highest class moves to rung 1 at `*moved` and
+  // measures it (s_1 = 10). Rung 2 stays unmeasured (but rung 1 comes first).
+  void MeasureColdRungZero(Clock::time_point* moved) {
+    Ticket t = Admit(1);
+    ASSERT_EQ(t.rung, 0u);
+    Advance(60);
+    controller_.Finish(t, true);
+    ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 60);
+    *moved = now_;
+    t = Admit(1);
+    ASSERT_EQ(t.rung, 1u);
+    ASSERT_EQ(controller_.CurrentRung(1), 1u);
+    Advance(10);
+    controller_.Finish(t, true);
+    ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 10);
     ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
   }
 
@@ -105,14 +175,16 @@ TEST_F(OverloadControllerTest, LaterAnswersAloneMoveTheServiceTimeGradually) {
   Ticket t = AdmitExact();  // rung 0, whatever its prediction
   Advance(50);
   controller_.Finish(t, true);
-  EXPECT_GT(controller_.ServiceMs(0), 30);
-  EXPECT_LT(controller_.ServiceMs(0), 50);
-  const double before = controller_.ServiceMs(0);
+  // Slower: weight 0.2, 30 + 0.2 * (50 - 30).
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 34);
   t = AdmitExact();
   ASSERT_EQ(t.work_ahead_ms, 0);
   Advance(20);
   controller_.Finish(t, true);
-  EXPECT_LT(controller_.ServiceMs(0), before) << "a faster answer lowers it";
+  // Faster: no answer is faster than the rung alone, so weight 0.5,
+  // 34 + 0.5 * (20 - 34) = 27 (with 0.2 it would be 31.2).
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 27) << "a faster answer lowers it by half the gap";
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(0), 1) << "answers alone teach no parallelism";
 }
 
 TEST_F(OverloadControllerTest, AnswerFasterThanTheServiceTimeBehindWorkLowersIt) {
@@ -122,7 +194,11 @@ TEST_F(OverloadControllerTest, AnswerFasterThanTheServiceTimeBehindWorkLowersIt)
   ASSERT_DOUBLE_EQ(behind.work_ahead_ms, 30);
   Advance(20);  // faster than rung 0 alone, although it started behind work
   controller_.Finish(behind, true);
-  EXPECT_LT(controller_.ServiceMs(0), 30);
+  // 30 + 0.5 * (20 - 30).
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 25);
+  // It hardly waited: excess max(20 - 30, 0.05 * 30) = 1.5, P_0 = 30 / 1.5.
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(0), 20);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(1), kMaxParallelism) << "only rung 0 answered";
   controller_.Finish(first, false);
 }
 
@@ -130,29 +206,51 @@ TEST_F(OverloadControllerTest, QueueMovesNewRequestsToCheaperRungs) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
   std::vector<size_t> rungs(4);
   for (size_t& rung : rungs) rung = Admit().rung;
-  // W = 0: rung 0 (30 <= 32); then W = 30: 60, 40 > 32, rung 2's 32 fits.
-  EXPECT_EQ(rungs, (std::vector<size_t>{0, 2, 2, 2}));
-  EXPECT_EQ(controller_.CurrentRung(0), 2u);
-  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 30 + 2 + 2 + 2);
+  // W = 0: rung 0 (30 <= 32); then W = 30: rung 0 at 30 + 30/1 = 60 > 32,
+  // rung 1 at 10 + 30/1024 fits (it has not answered behind work: taken to
+  // wait for none); W = 40, 50: the same.
+  EXPECT_EQ(rungs, (std::vector<size_t>{0, 1, 1, 1}));
+  EXPECT_EQ(controller_.CurrentRung(0), 1u);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 30 + 10 + 10 + 10);
   EXPECT_EQ(controller_.CurrentRung(1), 0u) << "the classes move separately";
 }
 
+TEST_F(OverloadControllerTest, QueueMovesFurtherDownOnceTheCheapRungsAreShownToWait) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
+  std::vector<size_t> rungs(4);
+  for (size_t& rung : rungs) rung = Admit().rung;
+  // P = 1 everywhere: W = 0: rung 0; W = 30: 60, 40 > 32, rung 2's 32 fits;
+  // W = 32, 34: no rung within 32, the fastest (rung 2) meets the target.
+  EXPECT_EQ(rungs, (std::vector<size_t>{0, 2, 2, 2}));
+  EXPECT_EQ(controller_.CurrentRung(0), 2u);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 30 + 2 + 2 + 2);
+}
+
 // Under growing load each request of `priority` gets the richest rung
-// predicted within its class's budget (the lower class takes the cheapest
-// rung up to the whole target); `expected`: the rungs until the first shed.
+// predicted within its class's budget, or when none is, the fastest rung
+// while that meets the whole target; `expected`: the rungs until the first
+// shed.
 void ExpectRichestWithinBudget(OverloadControllerTest* test, int priority, const std::vector<size_t>& expected) {
   const double budget = priority == 1 ? kTargetMs : kLowerBudgetMs;
   std::vector<size_t> seen;
   for (int i = 0; i < 20; ++i) {
     const std::vector<double> before = test->Predictions();
+    const size_t fastest = static_cast<size_t>(std::min_element(before.begin(), before.end()) - before.begin());
     const Ticket t = test->Admit(priority);
-    if (t.rung == kShed) break;
+    if (t.rung == kShed) {
+      EXPECT_GT(before[fastest], kTargetMs) << "request " << i << " shed while rung " << fastest << " fits";
+      break;
+    }
     seen.push_back(t.rung);
+    ASSERT_LT(t.rung, before.size());
     EXPECT_DOUBLE_EQ(t.predicted_ms, before[t.rung]);
-    const double limit = t.rung + 1 < before.size() ? budget : kTargetMs;
-    EXPECT_LE(before[t.rung], limit) << "request " << i;
     for (size_t richer = 0; richer < t.rung; ++richer) {
       EXPECT_GT(before[richer], budget) << "request " << i << " skipped rung " << richer;
+    }
+    if (before[t.rung] > budget) {
+      EXPECT_EQ(t.rung, fastest) << "request " << i << ": no rung within the budget, not the fastest";
+      EXPECT_LE(before[t.rung], kTargetMs) << "request " << i;
     }
   }
   EXPECT_EQ(seen, expected);
@@ -160,15 +258,17 @@ void ExpectRichestWithinBudget(OverloadControllerTest* test, int priority, const
 
 TEST_F(OverloadControllerTest, HighestPriorityGetsTheRichestRungWithinTheTarget) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  // W = 0: 30 fits; W = 30: rung 0 at 60 misses, rung 1 at 40 fits; then
-  // W = 40: even rung 2 at 42 misses.
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
+  // P = 1 everywhere. W = 0: 30 fits; W = 30: rung 0 at 60 misses, rung 1
+  // at 40 fits; then W = 40: even rung 2 at 42 misses.
   ExpectRichestWithinBudget(this, 1, {0, 1});
 }
 
 TEST_F(OverloadControllerTest, LowerPriorityGetsTheRichestRungWithinItsShare) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  // Budget 32: W = 0: 30 fits; W = 30: only rung 2 at 32 does; past that
-  // rung 2 serves up to the whole target (W = 30 + 5 * 2).
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
+  // P = 1 everywhere. Budget 32: W = 0: 30 fits; W = 30: only rung 2 at 32
+  // does; past that rung 2 serves up to the whole target (W = 30 + 5 * 2).
   ExpectRichestWithinBudget(this, 0, {0, 2, 2, 2, 2, 2});
 }
 
@@ -186,16 +286,13 @@ TEST_F(OverloadControllerTest, MovesBackUpOnlyAfterTheDwellTime) {
   ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
   ASSERT_LE(controller_.PredictMs(0), kTargetMs) << "rung 0 fits again";
 
-  // Drained, but within the dwell time: the class stays down.
-  for (int at_ms : {40, 500, 999}) {
-    now_ = moved + std::chrono::milliseconds(at_ms);
-    const Ticket t = Admit(1);
-    EXPECT_EQ(t.rung, 1u) << at_ms << " ms after the move down";
-    controller_.Finish(t, false);
-  }
+  // Drained, but within the dwell time: the class stays down (and sends no
+  // probe either).
+  ExpectHeldWithoutProbe(moved, {40, 500, 999}, 1, 1);
   now_ = moved + std::chrono::milliseconds(1000);
   const Ticket t = Admit(1);
   EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(t.probe_class, -1) << "a move up, not a probe";
   EXPECT_EQ(controller_.CurrentRung(1), 0u);
   controller_.Finish(t, false);
 }
@@ -204,7 +301,8 @@ TEST_F(OverloadControllerTest, HighestPriorityKeepsTheRichRungLonger) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
   const Ticket load = AdmitWithin(20);  // rung 1: W = 10
   ASSERT_EQ(load.rung, 1u);
-  // Rung 0 is predicted at 40: within the target, over the lower share (32).
+  // Rung 0 is predicted at 30 + 10/1 = 40: within the target, over the
+  // lower share (32).
   ASSERT_DOUBLE_EQ(controller_.PredictMs(0), 40);
   const Ticket high = Admit(1);
   EXPECT_EQ(high.rung, 0u);
@@ -236,13 +334,14 @@ TEST_F(OverloadControllerTest, NearDeadlinePicksTheRichestRungWithinIt) {
 
 TEST_F(OverloadControllerTest, DeadlineNeverMakesARequestRicherThanTheLoadAllows) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  ASSERT_EQ(Admit().rung, 0u);  // W = 30: the lower class moves to rung 2
+  ASSERT_EQ(Admit().rung, 0u);  // W = 30: rung 0 at 60 > 32, the lower class moves to rung 1
   const Ticket t = AdmitWithin(60 * 60 * 1000);
-  EXPECT_EQ(t.rung, 2u);
+  EXPECT_EQ(t.rung, 1u);
 }
 
 TEST_F(OverloadControllerTest, ExactIsAlwaysRungZeroAndNeverShed) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
   std::vector<Ticket> tickets;
   while (tickets.size() < 50) {
     tickets.push_back(Admit());
@@ -253,6 +352,7 @@ TEST_F(OverloadControllerTest, ExactIsAlwaysRungZeroAndNeverShed) {
   for (int i = 0; i < 10; ++i) {
     const Ticket t = AdmitExact();
     EXPECT_EQ(t.rung, 0u);
+    EXPECT_EQ(t.probe_class, -1);
     EXPECT_GT(t.predicted_ms, kTargetMs);
     tickets.push_back(t);
   }
@@ -261,23 +361,25 @@ TEST_F(OverloadControllerTest, ExactIsAlwaysRungZeroAndNeverShed) {
   EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
 }
 
-TEST_F(OverloadControllerTest, ShedsOnlyWhenTheCheapestRungMissesTheTarget) {
+TEST_F(OverloadControllerTest, ShedsOnlyWhenNoRungMeetsTheTarget) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
   std::vector<Ticket> admitted;
   Ticket shed;
   for (int i = 0; i < 50; ++i) {
-    const double cheapest = controller_.PredictMs(2);
+    const std::vector<double> before = Predictions();
+    const double fastest = *std::min_element(before.begin(), before.end());
     const Ticket t = Admit();
     if (t.rung == kShed) {
-      EXPECT_GT(cheapest, kTargetMs);
+      EXPECT_GT(fastest, kTargetMs);
       shed = t;
       break;
     }
-    EXPECT_LE(cheapest, kTargetMs) << "served while the cheapest rung meets the target";
+    EXPECT_LE(fastest, kTargetMs) << "served while a rung meets the target";
     admitted.push_back(t);
   }
   ASSERT_EQ(shed.rung, kShed);
-  // W = 30 + 5 * 2 = 40: rung 2 would take 42.
+  // P = 1 everywhere: W = 30 + 5 * 2 = 40: rung 2, the fastest, would take 42.
   EXPECT_EQ(admitted.size(), 6u);
   EXPECT_EQ(Admit(1).rung, kShed) << "the highest priority is shed too: nothing meets the target";
 
@@ -305,12 +407,66 @@ TEST_F(OverloadControllerTest, FailedAnswersLeaveOnlyTheirWork) {
   EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 30) << "a failure's latency is not learnt";
 }
 
+// Before any answer behind work: rung 0 waits for all the work in flight
+// (P_0 = 1), a cheap rung for none (P_r = 1024).
+TEST_F(OverloadControllerTest, BeforeAnswersBehindWorkRungZeroWaitsForAllWorkTheCheapRungsForNone) {
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(0), 1);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(1), kMaxParallelism);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(2), kMaxParallelism);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(3), 0) << "past the ladder";
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  const Ticket load = AdmitExact();  // W = 30
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(0), 30 + 30);
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(1), 10 + 30 / kMaxParallelism);
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(2), 2 + 30 / kMaxParallelism);
+  controller_.Finish(load, false);
+}
+
+// A heavy queue (20 exact requests: W = 600) does not shed while the cheap
+// rungs have not answered behind work: they are the safety valve, not
+// refused on a guess. Once each has answered after waiting for all of it,
+// the same queue rules it out, and with no rung left, requests are shed.
+TEST_F(OverloadControllerTest, CheapRungsAreNotRefusedOnAGuess) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  std::vector<Ticket> exact;
+  for (int i = 0; i < 20; ++i) exact.push_back(AdmitExact());
+  ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 600);
+  ASSERT_DOUBLE_EQ(controller_.PredictMs(0), 630);
+
+  // Rung 1: 10 + 600/1024, about 10.6: within both budgets.
+  Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 1u);
+  controller_.Finish(t, false);
+  t = Admit();
+  ASSERT_EQ(t.rung, 1u);
+  EXPECT_NEAR(t.predicted_ms, 10 + 600 / kMaxParallelism, 1e-9);
+  EXPECT_LE(t.predicted_ms, kLowerBudgetMs);
+  // It waited for all 600 ms ahead: P_1 = 600 / 600.
+  Advance(10 + 600);
+  controller_.Finish(t, true);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(1), 1);
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(1), 10 + 600);
+
+  // Rung 2 is still unmeasured behind work: 2 + 600/1024.
+  t = Admit();
+  ASSERT_EQ(t.rung, 2u);
+  Advance(2 + 600);
+  controller_.Finish(t, true);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(2), 1);
+
+  // Now no rung meets the target (630 / 610 / 602): shed.
+  EXPECT_EQ(Admit().rung, kShed);
+  EXPECT_EQ(Admit(1).rung, kShed);
+  for (const Ticket& e : exact) controller_.Finish(e, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
 // Two exact requests at once: the first alone (30 ms), the second behind the
-// first's 30 ms of work. While it takes s + W (one at a time) the machine's
-// parallelism is 1; once it takes s + W/2, it approaches 2.
+// first's 30 ms of work. While it takes s + W (one at a time) rung 0's
+// parallelism is 1; once it takes s + W/2, it approaches 2. Only rung 0's.
 TEST_F(OverloadControllerTest, ParallelismIsLearntFromAnswersBehindWork) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  EXPECT_DOUBLE_EQ(controller_.Parallelism(), 1);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(0), 1);
   auto round = [&](int behind_latency_ms) {
     const Ticket alone = AdmitExact();
     const Ticket behind = AdmitExact();
@@ -321,19 +477,70 @@ TEST_F(OverloadControllerTest, ParallelismIsLearntFromAnswersBehindWork) {
     controller_.Finish(behind, true);
   };
   for (int i = 0; i < 5; ++i) round(30 + 30);
-  EXPECT_NEAR(controller_.Parallelism(), 1, 1e-9);
-  double last = controller_.Parallelism();
+  EXPECT_NEAR(controller_.Parallelism(0), 1, 1e-9);
+  double last = controller_.Parallelism(0);
   for (int i = 0; i < 30; ++i) {
     round(30 + 15);
-    EXPECT_GT(controller_.Parallelism(), last) << "round " << i;
-    last = controller_.Parallelism();
+    EXPECT_GT(controller_.Parallelism(0), last) << "round " << i;
+    last = controller_.Parallelism(0);
   }
-  EXPECT_NEAR(controller_.Parallelism(), 2, 0.05);
+  EXPECT_NEAR(controller_.Parallelism(0), 2, 0.05);
   EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 30);
-  // The prediction uses it: W / P behind rung 0's own 30 ms.
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(1), kMaxParallelism) << "rung 0's answers teach rung 0 only";
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(2), kMaxParallelism) << "rung 0's answers teach rung 0 only";
+  // The prediction uses it: W / P_0 behind rung 0's own 30 ms.
   const Ticket t = AdmitExact();
   EXPECT_NEAR(controller_.PredictMs(0), 30 + 30 / 2.0, 0.5);
   controller_.Finish(t, false);
+}
+
+// Per rung: a cheap rung (on another host, say) that hardly waits behind the
+// full ensemble's work raises its own P, not rung 0's, and rung 0's
+// prediction still counts all the work. With one shared P the full ensemble
+// looked free (30 + 60 / 27 = 32 < 40): after each dwell every client went
+// back to rung 0, and answers took several times the target.
+TEST_F(OverloadControllerTest, ParallelismIsLearntPerRung) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
+  std::vector<Ticket> load{AdmitExact()};                      // W = 30
+  // Rung 0 at 60 misses the target, rung 1 at 10 + 30/1 = 40 meets it: the
+  // highest class moves to rung 1, whose answers wait only 1 ms behind the
+  // 30 ms of work (excess 1). P_1 = mean ahead / mean excess rises from
+  // 10 / 10 towards 30 / 1 (after 20 answers 29.77 / 1.10, about 27).
+  const Clock::time_point moved = now_;
+  double last = controller_.Parallelism(1);
+  for (int i = 0; i < 20; ++i) {
+    const Ticket t = Admit(1);
+    ASSERT_EQ(t.rung, 1u) << "answer " << i;
+    ASSERT_DOUBLE_EQ(t.work_ahead_ms, 30);
+    Advance(10 + 1);
+    controller_.Finish(t, true);
+    EXPECT_GT(controller_.Parallelism(1), last) << "answer " << i;
+    last = controller_.Parallelism(1);
+  }
+  EXPECT_GT(controller_.Parallelism(1), 25);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(0), 1) << "rung 1's answers say nothing of rung 0";
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(2), 1) << "nor of rung 2";
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(0), 30 + 30);
+  EXPECT_NEAR(controller_.PredictMs(1), 10 + 30 / controller_.Parallelism(1), 1e-9);
+
+  // More work: W = 60. Rung 0 counts all of it (90), rung 1 little (about 12).
+  load.push_back(AdmitExact());
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(0), 30 + 60);
+  EXPECT_LT(controller_.PredictMs(1), 13);
+  // Past the dwell time the class stays at rung 1 (and W / P_0 = 60 > 40
+  // rules out a probe); the lower class takes rung 1 as well (rung 2: 62).
+  now_ = moved + std::chrono::milliseconds(1000);
+  Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 1u);
+  EXPECT_EQ(t.probe_class, -1);
+  EXPECT_EQ(controller_.CurrentRung(1), 1u);
+  controller_.Finish(t, false);
+  t = Admit();
+  EXPECT_EQ(t.rung, 1u);
+  controller_.Finish(t, false);
+  for (const Ticket& l : load) controller_.Finish(l, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
 }
 
 // Service times need not fall along the ladder: with rung 2 measured
@@ -341,16 +548,301 @@ TEST_F(OverloadControllerTest, ParallelismIsLearntFromAnswersBehindWork) {
 // target but rung 2 would not serves at rung 1 instead of shedding.
 TEST_F(OverloadControllerTest, ALadderMeasuredOutOfOrderServesItsFastestRungBeforeShedding) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs(12));
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
   // 30 ms of work in flight: one exact request at rung 0.
   const Ticket load = AdmitExact();
   ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 30);
   // The lower class's budget is 32: no rung is within it (60/40/42), and
-  // the fastest, rung 1, still meets the whole target.
+  // the fastest, rung 1, still meets the whole target (the last, rung 2,
+  // would not).
   const Ticket t = Admit();
   EXPECT_EQ(t.rung, 1u) << "predictions 0/1/2: " << Predictions()[0] << "/" << Predictions()[1] << "/"
                         << Predictions()[2];
   controller_.Finish(t, false);
   controller_.Finish(load, false);
+}
+
+// A cold first answer (60 ms) keeps the highest class below rung 0, whose
+// service time only its own answers measure. After the dwell time one
+// request goes up as a probe; its fast answer alone (20 ms) lowers s_0 by
+// half the gap, to 40, within the target: the class moves back up.
+TEST_F(OverloadControllerTest, ProbeRemeasuresAnOverestimatedRungAndTheClassMovesBackUp) {
+  Clock::time_point moved;
+  ASSERT_NO_FATAL_FAILURE(MeasureColdRungZero(&moved));
+  // No probe before the dwell time.
+  ExpectHeldWithoutProbe(moved, {10, 500, 999}, 1, 1);
+  now_ = moved + std::chrono::milliseconds(1000);
+  const Ticket probe = Admit(1);
+  EXPECT_EQ(probe.rung, 0u);
+  EXPECT_EQ(probe.probe_class, 0);
+  EXPECT_DOUBLE_EQ(probe.predicted_ms, 60);
+  EXPECT_EQ(controller_.CurrentRung(1), 1u) << "only the probe goes up, not the class";
+  // No second probe while one is in flight.
+  const Ticket other = Admit(1);
+  EXPECT_EQ(other.rung, 1u);
+  EXPECT_EQ(other.probe_class, -1);
+  Advance(20);
+  controller_.Finish(other, false);
+  ASSERT_DOUBLE_EQ(probe.work_ahead_ms, 0);
+  controller_.Finish(probe, true);
+  // 60 + 0.5 * (20 - 60) (with weight 0.2, 52: the class would stay down).
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 40);
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(t.probe_class, -1) << "a move up, not a probe";
+  EXPECT_EQ(controller_.CurrentRung(1), 0u);
+  controller_.Finish(t, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// The lower class probes too, within its own budget (32), and its probe
+// carries its class.
+TEST_F(OverloadControllerTest, TheLowerClassProbesForItself) {
+  Clock::time_point moved;
+  ASSERT_NO_FATAL_FAILURE(MeasureColdRungZero(&moved));
+  now_ = moved + std::chrono::milliseconds(1000);
+  Ticket probe = Admit(1);
+  ASSERT_EQ(probe.probe_class, 0);
+  Advance(20);
+  controller_.Finish(probe, true);  // s_0 = 40: the highest class fits again
+  ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 40);
+  // 40 > 32: the lower class moves down on its first request.
+  const Clock::time_point low_moved = now_;
+  Ticket t = Admit();
+  EXPECT_EQ(t.rung, 1u);
+  EXPECT_EQ(t.probe_class, -1);
+  controller_.Finish(t, false);
+  now_ = low_moved + std::chrono::milliseconds(1000);
+  probe = Admit();
+  EXPECT_EQ(probe.rung, 0u);
+  EXPECT_EQ(probe.probe_class, 1);
+  Advance(20);
+  controller_.Finish(probe, true);
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 30);  // 40 + 0.5 * (20 - 40) <= 32
+  t = Admit();
+  EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(controller_.CurrentRung(0), 0u);
+  controller_.Finish(t, false);
+}
+
+// A probe whose answer does not bring the rung within the budget leaves the
+// class down, and the next probe comes a dwell time after it, not sooner;
+// a failed probe teaches nothing but frees the next one.
+TEST_F(OverloadControllerTest, ProbesComeAtMostOncePerDwellTime) {
+  Clock::time_point moved;
+  ASSERT_NO_FATAL_FAILURE(MeasureColdRungZero(&moved));
+  now_ = moved + std::chrono::milliseconds(1000);
+  const Clock::time_point probed = now_;
+  Ticket probe = Admit(1);
+  ASSERT_EQ(probe.probe_class, 0);
+  Advance(56);
+  controller_.Finish(probe, true);
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 58);  // 60 + 0.5 * (56 - 60): still > 40
+  ExpectHeldWithoutProbe(probed, {56, 500, 999}, 1, 1);
+  now_ = probed + std::chrono::milliseconds(1000);
+  probe = Admit(1);
+  EXPECT_EQ(probe.rung, 0u);
+  EXPECT_EQ(probe.probe_class, 0);
+  Advance(5);
+  controller_.Finish(probe, false);
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 58) << "a failed probe is not learnt";
+  Ticket t = Admit(1);
+  EXPECT_EQ(t.probe_class, -1) << "the failed probe was this dwell's";
+  controller_.Finish(t, false);
+  now_ = probed + std::chrono::milliseconds(2000);
+  t = Admit(1);
+  EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(t.probe_class, 0) << "the failed probe is no longer in flight";
+  controller_.Finish(t, false);
+}
+
+// One probe of a class at a time: a probe still in flight (a stuck one,
+// here 1.5 dwell times long) holds back the next even once the dwell time
+// since it has passed and the work in flight allows it; its Finish, even a
+// failure, frees the next.
+TEST_F(OverloadControllerTest, NoSecondProbeWhileOneIsInFlight) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  // P_0 = 20 (an answer behind 30 ms of work took 20 ms: 30 / 1.5, and
+  // s_0 = 25), so the probe's own work hardly counts; then two slow answers
+  // alone overestimate s_0: 25 + 0.2 * (100 - 25) = 40, 40 + 0.2 * (100 - 40) = 52.
+  const Ticket first = AdmitExact();
+  const Ticket behind = AdmitExact();
+  Advance(20);
+  controller_.Finish(behind, true);
+  controller_.Finish(first, false);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(0), 20);
+  for (int i = 0; i < 2; ++i) {
+    const Ticket slow = AdmitExact();
+    Advance(100);
+    controller_.Finish(slow, true);
+  }
+  ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 52);
+  const Clock::time_point moved = now_;
+  Ticket t = Admit(1);  // 52 > 40: rung 1
+  ASSERT_EQ(t.rung, 1u);
+  controller_.Finish(t, false);
+
+  now_ = moved + std::chrono::milliseconds(1000);
+  const Ticket probe = Admit(1);
+  ASSERT_EQ(probe.rung, 0u);
+  ASSERT_EQ(probe.probe_class, 0);
+  // 1.5 dwell times later, W / P_0 = 52 / 20 = 2.6 <= 40: only the probe in
+  // flight holds the next back.
+  now_ = moved + std::chrono::milliseconds(2500);
+  t = Admit(1);
+  EXPECT_EQ(t.rung, 1u);
+  EXPECT_EQ(t.probe_class, -1) << "a probe is still in flight";
+  controller_.Finish(t, false);
+  controller_.Finish(probe, false);
+  t = Admit(1);
+  EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(t.probe_class, 0) << "the stuck probe finished";
+  controller_.Finish(t, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// The probe is sent only while W / P of the richer rung alone is within the
+// class's budget, whatever that rung's (suspect) service time: 50 ms of work
+// rules rung 0 out for the highest class (50 / 1 > 40), 40 does not
+// (although 60 + 40 = 100 is predicted).
+TEST_F(OverloadControllerTest, NoProbeWhileTheWorkInFlightAloneRulesTheRicherRungOut) {
+  Clock::time_point moved;
+  ASSERT_NO_FATAL_FAILURE(MeasureColdRungZero(&moved));
+  now_ = moved + std::chrono::milliseconds(1000);
+  // Five lower-class requests at rung 1 (rung 0's 60 > 32): W = 50.
+  std::vector<Ticket> load;
+  for (int i = 0; i < 5; ++i) {
+    load.push_back(Admit());
+    ASSERT_EQ(load.back().rung, 1u);
+    ASSERT_EQ(load.back().probe_class, -1);  // the lower class just moved
+  }
+  ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 50);
+  Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 1u);
+  EXPECT_EQ(t.probe_class, -1);
+  controller_.Finish(t, false);
+  controller_.Finish(load.back(), false);
+  load.pop_back();
+  ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 40);
+  t = Admit(1);
+  EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(t.probe_class, 0);
+  EXPECT_DOUBLE_EQ(t.predicted_ms, 60 + 40);
+  controller_.Finish(t, false);
+  for (const Ticket& l : load) controller_.Finish(l, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// A class two rungs down probes one rung up (rung 1, not rung 0); once that
+// rung is measured within the target it moves there, and only a dwell time
+// later probes rung 0.
+TEST_F(OverloadControllerTest, ProbeGoesOneRungUp) {
+  Ticket t = Admit(1);
+  Advance(60);
+  controller_.Finish(t, true);  // s_0 = 60
+  t = Admit(1);
+  ASSERT_EQ(t.rung, 1u);
+  Advance(50);
+  controller_.Finish(t, true);  // s_1 = 50, cold too
+  const Clock::time_point moved = now_;
+  t = Admit(1);
+  ASSERT_EQ(t.rung, 2u);
+  Advance(2);
+  controller_.Finish(t, true);  // s_2 = 2
+  ASSERT_EQ(controller_.CurrentRung(1), 2u);
+
+  now_ = moved + std::chrono::milliseconds(1000);
+  const Ticket probe = Admit(1);
+  EXPECT_EQ(probe.rung, 1u);
+  EXPECT_EQ(probe.probe_class, 0);
+  Advance(10);
+  controller_.Finish(probe, true);
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(1), 30);  // 50 + 0.5 * (10 - 50)
+  const Clock::time_point moved_up = now_;
+  t = Admit(1);
+  EXPECT_EQ(t.rung, 1u);
+  EXPECT_EQ(t.probe_class, -1) << "a move up, not a probe";
+  EXPECT_EQ(controller_.CurrentRung(1), 1u);
+  controller_.Finish(t, false);
+  now_ = moved_up + std::chrono::milliseconds(999);
+  t = Admit(1);
+  EXPECT_EQ(t.probe_class, -1) << "within the dwell time of the move up";
+  controller_.Finish(t, false);
+  now_ = moved_up + std::chrono::milliseconds(1000);
+  t = Admit(1);
+  EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(t.probe_class, 0);
+  controller_.Finish(t, false);
+}
+
+// A request whose deadline needs a cheaper rung is not the probe: the probe
+// waits for a request that can go up (the probe slot is not spent on it).
+TEST_F(OverloadControllerTest, ADeadlineLimitedRequestDoesNotSpendTheProbe) {
+  Clock::time_point moved;
+  ASSERT_NO_FATAL_FAILURE(MeasureColdRungZero(&moved));
+  now_ = moved + std::chrono::milliseconds(1000);
+  const Ticket hurried = AdmitWithin(15, 1);  // rung 0 (60) cannot answer within 15
+  EXPECT_EQ(hurried.rung, 1u);
+  EXPECT_EQ(hurried.probe_class, -1);
+  const Ticket probe = Admit(1);
+  EXPECT_EQ(probe.rung, 0u);
+  EXPECT_EQ(probe.probe_class, 0) << "the next request is the probe";
+  controller_.Finish(hurried, false);
+  controller_.Finish(probe, false);
+}
+
+// A probe that started behind work lowers its rung's service time when it
+// is faster, but teaches no parallelism: measured against the doubted
+// service time, its excess would say the rung hardly waits.
+TEST_F(OverloadControllerTest, AProbeBehindWorkTeachesNoParallelism) {
+  Clock::time_point moved;
+  ASSERT_NO_FATAL_FAILURE(MeasureColdRungZero(&moved));
+  now_ = moved + std::chrono::milliseconds(1000);
+  const Ticket ahead = Admit(1);  // the probe: rung 0
+  ASSERT_EQ(ahead.probe_class, 0);
+  controller_.Finish(ahead, false);
+  now_ = moved + std::chrono::milliseconds(2000);
+  const Ticket load = Admit();  // lower class at rung 1: 10 ms of work in flight
+  ASSERT_EQ(load.rung, 1u);
+  const Ticket probe = Admit(1);
+  ASSERT_EQ(probe.probe_class, 0);
+  ASSERT_DOUBLE_EQ(probe.work_ahead_ms, 10);
+  Advance(45);
+  controller_.Finish(probe, true);  // 45 < 60: s_0 lowered to 52.5, P_0 untouched
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 52.5);
+  EXPECT_DOUBLE_EQ(controller_.Parallelism(0), 1);
+  controller_.Finish(load, false);
+}
+
+// A class held at a rung whose prediction misses its budget moves at once,
+// also to a richer rung when that one is now the faster (a ladder measured
+// out of order): the dwell time guards only moves away from a rung that
+// still meets the budget.
+TEST_F(OverloadControllerTest, ARungMissingItsBudgetIsLeftAtOnceEvenForARicherOne) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs(12));  // s = 30 / 10 / 12
+  // Rung 1 shown to wait for all work: one answer 30 ms late behind 30 ms.
+  const Ticket full = AdmitExact();
+  Ticket t = AdmitWithin(15, 1);
+  ASSERT_EQ(t.rung, 1u);
+  Advance(40);
+  controller_.Finish(t, true);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(1), 1);
+  // W = 30. The lower class (budget 32): 60 / 40 / 12.03: rung 2, a move down.
+  t = Admit();
+  ASSERT_EQ(t.rung, 2u);
+  ASSERT_EQ(controller_.CurrentRung(0), 2u);
+  // Rung 2 shown to wait too (42 ms behind 30): P_2 = 1.
+  Advance(42);
+  controller_.Finish(t, true);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 1);
+  // Still W = 30, 42 ms after the move: 60 / 40 / 42. Rung 2 misses 32, and
+  // the fastest is rung 1 (40, within the whole target): taken at once.
+  t = Admit();
+  EXPECT_EQ(t.rung, 1u);
+  EXPECT_EQ(controller_.CurrentRung(0), 1u);
+  controller_.Finish(t, false);
+  controller_.Finish(full, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
 }
 
 }  // namespace
