@@ -428,8 +428,8 @@ TEST_F(OverloadControllerTest, BeforeAnswersBehindWorkRungZeroWaitsForAllWorkThe
 // the same queue rules it out, and with no rung left, requests are shed.
 TEST_F(OverloadControllerTest, CheapRungsAreNotRefusedOnAGuess) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  std::vector<Ticket> exact;
-  for (int i = 0; i < 20; ++i) exact.push_back(AdmitExact());
+  std::vector<Ticket> exact(20);
+  for (Ticket& t : exact) t = AdmitExact();
   ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 600);
   ASSERT_DOUBLE_EQ(controller_.PredictMs(0), 630);
 
