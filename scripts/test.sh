@@ -118,7 +118,9 @@ if [ "${ES_SKIP_PACKAGE:-0}" != 1 ]; then
   phase_done "package test"
 fi
 
-# The whole suite last, so its summary closes the output.
+# The whole suite last, so its summary closes the output. In parallel: the
+# tests that start servers pinned to CPUs or measure time are RUN_SERIAL
+# (nothing runs beside them); the others share the cores.
 cd "${BUILD_DIR:-build}"
-ctest --output-on-failure --timeout 900
+ctest --output-on-failure --timeout 900 -j "$(nproc)"
 phase_done ctest
