@@ -21,7 +21,7 @@ double Blend(double mean, double sample, double weight) { return mean + weight *
 
 }  // namespace
 
-OverloadController::OverloadController(const OverloadSpec& spec, Now now)
+OverloadController::OverloadController(const OverloadSpec& spec, Now now, int cold_answers)
     : rungs_(std::max<size_t>(1, spec.ladder.size())),
       target_ms_(spec.latency_target_ms),
       lower_share_(spec.lower_priority_share),
@@ -30,6 +30,7 @@ OverloadController::OverloadController(const OverloadSpec& spec, Now now)
       rung_(rungs_) {
   rung_[0].parallelism = 1;  // the full ensemble waits for all work until shown otherwise
   for (size_t r = 1; r < rungs_; ++r) rung_[r].parallelism = kMaxParallelism;  // a cheap rung for none
+  rung_[0].cold_left = std::max(0, cold_answers);
 }
 
 double OverloadController::PredictLocked(size_t rung) const {
@@ -104,6 +105,10 @@ void OverloadController::Finish(const Ticket& ticket, bool ok) {
 }
 
 void OverloadController::Learn(Rung& rung, double latency, double ahead, bool probe) {
+  if (rung.cold_left > 0) {
+    --rung.cold_left;
+    return;
+  }
   double& service = rung.service_ms;
   if (service == 0) {
     // First answer of this rung: what of it was not waiting behind others.

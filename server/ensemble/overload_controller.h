@@ -17,7 +17,15 @@
 // resources: a cheap model on another host hardly waits behind the full
 // ensemble's work, and one P learnt from its answers would make the full
 // ensemble look free. Before a rung has answered once its s_r is 0: it is
-// tried, and so measured. Before it has answered behind work, rung 0 is
+// tried, and so measured. Rung 0's first `cold_answers` successful answers
+// teach nothing: TorchScript's first runs of a model profile and optimise
+// it and take many times longer (a cold answer taken as the service time
+// sent an idle ensemble down its ladder right after a start); meanwhile it
+// keeps being tried. (The cheaper rungs learn from their first answer: an
+// overestimate there only makes them look dearer; and their parallelism,
+// learnt against a smaller warm service time, came out smaller from
+// answers whose lateness was noise, and shed servable requests in a test.)
+// Before it has answered behind work, rung 0 is
 // taken to wait for all work (P_0 = 1: no burst of full requests on a guess)
 // and a cheaper rung for none (the cheap rungs are the safety valve: they
 // are not refused on a guess either).
@@ -65,8 +73,10 @@ class OverloadController {
   using Now = std::function<Clock::time_point()>;
   static constexpr size_t kShed = std::numeric_limits<size_t>::max();
 
-  // `now`: the clock (tests pass a fake one).
-  explicit OverloadController(const OverloadSpec& spec, Now now = Clock::now);
+  static constexpr int kColdAnswers = 2;
+
+  // `now`: the clock (tests pass a fake one); `cold_answers`: see above.
+  explicit OverloadController(const OverloadSpec& spec, Now now = Clock::now, int cold_answers = kColdAnswers);
 
   struct Ask {
     int priority = 0;  // 1 = highest; 0 (the model's default) and others: the lower class
@@ -108,6 +118,7 @@ class OverloadController {
     double mean_ahead_ms = 0;
     double mean_excess_ms = 0;
     double parallelism = 0;  // set in the constructor
+    int cold_left = 0;       // answers still to ignore (set in the constructor)
   };
   double PredictLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The richest rung from `from` on predicted within budget_ms; when none

@@ -17,7 +17,8 @@ on its own, so work queues up behind the slow member):
              in ~4 ms), so 7000 take ~28 ms: through the server, slow_ens
              idle answers in 27-35 ms on a quiet machine, 35-75 ms while the
              other core compiles (medians 37-49 ms in the test's warm-up),
-             and 12 clients asking for it in full see a median of 300-700 ms.
+             and 12 clients asking for it in full see a median of 300-700 ms
+             (24, as the test uses, ~790 ms).
   slow_ens   mean of fast_a, fast_b, slow_c = x + 2, with an overload ladder
              [slow_ens (accuracy 0.95), fast_a (accuracy 0.8)], target
              LATENCY_TARGET_MS (so 120 ms for requests of the default

@@ -151,7 +151,8 @@ class OverloadControllerTest : public ::testing::Test {
   }
 
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
-  OverloadController controller_{Spec(), [this] { return now_; }};
+  // No cold answers: each test decides what its answers teach.
+  OverloadController controller_{Spec(), [this] { return now_; }, 0};
 };
 
 TEST_F(OverloadControllerTest, UnmeasuredLadderServesRungZeroAndMeasuresIt) {
@@ -843,6 +844,26 @@ TEST_F(OverloadControllerTest, ARungMissingItsBudgetIsLeftAtOnceEvenForARicherOn
   controller_.Finish(t, false);
   controller_.Finish(full, false);
   EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// By default a rung's first two answers teach nothing (TorchScript's first
+// runs are slow): a cold 200 ms answer does not send an idle ensemble down;
+// the third answer is the first measured.
+TEST(OverloadControllerColdTest, TheFirstTwoAnswersOfARungAreNotLearnt) {
+  Clock::time_point now = Clock::time_point{} + std::chrono::hours(1);
+  OverloadController controller(Spec(), [&now] { return now; });
+  for (int cold_ms : {200, 150}) {
+    const OverloadController::Ticket t = controller.Admit({});
+    ASSERT_EQ(t.rung, 0u);
+    now += std::chrono::milliseconds(cold_ms);
+    controller.Finish(t, true);
+    EXPECT_EQ(controller.ServiceMs(0), 0) << "a cold answer of " << cold_ms << " ms was learnt";
+  }
+  const OverloadController::Ticket t = controller.Admit({});
+  EXPECT_EQ(t.rung, 0u) << "still rung 0 after two cold answers";
+  now += std::chrono::milliseconds(30);
+  controller.Finish(t, true);
+  EXPECT_DOUBLE_EQ(controller.ServiceMs(0), 30);
 }
 
 }  // namespace
