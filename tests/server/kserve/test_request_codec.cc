@@ -144,6 +144,47 @@ TEST_F(RequestCodecTest, EnsembleParametersOnlyForEnsembles) {
 }
 
 
+// `exact` (an overload ladder's "answer in full") is a bool; any model takes
+// it (only a laddered ensemble acts on it).
+TEST_F(RequestCodecTest, ExactIsABoolParameter) {
+  auto e = Request("ens", {1, 2, 3}, 6);
+  (*e.mutable_parameters())["exact"].set_bool_param(true);
+  auto decoded = DecodeInferRequest(e, config_);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE((*decoded)->exact);
+  auto plain = DecodeInferRequest(Request("ens", {1, 2, 3}, 6), config_);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE((*plain)->exact);
+  auto text = Request("mlp", {1, 2, 3}, 6);
+  (*text.mutable_parameters())["exact"].set_string_param("yes");
+  ExpectError(text, StatusCode::kInvalidArgument, "parameter 'exact' must be a bool");
+}
+
+// An overload ladder's answer says which rung made it, and that rung's
+// accuracy when known; other answers carry neither.
+TEST_F(RequestCodecTest, TheAnsweringRungIsAResponseParameter) {
+  auto decoded = DecodeInferRequest(Request("ens", {1, 2, 3}, 6), config_);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  auto encode = [&](const std::string& by, double accuracy) {
+    InferResponse answer;
+    answer.served_by = by;
+    answer.served_accuracy = accuracy;
+    inference::ModelInferResponse proto;
+    EXPECT_TRUE(EncodeInferResponse(**decoded, std::move(answer), &proto).ok());
+    return proto;
+  };
+  const auto both = encode("small", 0.91);
+  ASSERT_EQ(both.parameters().count("served_by"), 1u);
+  EXPECT_EQ(both.parameters().at("served_by").string_param(), "small");
+  ASSERT_EQ(both.parameters().count("served_accuracy"), 1u);
+  EXPECT_DOUBLE_EQ(both.parameters().at("served_accuracy").double_param(), 0.91);
+  const auto unknown = encode("small", -1);
+  EXPECT_EQ(unknown.parameters().count("served_by"), 1u);
+  EXPECT_EQ(unknown.parameters().count("served_accuracy"), 0u);
+  const auto none = encode("", -1);
+  EXPECT_EQ(none.parameters().count("served_by"), 0u);
+}
+
 // Two variable dims of 2^32: the element count is 2^64, which an unchecked
 // product wraps to 0, so an empty payload would "match" and the request
 // would reach a host. It must stop here, naming the model and the input.
