@@ -60,7 +60,11 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
     Level& level = levels_[cls];
     const double budget = cls == 0 ? target_ms_ : target_ms_ * lower_share_;
     const size_t fit = RichestWithin(budget, 0);
-    if (PredictLocked(fit) > target_ms_) return ticket;  // shed: no rung meets the target
+    if (PredictLocked(fit) > target_ms_) {  // shed: no rung meets the target; `fit` is the fastest
+      ticket.fastest = fit;
+      ticket.predicted_ms = PredictLocked(fit);
+      return ticket;
+    }
     // The current rung missing its budget moves at once (down, or to a
     // faster rung of a ladder measured out of order); a richer one is taken
     // only after the dwell time.

@@ -86,6 +86,7 @@ class OverloadController {
   struct Ticket {
     size_t rung = kShed;       // the rung to serve at, or kShed: refuse the request
     double predicted_ms = 0;   // the prediction for that rung at admission
+    size_t fastest = 0;        // kShed: the rung predicted fastest (predicted_ms is its prediction)
     double work_ms = 0;        // what this request added to the work in flight
     double work_ahead_ms = 0;  // the work in flight when it was admitted
     Clock::time_point start;

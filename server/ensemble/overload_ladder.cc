@@ -57,14 +57,11 @@ void OverloadLadder::Run(const std::shared_ptr<const InferRequest>& request, Inf
   const OverloadController::Ticket ticket =
       controller->Admit({request->priority, request->deadline, NeedsFullEnsemble(*request)});
   if (ticket.rung == OverloadController::kShed) {
-    size_t fastest = 0;
-    for (size_t r = 1; r < controller->rungs(); ++r) {
-      if (controller->PredictMs(r) < controller->PredictMs(fastest)) fastest = r;
-    }
     done(Status::ResourceExhausted("ensemble '" + ensemble.name + "' is overloaded: no rung of its ladder meets " +
                                    "its latency target of " + Millis(spec.latency_target_ms) +
-                                   " ms (overload.latency_target_ms); the fastest, '" + spec.ladder[fastest].model +
-                                   "', is predicted to take " + Millis(controller->PredictMs(fastest)) + " ms"),
+                                   " ms (overload.latency_target_ms); the fastest, '" +
+                                   spec.ladder[ticket.fastest].model + "', is predicted to take " +
+                                   Millis(ticket.predicted_ms) + " ms"),
          {});
     return;
   }

@@ -382,6 +382,8 @@ TEST_F(OverloadControllerTest, ShedsOnlyWhenNoRungMeetsTheTarget) {
   ASSERT_EQ(shed.rung, kShed);
   // P = 1 everywhere: W = 30 + 5 * 2 = 40: rung 2, the fastest, would take 42.
   EXPECT_EQ(admitted.size(), 6u);
+  EXPECT_EQ(shed.fastest, 2u) << "the refusal names the fastest rung";
+  EXPECT_DOUBLE_EQ(shed.predicted_ms, 42);
   EXPECT_EQ(Admit(1).rung, kShed) << "the highest priority is shed too: nothing meets the target";
 
   // Finishing a shed ticket changes nothing.
