@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "clients/cli/input_source.h"
@@ -263,9 +264,25 @@ uint64_t GrpcSuccessCount(const std::string& grpc_address, const std::string& mo
   return stats->model_stats(0).inference_stats().success().count();
 }
 
+// The success count of `model` once it has stopped moving: the fixture's
+// server is shared, and a request an earlier test gave up on (its deadline
+// passed) may still finish its member calls, `mlp`'s among them, after the
+// next test started. Stable over 500 ms, or after 20 s whatever it is.
+uint64_t SettledSuccessCount(const std::string& grpc_address, const std::string& model) {
+  uint64_t count = GrpcSuccessCount(grpc_address, model);
+  const auto give_up = std::chrono::steady_clock::now() + seconds(20);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const uint64_t again = GrpcSuccessCount(grpc_address, model);
+    if (again == count) break;
+    count = again;
+  }
+  return count;
+}
+
 TEST_F(CliHttpTest, LoadgenRunsOverHttpAndTheServerCountsIt) {
   WatchdogScope watchdog(seconds(120), "LoadgenRunsOverHttp");
-  const uint64_t before = GrpcSuccessCount(server_->address(), "mlp");
+  const uint64_t before = SettledSuccessCount(server_->address(), "mlp");
   const std::string report = dir_.Path("report.json");
   std::string output;
   const int rc = RunCommand({kLoadgen,          "--http", "--server",      server_->http_address(),
@@ -374,7 +391,7 @@ TEST_F(CliHttpTest, SharedMemoryInputsOverHttp) {
   EXPECT_EQ(ClientShmObjects(), before);
   EXPECT_EQ(RegisteredRegions(server_->address()), 0);
 
-  const uint64_t served_before = GrpcSuccessCount(server_->address(), "mlp");
+  const uint64_t served_before = SettledSuccessCount(server_->address(), "mlp");
   const std::string report = dir_.Path("shm.json");
   std::string output;
   ASSERT_EQ(RunCommand({kLoadgen, "--http", "--server", server_->http_address(), "--model", "mlp", "--batch", "8",
