@@ -19,12 +19,14 @@
 #include <vector>
 
 #include "torch_utils/blas_kernels.h"
+#include "torch_utils/tensor_memory.h"
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
 #include "common/command_line.h"
 
 int main(int argc, char** argv) {
   es::UseTheCpusBlasKernels(argv);
+  es::KeepFreedTensorMemory();  // tensor_memory.h
   CLI::App app{"bench-inprocess: in-process LibTorch throughput of one model by batch size"};
   std::string repo, model;
   int threads = 2;

@@ -6,6 +6,7 @@
 
 #include "common/command_line.h"
 #include "torch_utils/blas_kernels.h"
+#include "torch_utils/tensor_memory.h"
 #include "model_host/host_process.h"
 
 int main(int argc, char** argv) {
@@ -29,5 +30,6 @@ int main(int argc, char** argv) {
   // After the flags (a bad one is then one line), before LibTorch's first
   // BLAS call; the process may run again from the top (blas_kernels.h).
   es::UseTheCpusBlasKernels(argv);
+  es::KeepFreedTensorMemory();  // tensor_memory.h
   return es::RunModelHost(options);
 }

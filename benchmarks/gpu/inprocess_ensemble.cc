@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "torch_utils/blas_kernels.h"
+#include "torch_utils/tensor_memory.h"
 #include "config/server_config.h"
 #include "model_host/device_setup.h"
 #include "common/command_line.h"
@@ -125,6 +126,7 @@ Result MeasureBatch(Members& members, const torch::Device& device, int64_t batch
 
 int main(int argc, char** argv) {
   es::UseTheCpusBlasKernels(argv);
+  es::KeepFreedTensorMemory();  // tensor_memory.h
   CLI::App app{"bench-gpu-inprocess: an ensemble's members averaged in process with LibTorch, by batch size"};
   std::string repo, ensemble_name = "demo_ensemble", device_name = "cuda:0", csv;
   std::vector<int64_t> batches{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};

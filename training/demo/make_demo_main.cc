@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "common/steady_clock.h"
 #include "torch_utils/blas_kernels.h"
+#include "torch_utils/tensor_memory.h"
 #include "training/demo/demo_training.h"
 #include "torch_utils/model_zoo.h"
 #include "training/fashion_mnist.h"
@@ -131,6 +132,7 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   es::UseTheCpusBlasKernels(argv);  // it trains: the CPU's own kernels (blas_kernels.h)
+  es::KeepFreedTensorMemory();  // tensor_memory.h
 
   if (options.hosts.empty() || options.hosts.front().empty()) {
     std::cerr << "ensemble-make-demo: --hosts needs at least one host name\n";
