@@ -48,6 +48,23 @@ std::string CompareTensors(const char* kind, const std::vector<TensorSpec>& want
 
 namespace {
 
+// A packed member's outputs as it declares them: the ensemble's with the
+// packed axis (`count` members) after the batch.
+std::vector<TensorSpec> PackedOutputs(std::vector<TensorSpec> outputs, size_t count) {
+  for (TensorSpec& output : outputs) output.dims.insert(output.dims.begin(), static_cast<int64_t>(count));
+  return outputs;
+}
+
+// The ensemble's outputs taken from a first member that is packed: its own
+// without the packed axis (left whole where that axis is not `count`: the
+// member check then names the mismatch).
+std::vector<TensorSpec> UnpackedOutputs(std::vector<TensorSpec> outputs, size_t count) {
+  for (TensorSpec& output : outputs) {
+    if (!output.dims.empty() && output.dims[0] == static_cast<int64_t>(count)) output.dims.erase(output.dims.begin());
+  }
+  return outputs;
+}
+
 Status CheckMember(const LoadedModel& ensemble, size_t index, const LoadedRepository& repo) {
   const ModelConfig& config = ensemble.config;
   const std::string& name = config.ensemble.members[index].model;
@@ -69,8 +86,17 @@ Status CheckMember(const LoadedModel& ensemble, size_t index, const LoadedReposi
   const std::string outputs_of = ensemble.source.outputs_declared
                                      ? "the ensemble's"
                                      : "the ensemble's (from first member '" + first + "')";
+  const EnsembleMember& entry = config.ensemble.members[index];
+  if (!entry.packed.empty() && (!member.batched() || !config.batched())) {
+    return error("packed member '" + name + "' needs it and the ensemble batched (max_batch_size > 0): its " +
+                 "outputs hold the members along the axis after the batch");
+  }
   std::string diff = CompareTensors("input", config.inputs, member.inputs, inputs_of);
-  if (diff.empty()) diff = CompareTensors("output", config.outputs, member.outputs, outputs_of);
+  if (diff.empty() && entry.packed.empty()) diff = CompareTensors("output", config.outputs, member.outputs, outputs_of);
+  if (diff.empty() && !entry.packed.empty()) {
+    diff = CompareTensors("output", PackedOutputs(config.outputs, entry.Count()), member.outputs,
+                          outputs_of + " with the " + std::to_string(entry.Count()) + " packed members first");
+  }
   if (!diff.empty()) return error("member '" + name + "' " + diff);
   return Status::Ok();
 }
@@ -125,7 +151,11 @@ Status CheckEnsemble(LoadedModel* ensemble, const LoadedRepository& repo) {
   auto first = repo.find(config.ensemble.members[0].model);
   if (first != repo.end() && !first->second.config.is_ensemble()) {
     if (!ensemble->source.inputs_declared) config.inputs = first->second.config.inputs;
-    if (!ensemble->source.outputs_declared) config.outputs = first->second.config.outputs;
+    if (!ensemble->source.outputs_declared) {
+      const EnsembleMember& entry = config.ensemble.members[0];
+      config.outputs = entry.packed.empty() ? first->second.config.outputs
+                                            : UnpackedOutputs(first->second.config.outputs, entry.Count());
+    }
   }
   for (size_t i = 0; i < config.ensemble.members.size(); ++i) {
     ES_RETURN_IF_ERROR(CheckMember(*ensemble, i, repo));

@@ -33,6 +33,22 @@ struct EnsembleMember {
   std::string model;    // name of another (non-ensemble) model of the repository
   double weight = 1.0;  // used by weighted_mean; normalised over members
   int64_t version = 0;  // the member's version to run; 0 = its highest ready one
+  // A packed member: one model that answers for several members in one call
+  // (e.g. ensemble-train's packed network), each of its outputs shaped
+  // [batch, M, ...] with member k's answer at [:, k]. `packed` names the M
+  // members in that order, and each counts as a member of the ensemble: in
+  // the combination, weights, quorum, uncertainty and member outputs (named
+  // "<name>.<output>" as a separate member's are). `packed_weights` are
+  // their weights (empty: `weight` for each). Empty `packed`: a plain member.
+  std::vector<std::string> packed = {};
+  std::vector<double> packed_weights = {};
+
+  // The members this entry stands for: 1, or the packed count.
+  size_t Count() const { return packed.empty() ? 1 : packed.size(); }
+  // Member k (< Count()) of this entry: its name and weight.
+  const std::string& NameOf(size_t k) const { return packed.empty() ? model : packed[k]; }
+  double WeightOf(size_t k) const { return packed_weights.empty() ? weight : packed_weights[k]; }
+  bool operator==(const EnsembleMember&) const = default;
 };
 
 struct EnsembleSpec {
@@ -50,7 +66,7 @@ struct EnsembleSpec {
   int64_t member_timeout_ms = 0;
 
   // combine: cascade (early exit): members run stage by stage, cheapest
-  // first; after each stage a row's answer is the mean of the members run
+  // first (a packed entry's members in one stage); after each stage a row's answer is the mean of the members run
   // on it so far, and the row leaves when that answer's top-class
   // probability is at least exit_threshold (or when every stage ran). Later
   // stages see only the rows still undecided. Stages hold indexes into
@@ -60,8 +76,14 @@ struct EnsembleSpec {
   double exit_threshold = 1.0;
 
   bool cascade() const { return combine == CombineRule::kCascade; }
+  // The ensemble's members, a packed entry counting as its packed members.
+  size_t MemberCount() const {
+    size_t n = 0;
+    for (const EnsembleMember& m : members) n += m.Count();
+    return n;
+  }
   // min_members with its default resolved: the members needed for an answer.
-  size_t Quorum() const { return min_members > 0 ? static_cast<size_t>(min_members) : members.size(); }
+  size_t Quorum() const { return min_members > 0 ? static_cast<size_t>(min_members) : MemberCount(); }
 };
 
 // Overload ladder of an ensemble: ever cheaper ways to answer, each a model

@@ -110,19 +110,55 @@ StatusOr<CombineRule> ParseCombineRule(const yaml::Field& field) {
                                 "' (expected mean, weighted_mean, majority_vote or cascade)");
 }
 
+StatusOr<double> ReadWeight(const yaml::Field& field) {
+  ES_ASSIGN_OR_RETURN(double value, yaml::ReadDouble(field));
+  if (!std::isfinite(value) || value <= 0) return yaml::Error(field, "weight must be a finite number > 0");
+  return value;
+}
+
+// `packed: [names]` (at least two) and their optional `weights: [...]`.
+Status ParsePacked(const yaml::Field& field, EnsembleMember* member) {
+  const yaml::Field packed = yaml::Child(field, "packed");
+  const yaml::Field weights = yaml::Child(field, "weights");
+  if (!packed.present()) {
+    if (weights.present()) return yaml::Error(weights, "weights are for a packed member's members (packed: [...])");
+    return Status::Ok();
+  }
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(packed));
+  for (const yaml::Field& item : yaml::Items(packed)) {
+    ES_ASSIGN_OR_RETURN(std::string name, yaml::ReadString(item));
+    if (name.empty()) return yaml::Error(item, "a packed member needs a name");
+    member->packed.push_back(std::move(name));
+  }
+  if (member->packed.size() < 2) {
+    return yaml::Error(packed, "a packed member names at least two members (one is a plain member)");
+  }
+  if (!weights.present()) return Status::Ok();
+  if (yaml::Child(field, "weight").present()) {
+    return yaml::Error(weights, "give either weight (the same for every packed member) or weights, not both");
+  }
+  ES_RETURN_IF_ERROR(yaml::CheckSequence(weights));
+  for (const yaml::Field& item : yaml::Items(weights)) {
+    ES_ASSIGN_OR_RETURN(double value, ReadWeight(item));
+    member->packed_weights.push_back(value);
+  }
+  if (member->packed_weights.size() != member->packed.size()) {
+    return yaml::Error(weights, std::to_string(member->packed_weights.size()) + " weights for " +
+                                    std::to_string(member->packed.size()) + " packed members");
+  }
+  return Status::Ok();
+}
+
 Status ParseMember(const yaml::Field& field, EnsembleMember* member) {
-  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"model", "weight", "version"}));
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"model", "weight", "version", "packed", "weights"}));
   ES_RETURN_IF_ERROR(yaml::ReadRequiredString(field, "model", &member->model));
   // Optional: pins the member's version (default: its highest ready one).
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "version", int64_t{1}, int64_t{1} << 40, &member->version));
   const yaml::Field weight = yaml::Child(field, "weight");
-  if (!weight.present()) return Status::Ok();
-  ES_ASSIGN_OR_RETURN(double value, yaml::ReadDouble(weight));
-  if (!std::isfinite(value) || value <= 0) {
-    return yaml::Error(weight, "weight must be a finite number > 0");
+  if (weight.present()) {
+    ES_ASSIGN_OR_RETURN(member->weight, ReadWeight(weight));
   }
-  member->weight = value;
-  return Status::Ok();
+  return ParsePacked(field, member);
 }
 
 Status ParseDynamicBatching(const yaml::Field& field, ModelConfig* config) {
@@ -227,27 +263,34 @@ Status ParseEnsemble(const yaml::Field& field, LoadedModel* model) {
   }
   const yaml::Field members = yaml::Child(field, "members");
   ES_RETURN_IF_ERROR(yaml::CheckSequence(members));
-  std::set<std::string> names;
+  std::set<std::string> names, member_names;
   for (const yaml::Field& item : yaml::Items(members)) {
     EnsembleMember member;
     ES_RETURN_IF_ERROR(ParseMember(item, &member));
     if (!names.insert(member.model).second) {
       return yaml::Error(yaml::Child(item, "model"), "duplicate member '" + member.model + "'");
     }
+    // Member outputs are named after the members: a name may not repeat.
+    for (size_t k = 0; k < member.Count(); ++k) {
+      if (!member_names.insert(member.NameOf(k)).second) {
+        return yaml::Error(yaml::Child(item, member.packed.empty() ? "model" : "packed"),
+                           "duplicate member name '" + member.NameOf(k) + "'");
+      }
+    }
     spec.members.push_back(std::move(member));
     model->source.member_lines.push_back(yaml::Child(item, "model").line);
   }
   if (spec.members.empty()) return yaml::Error(members, "an ensemble needs at least one member");
   ES_RETURN_IF_ERROR(ParseCascade(field, &spec));
-  if (spec.min_members > static_cast<int64_t>(spec.members.size())) {
+  if (spec.min_members > static_cast<int64_t>(spec.MemberCount())) {
     return yaml::Error(yaml::Child(field, "min_members"),
                        "min_members " + std::to_string(spec.min_members) + " is more than the ensemble's " +
-                           std::to_string(spec.members.size()) + " members");
+                           std::to_string(spec.MemberCount()) + " members");
   }
-  if (spec.member_timeout_ms > 0 && spec.Quorum() == spec.members.size()) {
+  if (spec.member_timeout_ms > 0 && spec.Quorum() == spec.MemberCount()) {
     return yaml::Error(yaml::Child(field, "member_timeout_ms"),
                        "member_timeout_ms needs min_members below the member count (" +
-                           std::to_string(spec.members.size()) +
+                           std::to_string(spec.MemberCount()) +
                            "): with every member required there is no quorum to answer without a slow one");
   }
   return Status::Ok();

@@ -7,14 +7,25 @@
 //   logits(x)  -> [B, 10] raw scores (what training optimises)
 //   forward(x) -> [B, 10] softmax probabilities (what serving returns)
 // Weights are initialised deterministically from `seed`.
+//
+// Each architecture is written down once, as data (ZooDescription: its
+// layers in order); the plain builder here and the packer
+// (packed_model.h, M members in one module) both generate their TorchScript
+// from that description, so they cannot drift apart.
+//
+// Thread safety: pure functions; the descriptions are immutable.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
 
+namespace at {
+class Tensor;
+}
 namespace torch::jit {
 struct Module;
 }
@@ -31,5 +42,52 @@ std::vector<std::string> ZooArchitectures();
 // unknown architecture; Internal, naming the architecture, when LibTorch
 // fails to build it.
 StatusOr<torch::jit::Module> BuildZooModel(const std::string& architecture, uint64_t seed);
+
+// ---- The architectures as data, for the builders (here and packed_model.h) ----
+
+// One step of logits(), applied to `x` in the order of ZooDescription::layers.
+struct ZooLayer {
+  enum class Kind {
+    kNormalize,  // (x - 0.2860) / 0.3530: Fashion-MNIST's mean and std, so clients send plain pixels
+    kConv,       // 3x3 convolution (stride 1, padding 1), relu, 2x2 max pool
+    kFlatten,    // [B, C, H, W] -> [B, C*H*W]
+    kLinear,     // x W^T + b, then relu if `relu`
+    kDropout,    // drops `dropout` of the units while `self.training`
+  };
+  Kind kind = Kind::kFlatten;
+  std::string name;  // kConv, kLinear: the parameters are "<name>_w" and "<name>_b"
+  int64_t out = 0;   // kConv: output channels; kLinear: output features
+  int64_t in = 0;    // kConv: input channels; kLinear: input features
+  bool relu = false;
+  double dropout = 0.0;
+
+  bool HasParameters() const { return kind == Kind::kConv || kind == Kind::kLinear; }
+  // kConv: {out, in, 3, 3}; kLinear: {out, in}. The bias is always {out}.
+  std::vector<int64_t> WeightShape() const;
+};
+
+struct ZooDescription {
+  std::string architecture;  // BuildZooModel's name, e.g. "convnet"
+  std::string type_name;     // the module's TorchScript type name, e.g. "ConvNet"
+  std::vector<ZooLayer> layers;
+};
+
+// Every architecture's description, in ZooArchitectures()'s order.
+const std::vector<ZooDescription>& ZooDescriptions();
+
+// The TorchScript lines (4-space indented, reading and assigning `x`) of one
+// layer in a plain zoo module, and the whole plain logits() method.
+std::string ZooLayerSource(const ZooLayer& layer);
+std::string ZooLogitsSource(const ZooDescription& description);
+
+// The one way zoo-shaped modules are put together: a module of type
+// `type_name` holding `parameters` (registered in order, detached and with
+// requires_grad on, as training needs), a bool `training` attribute (which
+// train() and eval() switch, and dropout reads), logits() from
+// `logits_source` and forward(x) = softmax(logits(x), softmax_dim); returned
+// in eval mode. Throws c10::Error when LibTorch refuses the source.
+torch::jit::Module AssembleZooModule(const std::string& type_name,
+                                     const std::vector<std::pair<std::string, at::Tensor>>& parameters,
+                                     const std::string& logits_source, int64_t softmax_dim);
 
 }  // namespace es

@@ -97,7 +97,7 @@ bool InferenceCore::ModelReady(const ModelConfig& model) {
     size_t ready = 0;
     for (const auto& m : model.ensemble.members) {
       const ModelConfig* member = catalog_->Find(m.model);
-      if (member != nullptr && ModelReady(*member)) ++ready;
+      if (member != nullptr && ModelReady(*member)) ready += m.Count();
     }
     return ready >= model.ensemble.Quorum();
   }

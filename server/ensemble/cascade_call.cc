@@ -2,16 +2,21 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
+
+#include "common/checked_math.h"
 
 namespace es {
 namespace {
 
-// Members of stages 0..stage together.
-int64_t MembersThrough(const std::vector<std::vector<size_t>>& stages, size_t stage) {
+// Members of stages 0..stage together (a packed entry counts its members).
+int64_t MembersThrough(const EnsembleSpec& spec, size_t stage) {
   int64_t n = 0;
-  for (size_t s = 0; s <= stage; ++s) n += static_cast<int64_t>(stages[s].size());
+  for (size_t s = 0; s <= stage; ++s) {
+    for (size_t m : spec.stages[s]) n += static_cast<int64_t>(spec.members[m].Count());
+  }
   return n;
 }
 
@@ -99,12 +104,20 @@ void CascadeCall::MemberAnswered(size_t stage, size_t m, int64_t version, const 
     } else if (error_.ok()) {
       // The member's answer is untrusted data from a host: its shape must be
       // exactly the rows sent by the classes, before a byte is read.
+      // A packed member's is [rows, members, classes]: its members' sum.
+      const int64_t packed = static_cast<int64_t>(ensemble.ensemble.members[m].packed.size());
+      const size_t rank = packed > 0 ? 3 : 2;
       const InferOutput* out = response.outputs.empty() ? nullptr : &response.outputs[0];
-      const int64_t classes = out != nullptr && out->shape.size() == 2 ? out->shape[1] : -1;
-      if (out == nullptr || out->datatype != DataType::kFp32 || out->shape.size() != 2 || out->shape[0] != k ||
-          classes < 1 || (classes_ >= 0 && classes != classes_) ||
-          out->data.size() != static_cast<size_t>(k) * static_cast<size_t>(classes) * sizeof(float)) {
+      const int64_t classes = out != nullptr && out->shape.size() == rank ? out->shape.back() : -1;
+      const int64_t per_row = packed > 0 ? packed : 1;
+      // Checked arithmetic: `classes` is the host's word.
+      const std::optional<uint64_t> bytes =
+          out != nullptr ? TensorBytes(out->shape, sizeof(float)) : std::optional<uint64_t>();
+      if (out == nullptr || out->datatype != DataType::kFp32 || out->shape.size() != rank || out->shape[0] != k ||
+          (packed > 0 && out->shape[1] != packed) || classes < 1 || (classes_ >= 0 && classes != classes_) ||
+          !bytes || *bytes != out->data.size()) {
         error_ = Status::Internal(where + "answered an output that is not [" + std::to_string(k) +
+                                  (packed > 0 ? ", " + std::to_string(packed) : std::string()) +
                                   ", classes] FP32 probabilities");
       } else {
         if (classes_ < 0) {
@@ -114,7 +127,10 @@ void CascadeCall::MemberAnswered(size_t stage, size_t m, int64_t version, const 
         const auto* p = reinterpret_cast<const float*>(out->data.data());
         for (int64_t j = 0; j < k; ++j) {
           float* row = sum_.data() + pending_[static_cast<size_t>(j)] * classes_;
-          for (int64_t c = 0; c < classes_; ++c) row[c] += p[j * classes_ + c];
+          for (int64_t i = 0; i < per_row; ++i) {
+            const float* member = p + (j * per_row + i) * classes_;
+            for (int64_t c = 0; c < classes_; ++c) row[c] += member[c];
+          }
         }
         if (!member_versions_.empty()) member_versions_.push_back(',');
         member_versions_.append(name);
@@ -146,7 +162,7 @@ void CascadeCall::MemberAnswered(size_t stage, size_t m, int64_t version, const 
 StatusOr<std::shared_ptr<InferRequest>> CascadeCall::EndStageLocked(size_t stage) {
   const double threshold = request_->model->ensemble.exit_threshold;
   const bool last = stage + 1 == stages_.size();
-  const double members = static_cast<double>(MembersThrough(stages_, stage));
+  const double members = static_cast<double>(MembersThrough(request_->model->ensemble, stage));
   std::vector<int64_t> undecided;
   for (int64_t row : pending_) {
     const float* sum = sum_.data() + row * classes_;
@@ -165,14 +181,14 @@ StatusOr<std::shared_ptr<InferRequest>> CascadeCall::EndStageLocked(size_t stage
 
 InferResponse CascadeCall::AnswerLocked() {
   const ModelConfig& ensemble = *request_->model;
-  const int64_t all_members = MembersThrough(stages_, stages_.size() - 1);
+  const int64_t all_members = MembersThrough(request_->model->ensemble, stages_.size() - 1);
   auto report = std::make_shared<CascadeReport>();
   InferOutput probabilities{ensemble.outputs[0].name, DataType::kFp32, {rows_, classes_},
                             std::string(static_cast<size_t>(rows_ * classes_) * sizeof(float), '\0')};
   auto* dst = reinterpret_cast<float*>(probabilities.data.data());
   for (int64_t r = 0; r < rows_; ++r) {
     const size_t stage = static_cast<size_t>(exit_stage_[static_cast<size_t>(r)]);
-    const int64_t run = MembersThrough(stages_, stage);
+    const int64_t run = MembersThrough(request_->model->ensemble, stage);
     for (int64_t c = 0; c < classes_; ++c) dst[r * classes_ + c] = sum_[r * classes_ + c] / static_cast<float>(run);
     if (report->exits.size() <= stage) report->exits.resize(stage + 1, 0);
     ++report->exits[stage];

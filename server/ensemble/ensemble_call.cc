@@ -47,12 +47,15 @@ void EnsembleCall::MemberAnswered(size_t m, int64_t version, const Status& statu
     versions_[m] = version;
     latency_ns_[m] = static_cast<uint64_t>(
         std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+    const size_t count = request_->model->ensemble.members[m].Count();
     if (status.ok()) {
       ++succeeded_;
+      succeeded_members_ += count;
       if (!finished_) results_[m] = std::move(response);
     } else {
       errors_[m] = status;
       failure_order_.push_back(m);
+      failed_members_ += count;
     }
     answer = DecideLocked();
   }
@@ -78,12 +81,12 @@ Status EnsembleCall::QuorumErrorLocked() const {
   const ModelConfig& ensemble = *request_->model;
   const auto& members = ensemble.ensemble.members;
   const size_t first = failure_order_.front();
-  if (ensemble.ensemble.Quorum() == members.size()) {
+  if (ensemble.ensemble.Quorum() == ensemble.ensemble.MemberCount()) {
     return Status(errors_[first].code(),
                   "ensemble '" + ensemble.name + "' member '" + members[first].model + "': " + errors_[first].message());
   }
-  std::string what = "ensemble '" + ensemble.name + "': " + std::to_string(failure_order_.size()) + " of " +
-                     std::to_string(members.size()) + " members failed, fewer than min_members " +
+  std::string what = "ensemble '" + ensemble.name + "': " + std::to_string(failed_members_) + " of " +
+                     std::to_string(ensemble.ensemble.MemberCount()) + " members failed, fewer than min_members " +
                      std::to_string(ensemble.ensemble.Quorum()) + " can answer";
   for (size_t m : failure_order_) {
     what.append("; member '");
@@ -113,9 +116,9 @@ std::optional<EnsembleCall::Answer> EnsembleCall::DecideLocked() {
   }
   const bool waited = answered == n || timed_out_;  // everyone, or everyone member_timeout_ms allows
   if (!waited) return std::nullopt;
-  if (succeeded_ >= quorum) {
+  if (succeeded_members_ >= quorum) {
     status = CombineLocked(&combined);
-  } else if (failure_order_.size() > n - quorum) {
+  } else if (failed_members_ > request_->model->ensemble.MemberCount() - quorum) {
     status = QuorumErrorLocked();
   } else {
     return std::nullopt;  // past the timeout, short of the quorum with members still out: wait for them
@@ -138,15 +141,19 @@ Status EnsembleCall::CombineLocked(InferResponse* out) {
   }
   report->members_used = static_cast<int64_t>(used.size());
   report->degraded = used.size() < members.size();
-  std::vector<double> weights;
   std::vector<const InferResponse*> results;
-  for (size_t m : used) {
-    weights.push_back(members[m].weight);
-    results.push_back(&results_[m]);
-  }
+  results.reserve(used.size());
+  for (size_t m : used) results.push_back(&results_[m]);
+  // Each member's answer, a packed call's split into its members'.
+  std::vector<MemberOutputs> answers;
+  ES_RETURN_IF_ERROR(MemberAnswersLocked(used, &answers));
+  std::vector<double> weights;
+  weights.reserve(answers.size());
+  for (const MemberOutputs& a : answers) weights.push_back(a.weight);
   for (size_t o = 0; o < ensemble.outputs.size(); ++o) {
     std::vector<const InferOutput*> parts;
-    for (const InferResponse* r : results) parts.push_back(&r->outputs[o]);
+    parts.reserve(answers.size());
+    for (const MemberOutputs& a : answers) parts.push_back(a.outputs[o]);
     ES_ASSIGN_OR_RETURN(auto combined, CombineOutputs(parts, weights, ensemble.ensemble.combine));
     combined.name = ensemble.outputs[o].name;
     if (o == 0) {
@@ -166,13 +173,16 @@ Status EnsembleCall::CombineLocked(InferResponse* out) {
   }
   out->stages = SlowestMember(results);
   for (const InferResponse* r : results) out->compute_ns = std::max(out->compute_ns, r->compute_ns);
-  for (size_t m : used) {
-    if (request_->return_member_outputs) {
-      for (auto& o : results_[m].outputs) {
-        o.name = members[m].model + "." + o.name;
-        out->outputs.push_back(std::move(o));
+  if (request_->return_member_outputs) {
+    for (MemberOutputs& a : answers) {
+      for (size_t o = 0; o < a.outputs.size(); ++o) {
+        InferOutput member = a.owned.empty() ? std::move(*a.mutable_outputs[o]) : std::move(a.owned[o]);
+        member.name = *a.name + "." + member.name;
+        out->outputs.push_back(std::move(member));
       }
     }
+  }
+  for (size_t m : used) {
     if (!out->member_versions.empty()) out->member_versions.push_back(',');
     out->member_versions.append(members[m].model);
     out->member_versions.push_back(':');
@@ -181,6 +191,47 @@ Status EnsembleCall::CombineLocked(InferResponse* out) {
   out->ensemble = std::move(report);
   out->stages.combine_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  return Status::Ok();
+}
+
+Status EnsembleCall::MemberAnswersLocked(const std::vector<size_t>& used, std::vector<MemberOutputs>* answers) {
+  const auto& members = request_->model->ensemble.members;
+  const size_t outputs = request_->model->outputs.size();
+  for (size_t m : used) {
+    const EnsembleMember& entry = members[m];
+    InferResponse& result = results_[m];
+    if (result.outputs.size() < outputs) {
+      return Status::Internal("ensemble member '" + entry.model + "' answered " +
+                              std::to_string(result.outputs.size()) + " outputs, the ensemble has " +
+                              std::to_string(outputs));
+    }
+    if (entry.packed.empty()) {
+      MemberOutputs& a = answers->emplace_back();
+      a.name = &entry.model;
+      a.weight = entry.weight;
+      a.outputs.reserve(outputs);
+      a.mutable_outputs.reserve(outputs);
+      for (size_t o = 0; o < outputs; ++o) {
+        a.outputs.push_back(&result.outputs[o]);
+        a.mutable_outputs.push_back(&result.outputs[o]);
+      }
+      continue;
+    }
+    const size_t first = answers->size();
+    answers->resize(first + entry.Count());
+    for (size_t o = 0; o < outputs; ++o) {
+      StatusOr<std::vector<InferOutput>> split = SplitPacked(result.outputs[o], entry.Count());
+      if (!split.ok()) return Status::Internal("ensemble member '" + entry.model + "': " + split.status().message());
+      for (size_t k = 0; k < entry.Count(); ++k) (*answers)[first + k].owned.push_back(std::move((*split)[k]));
+    }
+    for (size_t k = 0; k < entry.Count(); ++k) {
+      MemberOutputs& a = (*answers)[first + k];
+      a.name = &entry.packed[k];
+      a.weight = entry.WeightOf(k);
+      a.outputs.reserve(a.owned.size());
+      for (const InferOutput& o : a.owned) a.outputs.push_back(&o);
+    }
+  }
   return Status::Ok();
 }
 

@@ -2,6 +2,9 @@
 // come, the decision of when the ensemble can answer, and that answer, given
 // exactly once.
 //
+// A packed member (EnsembleMember::packed) is one call that answers for
+// several members: it counts as that many, for the quorum too.
+//
 // The ensemble answers (ensemble.min_members = Q of N members, default N)
 // once every member has answered, or member_timeout_ms has passed
 // (TimedOut()) and the outcome is decided:
@@ -30,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/mutex.h"
@@ -67,6 +71,20 @@ class EnsembleCall {
   std::optional<Answer> DecideLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status QuorumErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status CombineLocked(InferResponse* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One member's answer: a plain member's outputs in results_, or one of a
+  // packed member's, split out of its call's (`owned`).
+  struct MemberOutputs {
+    const std::string* name = nullptr;  // lives in the ensemble's config
+    double weight = 1;
+    std::vector<const InferOutput*> outputs;   // the ensemble's outputs, in its order
+    std::vector<InferOutput*> mutable_outputs;  // plain members: the same, to move from
+    std::vector<InferOutput> owned;             // packed members: the split outputs
+  };
+  // The answers of the `used` calls, member by member (a packed call's
+  // members in their order); Internal when a call's outputs are not what
+  // its entry says.
+  Status MemberAnswersLocked(const std::vector<size_t>& used, std::vector<MemberOutputs>* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<const InferRequest> request_;
   const Clock::time_point start_ = Clock::now();
@@ -79,7 +97,9 @@ class EnsembleCall {
   std::vector<uint64_t> latency_ns_ ABSL_GUARDED_BY(mu_);   // 0: not answered
   std::vector<bool> answered_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> failure_order_ ABSL_GUARDED_BY(mu_);  // members that failed, as they did
-  size_t succeeded_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t succeeded_ ABSL_GUARDED_BY(mu_) = 0;          // calls
+  size_t succeeded_members_ ABSL_GUARDED_BY(mu_) = 0;  // members (a packed call counts its members)
+  size_t failed_members_ ABSL_GUARDED_BY(mu_) = 0;
   bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -119,6 +119,33 @@ StatusOr<InferOutput> CombineOutputs(const std::vector<const InferOutput*>& memb
   return Combine<float>(members, weights, rule);
 }
 
+StatusOr<std::vector<InferOutput>> SplitPacked(const InferOutput& packed, size_t count) {
+  const size_t item = DataTypeSize(packed.datatype);
+  const auto bytes = TensorBytes(packed.shape, item);
+  if (item == 0 || packed.shape.size() < 2 || packed.shape[1] != static_cast<int64_t>(count) || !bytes ||
+      *bytes != packed.data.size()) {
+    return Status::Internal("packed member output '" + packed.name + "' is not [rows, " + std::to_string(count) +
+                            ", ...] with the bytes its shape says");
+  }
+  // Checked above: rows * count * inner * item is the data's size.
+  const size_t rows = static_cast<size_t>(packed.shape[0]);
+  const size_t inner = rows == 0 ? 0 : packed.data.size() / rows / count;  // bytes of one member's row
+  std::vector<int64_t> shape = packed.shape;
+  shape.erase(shape.begin() + 1);
+  std::vector<InferOutput> members(count);
+  for (size_t k = 0; k < count; ++k) {
+    InferOutput& out = members[k];
+    out.name = packed.name;
+    out.datatype = packed.datatype;
+    out.shape = shape;
+    out.data.resize(rows * inner);
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(out.data.data() + r * inner, packed.data.data() + (r * count + k) * inner, inner);
+    }
+  }
+  return members;
+}
+
 StatusOr<Uncertainty> ComputeUncertainty(const InferOutput& combined,
                                          const std::vector<const InferOutput*>& members) {
   ES_RETURN_IF_ERROR(CheckAgree(members));

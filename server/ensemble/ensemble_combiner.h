@@ -14,6 +14,8 @@
 //   disagreement  : fraction of members whose argmax differs from the
 //                   ensemble's argmax.
 //
+// A packed member's output is first split into its members' (SplitPacked).
+//
 // Thread safety: stateless.
 #pragma once
 
@@ -28,6 +30,13 @@ namespace es {
 // members[m] is member m's output tensor (same name across members).
 StatusOr<InferOutput> CombineOutputs(const std::vector<const InferOutput*>& members,
                                      const std::vector<double>& weights, CombineRule rule);
+
+// A packed member's output [rows, count, ...] as its `count` members'
+// outputs [rows, ...] (member k's from [:, k]), named as `packed` is. The
+// output comes from a host: its shape must have the packed axis of `count`
+// and its data exactly the bytes its shape says (checked without overflow),
+// or Internal naming the output.
+StatusOr<std::vector<InferOutput>> SplitPacked(const InferOutput& packed, size_t count);
 
 struct Uncertainty {
   InferOutput entropy;       // FP32 [rows]

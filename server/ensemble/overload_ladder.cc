@@ -95,7 +95,9 @@ void OverloadLadder::RunRung(const ModelConfig& rung, const std::shared_ptr<cons
   }
   // A single model: a member call (its statistics count the request), with
   // the version it computed on reported as an ensemble's members' are.
-  members_->CallMember(EnsembleMember{rung.name, 1.0, 0}, at_rung,
+  EnsembleMember member;
+  member.model = rung.name;
+  members_->CallMember(member, at_rung,
                        [request, name = rung.name, done = std::move(done)](int64_t version, const Status& status,
                                                                           InferResponse response) {
                          if (version > 0) response.member_versions = name + ":" + std::to_string(version);

@@ -267,7 +267,9 @@ Status CheckRequestedOutputs(const ModelInferRequest& proto, const SharedMemoryR
   if (model.ensemble.cascade()) known.insert("exit_stage");
   if (request->return_member_outputs) {
     for (const auto& m : model.ensemble.members) {
-      for (const auto& o : model.outputs) known.insert(m.model + "." + o.name);
+      for (size_t k = 0; k < m.Count(); ++k) {
+        for (const auto& o : model.outputs) known.insert(m.NameOf(k) + "." + o.name);
+      }
     }
   }
   std::set<std::string> requested;

@@ -48,16 +48,9 @@ bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
       a.ensemble.min_members != b.ensemble.min_members ||
       a.ensemble.member_timeout_ms != b.ensemble.member_timeout_ms || a.ensemble.stages != b.ensemble.stages ||
       a.ensemble.exit_threshold != b.ensemble.exit_threshold ||
-      a.ensemble.members.size() != b.ensemble.members.size() || a.max_batch_size != b.max_batch_size ||
+      a.ensemble.members != b.ensemble.members || a.max_batch_size != b.max_batch_size ||
       a.overload != b.overload) {
     return false;
-  }
-  for (size_t i = 0; i < a.ensemble.members.size(); ++i) {
-    if (a.ensemble.members[i].model != b.ensemble.members[i].model ||
-        a.ensemble.members[i].weight != b.ensemble.members[i].weight ||
-        a.ensemble.members[i].version != b.ensemble.members[i].version) {
-      return false;
-    }
   }
   return EncodeHostModelSpec(a) == EncodeHostModelSpec(b);
 }

@@ -83,7 +83,7 @@ ModelConfig Ensemble(const std::string& name, const std::vector<std::string>& me
   c.inputs = {{"x", DataType::kFp32, {1}}};
   c.outputs = {{"p", DataType::kFp32, {2}}};
   c.versions = {1};
-  for (const std::string& m : members) c.ensemble.members.push_back({m, 1.0, 0});
+  for (const std::string& m : members) c.ensemble.members.emplace_back().model = m;
   c.ensemble.min_members = min_members;
   return c;
 }

@@ -56,7 +56,10 @@ ModelConfig Ensemble() {
   e.max_batch_size = 64;
   e.inputs = {TensorSpec{"input", DataType::kFp32, {1, 28, 28}}};
   e.outputs = {TensorSpec{"probabilities", DataType::kFp32, {10}}};
-  e.ensemble.members = {EnsembleMember{"mlp", 1.0}, EnsembleMember{"cnn", 2.0}};
+  e.ensemble.members.resize(2);
+  e.ensemble.members[0].model = "mlp";
+  e.ensemble.members[1].model = "cnn";
+  e.ensemble.members[1].weight = 2.0;
   e.ensemble.combine = CombineRule::kWeightedMean;
   return e;
 }
