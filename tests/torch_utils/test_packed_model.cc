@@ -50,16 +50,18 @@ torch::Tensor MemberSlice(const torch::Tensor& packed, const torch::Tensor& memb
   return packed[k].reshape(member.sizes());
 }
 
-// Both methods of `packed`, member by member, within 1e-5 (max abs).
+// Both methods of `packed`, member by member, within 1e-5 (max abs). 40
+// rows: more than one chunk of rows for the convnets (twelve convnets take
+// 13 rows at a time, three convnet_wide 27), so chunking is checked too.
 void ExpectAnswersAsMembers(torch::jit::Module& packed, std::vector<torch::jit::Module>& members,
                             const std::string& context) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor x = Images(8);
+  const torch::Tensor x = Images(40);
   const auto count = static_cast<int64_t>(members.size());
   const torch::Tensor probs = packed.forward({x}).toTensor();
   const torch::Tensor logits = packed.run_method("logits", x).toTensor();
-  ASSERT_EQ(probs.sizes(), (std::vector<int64_t>{8, count, 10})) << context;
-  ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{8, count, 10})) << context;
+  ASSERT_EQ(probs.sizes(), (std::vector<int64_t>{40, count, 10})) << context;
+  ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{40, count, 10})) << context;
   for (int64_t k = 0; k < count; ++k) {
     EXPECT_LE(MaxAbsDiff(probs.select(1, k), members[k].forward({x}).toTensor()), 1e-5) << context << ", member " << k;
     EXPECT_LE(MaxAbsDiff(logits.select(1, k), members[k].run_method("logits", x).toTensor()), 1e-5)
