@@ -92,10 +92,11 @@ Status CheckMember(const LoadedModel& ensemble, size_t index, const LoadedReposi
                  "outputs hold the members along the axis after the batch");
   }
   std::string diff = CompareTensors("input", config.inputs, member.inputs, inputs_of);
-  if (diff.empty() && entry.packed.empty()) diff = CompareTensors("output", config.outputs, member.outputs, outputs_of);
-  if (diff.empty() && !entry.packed.empty()) {
-    diff = CompareTensors("output", PackedOutputs(config.outputs, entry.Count()), member.outputs,
-                          outputs_of + " with the " + std::to_string(entry.Count()) + " packed members first");
+  if (diff.empty()) {
+    diff = entry.packed.empty()
+               ? CompareTensors("output", config.outputs, member.outputs, outputs_of)
+               : CompareTensors("output", PackedOutputs(config.outputs, entry.Count()), member.outputs,
+                                outputs_of + " with the " + std::to_string(entry.Count()) + " packed members first");
   }
   if (!diff.empty()) return error("member '" + name + "' " + diff);
   return Status::Ok();

@@ -66,12 +66,12 @@ struct EnsembleSpec {
   int64_t member_timeout_ms = 0;
 
   // combine: cascade (early exit): members run stage by stage, cheapest
-  // first (a packed entry's members in one stage); after each stage a row's answer is the mean of the members run
-  // on it so far, and the row leaves when that answer's top-class
-  // probability is at least exit_threshold (or when every stage ran). Later
-  // stages see only the rows still undecided. Stages hold indexes into
-  // `members`, each member in exactly one stage; default one per stage in
-  // member order.
+  // first (a packed entry's members in one stage); after each stage a row's
+  // answer is the mean of the members run on it so far, and the row leaves
+  // when that answer's top-class probability is at least exit_threshold (or
+  // when every stage ran). Later stages see only the rows still undecided.
+  // Stages hold indexes into `members`, each member in exactly one stage;
+  // default one per stage in member order.
   std::vector<std::vector<size_t>> stages;
   double exit_threshold = 1.0;
 

@@ -71,9 +71,6 @@ Status CheckParameters(const torch::jit::Module& member, size_t k, const ZooDesc
   return Status::Ok();
 }
 
-// The packed logits(). It relies on the zoo's layer order, [normalise]
-// conv* flatten (linear | dropout)*, and keeps x as [B, M*C, H, W] through
-// the convolutions and as [M, B, features] from the flatten on.
 // Rows computed at once: the largest activation of a chunk stays under
 // this, well below the 32 MiB malloc keeps for reuse (tensor_memory.h).
 // Twelve convnets' first activation is 602 KB a row: unchunked, a batch of
@@ -94,6 +91,9 @@ int64_t ActivationBytesPerRow(const ZooDescription& description, int64_t members
   return members * largest * static_cast<int64_t>(sizeof(float));
 }
 
+// The packed logits(). It relies on the zoo's layer order, [normalise]
+// conv* flatten (linear | dropout)*, and keeps x as [B, M*C, H, W] through
+// the convolutions and as [M, B, features] from the flatten on.
 std::string PackedLogitsSource(const ZooDescription& description, int64_t members) {
   const std::string m = std::to_string(members);
   const int64_t rows = std::max<int64_t>(1, kChunkBytes / ActivationBytesPerRow(description, members));
@@ -103,7 +103,7 @@ std::string PackedLogitsSource(const ZooDescription& description, int64_t member
       "\ndef logits(self, x):\n"
       "    if x.size(0) <= " + std::to_string(rows) + ":\n"
       "        return self.logits_rows(x)\n"
-      "    parts = [self.logits_rows(rows) for rows in torch.split(x, " + std::to_string(rows) + ")]\n"
+      "    parts = [self.logits_rows(chunk) for chunk in torch.split(x, " + std::to_string(rows) + ")]\n"
       "    return torch.cat(parts, 0)\n";
   std::string source = "\ndef logits_rows(self, x):\n";
   // Until the first layer with parameters, x is the same for every member.

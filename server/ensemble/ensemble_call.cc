@@ -176,7 +176,7 @@ Status EnsembleCall::CombineLocked(InferResponse* out) {
   if (request_->return_member_outputs) {
     for (MemberOutputs& a : answers) {
       for (size_t o = 0; o < a.outputs.size(); ++o) {
-        InferOutput member = a.owned.empty() ? std::move(*a.mutable_outputs[o]) : std::move(a.owned[o]);
+        InferOutput member = std::move(*a.outputs[o]);
         member.name = *a.name + "." + member.name;
         out->outputs.push_back(std::move(member));
       }
@@ -210,11 +210,7 @@ Status EnsembleCall::MemberAnswersLocked(const std::vector<size_t>& used, std::v
       a.name = &entry.model;
       a.weight = entry.weight;
       a.outputs.reserve(outputs);
-      a.mutable_outputs.reserve(outputs);
-      for (size_t o = 0; o < outputs; ++o) {
-        a.outputs.push_back(&result.outputs[o]);
-        a.mutable_outputs.push_back(&result.outputs[o]);
-      }
+      for (size_t o = 0; o < outputs; ++o) a.outputs.push_back(&result.outputs[o]);
       continue;
     }
     const size_t first = answers->size();
@@ -229,7 +225,8 @@ Status EnsembleCall::MemberAnswersLocked(const std::vector<size_t>& used, std::v
       a.name = &entry.packed[k];
       a.weight = entry.WeightOf(k);
       a.outputs.reserve(a.owned.size());
-      for (const InferOutput& o : a.owned) a.outputs.push_back(&o);
+      // Into `owned`'s buffer, which stays where it is when `answers` grows.
+      for (InferOutput& o : a.owned) a.outputs.push_back(&o);
     }
   }
   return Status::Ok();

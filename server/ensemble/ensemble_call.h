@@ -76,9 +76,8 @@ class EnsembleCall {
   struct MemberOutputs {
     const std::string* name = nullptr;  // lives in the ensemble's config
     double weight = 1;
-    std::vector<const InferOutput*> outputs;   // the ensemble's outputs, in its order
-    std::vector<InferOutput*> mutable_outputs;  // plain members: the same, to move from
-    std::vector<InferOutput> owned;             // packed members: the split outputs
+    std::vector<InferOutput*> outputs;  // the ensemble's outputs, in its order: in results_, or in `owned`
+    std::vector<InferOutput> owned;     // packed members: the split outputs
   };
   // The answers of the `used` calls, member by member (a packed call's
   // members in their order); Internal when a call's outputs are not what
