@@ -7,13 +7,18 @@
 namespace es {
 namespace {
 
-std::string TensorsYaml(int64_t max_batch_size) {
+// `packed_members` > 0: the output has the packed axis before the classes.
+std::string TensorsYaml(int64_t max_batch_size, int64_t packed_members = 0) {
+  // Appended piece by piece: gcc 12 warns (-Wrestrict, wrongly) on "[" + to_string(n) + ...
+  std::string dims = "[";
+  if (packed_members > 0) dims.append(std::to_string(packed_members)).append(", ");
+  dims += "10]";
   return "max_batch_size: " + std::to_string(max_batch_size) +
          "\n"
          "inputs:\n"
          "  - {name: input, datatype: FP32, dims: [1, 28, 28]}\n"
          "outputs:\n"
-         "  - {name: probabilities, datatype: FP32, dims: [10]}\n";
+         "  - {name: probabilities, datatype: FP32, dims: " + dims + "}\n";
 }
 
 std::string JoinNames(const std::vector<std::string>& names) {
@@ -28,19 +33,32 @@ std::string LastErrorText() { return errno != 0 ? std::strerror(errno) : "unknow
 
 }  // namespace
 
-std::string ClassifierMemberYaml(int64_t max_batch_size, const std::vector<std::string>& hosts) {
-  std::string yaml = "platform: torchscript\n" + TensorsYaml(max_batch_size);
+std::string ClassifierMemberYaml(int64_t max_batch_size, const std::vector<std::string>& hosts,
+                                 int64_t packed_members) {
+  std::string yaml = "platform: torchscript\n" + TensorsYaml(max_batch_size, packed_members);
   if (!hosts.empty()) yaml += "hosts: [" + JoinNames(hosts) + "]\n";
   return yaml;
 }
 
 std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<std::string>& members,
                                    const std::string& combine) {
+  std::vector<EnsembleEntry> entries;
+  entries.reserve(members.size());
+  for (const std::string& member : members) entries.push_back({member});
+  return ClassifierEnsembleYaml(max_batch_size, entries, combine);
+}
+
+std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<EnsembleEntry>& entries,
+                                   const std::string& combine) {
   std::string yaml = "platform: ensemble\n" + TensorsYaml(max_batch_size) +
                      "ensemble:\n"
                      "  combine: " + combine + "\n"
                      "  members:\n";
-  for (const std::string& member : members) yaml += "    - {model: " + member + "}\n";
+  for (const EnsembleEntry& entry : entries) {
+    yaml += "    - {model: " + entry.model;
+    if (!entry.packed.empty()) yaml += ", packed: [" + JoinNames(entry.packed) + "]";
+    yaml += "}\n";
+  }
   return yaml;
 }
 

@@ -16,10 +16,22 @@
 namespace es {
 
 // A TorchScript member; `hosts` empty = no `hosts:` line (every host).
-std::string ClassifierMemberYaml(int64_t max_batch_size, const std::vector<std::string>& hosts);
+// `packed_members` > 0: a packed model of that many members (its output
+// "probabilities" FP32 [packed_members, 10], member k's at [:, k]).
+std::string ClassifierMemberYaml(int64_t max_batch_size, const std::vector<std::string>& hosts,
+                                 int64_t packed_members = 0);
+
+// One entry of an ensemble's member list: a model, or a packed model with
+// the names of the members it computes (`packed` non-empty).
+struct EnsembleEntry {
+  std::string model;
+  std::vector<std::string> packed = {};
+};
 
 // An ensemble over `members`, combined by `combine` (mean, majority_vote).
 std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<std::string>& members,
+                                   const std::string& combine);
+std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<EnsembleEntry>& entries,
                                    const std::string& combine);
 
 // Writes `text` to `path` (truncating); an Internal error naming the path

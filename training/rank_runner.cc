@@ -29,6 +29,9 @@ namespace {
 
 constexpr int64_t kSampleRows = 8;       // test rows kept with their outputs in eval_samples.json
 constexpr uint64_t kSyntheticTestSeed = 0x7e57;  // test rows differ from the training rows
+// Rows per forward when the test set is evaluated, by the members and by
+// the packed variant alike (so their times per row compare).
+constexpr int64_t kEvaluationBatchRows = 1000;
 
 struct Data {
   Dataset train;
@@ -356,7 +359,7 @@ Status RankRun::Finish() {
               << " of " << total_steps_ << "); its report.json and model repository are left as they were\n";
     return Status::Ok();
   }
-  Evaluation evaluation = trainer_->Evaluate(data_.test.images);
+  Evaluation evaluation = trainer_->Evaluate(data_.test.images, kEvaluationBatchRows);
   TrainReport report = ScoreEvaluation(config_, evaluation, data_.test.labels);
   report.dataset = config_.data.dataset;
   report.world_size = env_.world_size;
@@ -372,9 +375,16 @@ Status RankRun::Finish() {
 
   ES_ASSIGN_OR_RETURN(std::vector<std::string> devices, ParseDevices(options_.devices));
   trainer_->MoveToCpu();  // the served repository loads on any host
-  const std::optional<CascadeVariant> cascade = ChosenCascade(report);  // ordered by rank 0's timings
-  const std::string ladder = OverloadLadderYaml(config_, report, cascade);
-  ES_RETURN_IF_ERROR(WriteTrainedRepository(options_.out, config_, trainer_->modules(), devices, cascade, ladder));
+  TrainedVariants variants;
+  variants.cascade = ChosenCascade(report);  // ordered by rank 0's timings
+  variants.overload_yaml = OverloadLadderYaml(config_, report, variants.cascade);
+  ES_ASSIGN_OR_RETURN(variants.packed, PackTrainedMembers(config_, trainer_->modules()));
+  if (variants.packed) {
+    ES_ASSIGN_OR_RETURN(PackedCheck check, CheckPackedVariant(*variants.packed, data_.test.images, evaluation.members,
+                                                              kEvaluationBatchRows));
+    AddPackedCheck(*variants.packed, check, evaluation, &report);
+  }
+  ES_RETURN_IF_ERROR(WriteTrainedRepository(options_.out, config_, trainer_->modules(), devices, variants));
   ES_RETURN_IF_ERROR(WriteReport(options_.out, report, evaluation, data_.test.images,
                                  data_.test.labels, kSampleRows));
   std::cout << "\nTest set (" << data_.test.size() << " rows):\n" << FormatReport(report)
@@ -382,7 +392,7 @@ Status RankRun::Finish() {
             << "--config " << (std::filesystem::path(options_.out) / "server.yaml").string()
             << ")\n";
   if (!options_.publish.empty()) {
-    ES_ASSIGN_OR_RETURN(std::vector<std::string> published, PublishTrained(options_.publish, config_, trainer_->modules(), cascade, ladder));
+    ES_ASSIGN_OR_RETURN(std::vector<std::string> published, PublishTrained(options_.publish, config_, trainer_->modules(), variants));
     std::cout << "published into " << options_.publish << ":\n";
     for (const std::string& line : published) std::cout << "  " << line << "\n";
   }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "config/yaml_reader.h"
+#include "training/packed_variant.h"
 
 namespace es {
 namespace fs = std::filesystem;
@@ -143,7 +144,8 @@ Status ParseMembers(const yaml::Field& field, std::vector<MemberSpec>* members) 
 
 Status ParseEnsemble(const yaml::Field& field, TrainedEnsembleSpec* spec) {
   if (!field.present()) return Status::Ok();
-  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"name", "combine", "max_batch_size", "latency_target_ms"}));
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"name", "combine", "max_batch_size", "latency_target_ms", "pack"}));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalBool(field, "pack", &spec->pack));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalDouble(field, "latency_target_ms", 0.0, 3600.0 * 1000, &spec->latency_target_ms));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "name", &spec->name));
   ES_RETURN_IF_ERROR(CheckModelName(field, "name", spec->name));
@@ -182,6 +184,12 @@ StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {
       return yaml::Error(yaml::Child(yaml::Child(root, "ensemble"), "name"),
                          "member '" + member.name + "' has the name of the ensemble's cascade variant (" +
                              config.ensemble.name + "_cascade)");
+    }
+    for (const std::string& packed : PackedFolderNames(config)) {
+      if (member.name == packed) {
+        return yaml::Error(yaml::Child(yaml::Child(root, "ensemble"), "name"),
+                           "member '" + member.name + "' has the name of a folder of the ensemble's packed variant");
+      }
     }
   }
   return config;

@@ -66,6 +66,10 @@ struct TrainedEnsembleSpec {
   // server's overload.latency_target_ms; 0 = no ladder): past capacity the
   // server answers from the cascade variant, then the best member.
   double latency_target_ms = 100;
+  // Also write the packed variant (training/packed_variant.h): the members
+  // of one zoo architecture packed into one served model. Training is the
+  // same either way.
+  bool pack = true;
 };
 
 struct TrainConfig {

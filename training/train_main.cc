@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
       app.add_flag("--resume", options.resume, "Continue the run whose checkpoint is in --out");
   app.add_flag("--force", options.force, "Start over even if --out holds a previous run")
       ->excludes(resume);
+  app.add_flag("--no-pack", options.no_pack,
+               "Write no packed variant (<ensemble>_packed: members of one architecture served as one model)");
   app.add_option("--max-steps", options.max_steps,
                  "Stop after this many steps in all (a checkpoint is written; --resume continues)")
       ->check(CLI::Range(int64_t{1}, INT64_MAX));
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.epochs > 0) config->optim.epochs = options.epochs;
+  if (options.no_pack) config->ensemble.pack = false;
   es::StatusOr<std::vector<std::string>> devices = es::ParseDevices(options.devices);
   if (!devices.ok()) {
     std::cerr << "ensemble-train: " << devices.status().message() << "\n";

@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string publish;  // an existing repository the trained models go into as next versions; "" = none
   bool resume = false;
   bool force = false;
+  bool no_pack = false;  // write no packed variant (the config's ensemble.pack: false)
   int64_t max_steps = 0;    // 0: no limit; else stop (with a checkpoint) after this many steps
   int metrics_port = -1;    // -1: no /metrics; 0: free ports; P: rank r on P + local rank
   std::string metrics_address = "127.0.0.1";

@@ -65,12 +65,6 @@ std::string StagesText(const std::vector<std::vector<std::string>>& stages) {
   return text + "]";
 }
 
-// Writes the cascade variant's folder `parent/<variant>` (its config.yaml).
-Status WriteCascadeFolder(const fs::path& folder, int64_t max_batch_size, const CascadeVariant& variant) {
-  fs::create_directories(folder);
-  return WriteTextFile((folder / "config.yaml").string(), CascadeEnsembleYaml(max_batch_size, variant));
-}
-
 }  // namespace
 
 std::string CascadeVariantName(const std::string& ensemble_name) { return ensemble_name + "_cascade"; }
@@ -136,32 +130,49 @@ std::string OverloadLadderYaml(const TrainConfig& config, const TrainReport& rep
 
 namespace {
 
+// A TorchScript model's folder: `folder/<version>/model.pt`, and its
+// config.yaml when `yaml` is not empty.
+Status WriteModelFolder(const fs::path& folder, int64_t version, torch::jit::Module module, const std::string& yaml) {
+  const fs::path version_folder = folder / std::to_string(version);
+  fs::create_directories(version_folder);
+  module.eval();
+  module.save((version_folder / "model.pt").string());
+  return yaml.empty() ? Status::Ok() : WriteTextFile((folder / "config.yaml").string(), yaml);
+}
+
+// An ensemble's folder: its config.yaml.
+Status WriteEnsembleFolder(const fs::path& folder, const std::string& yaml) {
+  fs::create_directories(folder);
+  return WriteTextFile((folder / "config.yaml").string(), yaml);
+}
+
 // WriteTrainedRepository's writes. std::filesystem and LibTorch (save) throw;
 // the caller turns that into a Status.
 Status WriteRepositoryFolders(const fs::path& dir, const TrainConfig& config, std::vector<torch::jit::Module>& modules,
-                              const std::vector<std::string>& host_devices,
-                              const std::optional<CascadeVariant>& cascade, const std::string& overload_yaml) {
+                              const std::vector<std::string>& host_devices, const TrainedVariants& variants) {
+  const int64_t max_batch = config.ensemble.max_batch_size;
   std::vector<std::string> names;
   for (size_t i = 0; i < modules.size(); ++i) {
     const std::string& name = config.members[i].name;
     names.push_back(name);
-    const fs::path folder = dir / name;
-    fs::remove_all(folder);  // a stale version folder would be served as the latest
-    fs::create_directories(folder / "1");
-    modules[i].eval();
-    modules[i].save((folder / "1" / "model.pt").string());
-    ES_RETURN_IF_ERROR(
-        WriteTextFile((folder / "config.yaml").string(), ClassifierMemberYaml(config.ensemble.max_batch_size, {})));
+    fs::remove_all(dir / name);  // a stale version folder would be served as the latest
+    ES_RETURN_IF_ERROR(WriteModelFolder(dir / name, 1, modules[i], ClassifierMemberYaml(max_batch, {})));
+  }
+  for (const std::string& name : PackedFolderNames(config)) fs::remove_all(dir / name);
+  if (variants.packed) {
+    for (const PackedGroup& group : variants.packed->groups) {
+      ES_RETURN_IF_ERROR(
+          WriteModelFolder(dir / group.model, 1, group.module, PackedModelYaml(max_batch, group.members.size())));
+    }
+    ES_RETURN_IF_ERROR(WriteEnsembleFolder(dir / variants.packed->name, PackedEnsembleYaml(config, *variants.packed)));
   }
   const fs::path ensemble = dir / config.ensemble.name;
   fs::remove_all(ensemble);
-  fs::create_directories(ensemble);
-  ES_RETURN_IF_ERROR(WriteTextFile(
-      (ensemble / "config.yaml").string(),
-      ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine) + overload_yaml));
-  const fs::path variant = dir / CascadeVariantName(config.ensemble.name);
-  fs::remove_all(variant);
-  if (cascade) ES_RETURN_IF_ERROR(WriteCascadeFolder(variant, config.ensemble.max_batch_size, *cascade));
+  ES_RETURN_IF_ERROR(WriteEnsembleFolder(
+      ensemble, ClassifierEnsembleYaml(max_batch, names, config.ensemble.combine) + variants.overload_yaml));
+  const fs::path cascade = dir / CascadeVariantName(config.ensemble.name);
+  fs::remove_all(cascade);
+  if (variants.cascade) ES_RETURN_IF_ERROR(WriteEnsembleFolder(cascade, CascadeEnsembleYaml(max_batch, *variants.cascade)));
   return WriteTextFile((dir / "server.yaml").string(), ServerYaml(host_devices));
 }
 
@@ -177,76 +188,85 @@ int64_t HighestVersion(const fs::path& model_dir) {
   return highest;
 }
 
+// Publishes one TorchScript model as its next version (a new model: its
+// whole folder, with `yaml`, staged and renamed in; else just the version
+// folder). Throws as WriteRepositoryFolders does.
+Status PublishModel(const fs::path& repo, const fs::path& staging, const std::string& name,
+                    const torch::jit::Module& module, const std::string& yaml, std::vector<std::string>* published) {
+  const fs::path model_dir = repo / name;
+  const bool exists = fs::exists(model_dir / "config.yaml");
+  const int64_t version = exists ? HighestVersion(model_dir) + 1 : 1;
+  const fs::path staged_model = staging / name;
+  ES_RETURN_IF_ERROR(WriteModelFolder(staged_model, version, module, exists ? "" : yaml));
+  if (exists) {
+    fs::rename(staged_model / std::to_string(version), model_dir / std::to_string(version));
+  } else {
+    fs::rename(staged_model, model_dir);
+  }
+  published->push_back(name + ": version " + std::to_string(version));
+  return Status::Ok();
+}
+
+// Publishes an ensemble's config.yaml unless the repository has one (the
+// user's file, with their hosts or thresholds, wins): then `kept` is said.
+Status PublishEnsemble(const fs::path& repo, const fs::path& staging, const std::string& name, const std::string& yaml,
+                       const std::string& added, const std::string& kept, std::vector<std::string>* published) {
+  if (fs::exists(repo / name / "config.yaml")) {
+    published->push_back(name + ": " + kept);
+    return Status::Ok();
+  }
+  ES_RETURN_IF_ERROR(WriteEnsembleFolder(staging / name, yaml));
+  fs::rename(staging / name, repo / name);
+  published->push_back(name + ": " + added);
+  return Status::Ok();
+}
+
 // PublishTrained's steps, staged under `staging`; appends one line per
 // folder to `published`. Throws as WriteRepositoryFolders does.
 Status PublishThroughStaging(const fs::path& repo, const fs::path& staging, const TrainConfig& config,
-                             std::vector<torch::jit::Module>& modules, const std::optional<CascadeVariant>& cascade,
-                             const std::string& overload_yaml, std::vector<std::string>* published) {
+                             std::vector<torch::jit::Module>& modules, const TrainedVariants& variants,
+                             std::vector<std::string>* published) {
+  const int64_t max_batch = config.ensemble.max_batch_size;
   fs::remove_all(staging);
   fs::create_directories(staging);
   std::vector<std::string> names;
   for (size_t i = 0; i < modules.size(); ++i) {
-    const std::string& name = config.members[i].name;
-    names.push_back(name);
-    const fs::path model_dir = repo / name;
-    const bool exists = fs::exists(model_dir / "config.yaml");
-    const int64_t version = exists ? HighestVersion(model_dir) + 1 : 1;
-    // A new model: its whole folder is staged and renamed in; else just the version folder.
-    const fs::path staged_model = staging / name;
-    const fs::path staged_version = staged_model / std::to_string(version);
-    fs::create_directories(staged_version);
-    modules[i].eval();
-    modules[i].save((staged_version / "model.pt").string());
-    if (exists) {
-      fs::rename(staged_version, model_dir / std::to_string(version));
-    } else {
-      ES_RETURN_IF_ERROR(WriteTextFile((staged_model / "config.yaml").string(),
-                                       ClassifierMemberYaml(config.ensemble.max_batch_size, {})));
-      fs::rename(staged_model, model_dir);
+    names.push_back(config.members[i].name);
+    ES_RETURN_IF_ERROR(
+        PublishModel(repo, staging, names.back(), modules[i], ClassifierMemberYaml(max_batch, {}), published));
+  }
+  if (variants.packed) {
+    for (const PackedGroup& group : variants.packed->groups) {
+      ES_RETURN_IF_ERROR(PublishModel(repo, staging, group.model, group.module,
+                                      PackedModelYaml(max_batch, group.members.size()), published));
     }
-    published->push_back(name + ": version " + std::to_string(version));
+    ES_RETURN_IF_ERROR(PublishEnsemble(repo, staging, variants.packed->name,
+                                       PackedEnsembleYaml(config, *variants.packed), "new packed ensemble",
+                                       "config.yaml kept (it follows its models' newest versions)", published));
   }
   // The cascade variant before the ensemble: the ensemble's overload ladder
   // names it, and a polling server must find it when it loads the ladder.
-  if (cascade) {
-    const fs::path variant = repo / cascade->name;
+  if (variants.cascade) {
+    const CascadeVariant& cascade = *variants.cascade;
     const std::string chose =
-        "exit_threshold " + Threshold(cascade->exit_threshold) + ", stages " + StagesText(cascade->stages);
-    if (!fs::exists(variant / "config.yaml")) {
-      const fs::path staged = staging / cascade->name;
-      ES_RETURN_IF_ERROR(WriteCascadeFolder(staged, config.ensemble.max_batch_size, *cascade));
-      fs::rename(staged, variant);
-      published->push_back(cascade->name + ": new cascade (" + chose + ")");
-    } else {
-      // Like the ensemble's: the user's file (hosts, a threshold of their
-      // own) wins; this run's choice is said, not imposed.
-      published->push_back(cascade->name + ": config.yaml kept; this run's sweep chose " + chose);
-    }
+        "exit_threshold " + Threshold(cascade.exit_threshold) + ", stages " + StagesText(cascade.stages);
+    ES_RETURN_IF_ERROR(PublishEnsemble(repo, staging, cascade.name, CascadeEnsembleYaml(max_batch, cascade),
+                                       "new cascade (" + chose + ")",
+                                       "config.yaml kept; this run's sweep chose " + chose, published));
   }
-  const fs::path ensemble = repo / config.ensemble.name;
-  if (!fs::exists(ensemble / "config.yaml")) {
-    const fs::path staged = staging / config.ensemble.name;
-    fs::create_directories(staged);
-    ES_RETURN_IF_ERROR(
-        WriteTextFile((staged / "config.yaml").string(),
-                      ClassifierEnsembleYaml(config.ensemble.max_batch_size, names, config.ensemble.combine) +
-                          overload_yaml));
-    fs::rename(staged, ensemble);
-    published->push_back(config.ensemble.name + ": new ensemble");
-  } else {
-    published->push_back(config.ensemble.name + ": config.yaml kept (it follows its members' newest versions)");
-  }
-  return Status::Ok();
+  return PublishEnsemble(repo, staging, config.ensemble.name,
+                         ClassifierEnsembleYaml(max_batch, names, config.ensemble.combine) + variants.overload_yaml,
+                         "new ensemble", "config.yaml kept (it follows its members' newest versions)", published);
 }
 
 }  // namespace
 
 Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
                               std::vector<torch::jit::Module>& modules, const std::vector<std::string>& host_devices,
-                              const std::optional<CascadeVariant>& cascade, const std::string& overload_yaml) {
+                              const TrainedVariants& variants) {
   Status status;
   try {
-    status = WriteRepositoryFolders(dir, config, modules, host_devices, cascade, overload_yaml);
+    status = WriteRepositoryFolders(dir, config, modules, host_devices, variants);
   } catch (const std::exception& e) {
     status = Status::Internal(e.what());
   }
@@ -256,13 +276,12 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
 
 StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
                                                   std::vector<torch::jit::Module>& modules,
-                                                  const std::optional<CascadeVariant>& cascade,
-                                                  const std::string& overload_yaml) {
+                                                  const TrainedVariants& variants) {
   const fs::path staging = fs::path(repo) / (".publish-" + std::to_string(getpid()));
   std::vector<std::string> published;
   Status status;
   try {
-    status = PublishThroughStaging(repo, staging, config, modules, cascade, overload_yaml, &published);
+    status = PublishThroughStaging(repo, staging, config, modules, variants, &published);
   } catch (const std::exception& e) {
     status = Status::Internal(e.what());
   }
@@ -348,6 +367,32 @@ std::string FormatCascade(const TrainReport& report) {
   return text;
 }
 
+// report.json's "packed".
+nlohmann::json PackedJson(const TrainReport& report) {
+  nlohmann::json json;
+  json["variant"] = report.packed_variant;
+  for (const auto& [model, members] : report.packed_models) json["models"][model] = members;
+  json["max_abs_difference_vs_members"] = report.packed->max_abs_difference;
+  json["time_unit"] = "microseconds of forward time per row (median over the evaluation's batches, rank 0)";
+  json["packed_time"] = 1e6 * report.packed->seconds_per_row;
+  json["members_time"] = 1e6 * report.members_seconds_per_row;
+  return json;
+}
+
+std::string FormatPacked(const TrainReport& report) {
+  if (!report.packed) return "";
+  std::string models;
+  for (const auto& [model, members] : report.packed_models) {
+    models.append(models.empty() ? "" : ", ").append(model).append(" (" + std::to_string(members.size()) + " members)");
+  }
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "answers within %.2g of the members'; forward %.1f us per row (the members on their own: %.1f us)\n",
+                report.packed->max_abs_difference, 1e6 * report.packed->seconds_per_row,
+                1e6 * report.members_seconds_per_row);
+  return "\nPacked (" + report.packed_variant + "): " + models + "\n" + line;
+}
+
 }  // namespace
 
 TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation, const at::Tensor& labels) {
@@ -369,6 +414,24 @@ TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluat
     report.cascade_error = sweep.status().message();
   }
   return report;
+}
+
+void AddPackedCheck(const PackedVariant& variant, const PackedCheck& check, const Evaluation& evaluation,
+                    TrainReport* report) {
+  report->packed_variant = variant.name;
+  report->packed_models.clear();
+  report->members_seconds_per_row = 0;
+  for (const PackedGroup& group : variant.groups) {
+    std::vector<std::string> members;
+    for (size_t m : group.members) {
+      members.push_back(m < report->members.size() ? report->members[m].name : std::to_string(m));
+      if (m < evaluation.member_seconds_per_row.size()) {
+        report->members_seconds_per_row += evaluation.member_seconds_per_row[m];
+      }
+    }
+    report->packed_models.emplace_back(group.model, std::move(members));
+  }
+  report->packed = check;
 }
 
 Status WriteReport(const std::string& dir, const TrainReport& report, const Evaluation& evaluation,
@@ -396,6 +459,7 @@ Status WriteReport(const std::string& dir, const TrainReport& report, const Eval
     } else {
       json["cascade"] = {{"error", report.cascade_error}};
     }
+    if (report.packed) json["packed"] = PackedJson(report);
     ES_RETURN_IF_ERROR(WriteJson(fs::path(dir) / "report.json", json));
 
     nlohmann::json samples = nlohmann::json::array();
@@ -446,7 +510,7 @@ std::string FormatReport(const TrainReport& report) {
                 report.mean_step_seconds > 0 ? 100.0 * report.mean_allreduce_seconds / report.mean_step_seconds : 0.0);
   text += line;
   text += FormatCascade(report);
-  return text;
+  return text + FormatPacked(report);
 }
 
 }  // namespace es

@@ -6,6 +6,8 @@
 //   DIR/<ensemble>_cascade/config.yaml                   the cascade variant (combine: cascade over the
 //                                                        same members, one per stage, cheapest first, at
 //                                                        the exit_threshold the sweep chose)
+//   DIR/<ensemble>_packed/config.yaml                    the packed variant (training/packed_variant.h):
+//   DIR/<ensemble>_packed_<arch>/config.yaml, 1/model.pt   same-architecture members as one model each
 //   DIR/server.yaml      a server config for DIR: `ensemble-server --config DIR/server.yaml`
 //   DIR/report.json      per member and ensemble: test accuracy, NLL, Brier, ECE; timings;
 //                        the cascade sweep ("cascade": accuracy and member cost per threshold)
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -28,6 +31,7 @@
 #include "training/calibration.h"
 #include "training/cascade_sweep.h"
 #include "training/ensemble_trainer.h"
+#include "training/packed_variant.h"
 #include "training/train_config.h"
 
 namespace es {
@@ -56,6 +60,12 @@ struct TrainReport {
   // cascade_error) when the evaluation has no timings or the sweep failed.
   std::optional<CascadeSweep> cascade;
   std::string cascade_error;
+  // The packed variant's models (name -> its members) and how they answered
+  // on the test set against the members; absent without a packed variant.
+  std::string packed_variant;
+  std::vector<std::pair<std::string, std::vector<std::string>>> packed_models;
+  std::optional<PackedCheck> packed;
+  double members_seconds_per_row = 0;  // the members' forwards together (the evaluation's timings)
 };
 
 // The cascade variant written beside the ensemble: folder and model name
@@ -84,15 +94,17 @@ std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& va
 std::string OverloadLadderYaml(const TrainConfig& config, const TrainReport& report,
                                const std::optional<CascadeVariant>& cascade);
 
+// What a run writes beside its members and their ensemble.
+struct TrainedVariants {
+  std::optional<CascadeVariant> cascade = {};  // none: a stale one from an earlier run is removed
+  std::optional<PackedVariant> packed = {};    // likewise (every folder PackedFolderNames says)
+  std::string overload_yaml = {};              // OverloadLadderYaml: appended to the ensemble's config.yaml
+};
+
 // `host_devices`: one serving host per entry ("cpu:0", "cuda:1", ...).
-// `cascade`: the variant to write beside the ensemble (none: a stale one
-// from an earlier run in `dir` is removed). `overload_yaml`
-// (OverloadLadderYaml) is appended to the ensemble's config.yaml.
 Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
                               std::vector<torch::jit::Module>& modules,
-                              const std::vector<std::string>& host_devices,
-                              const std::optional<CascadeVariant>& cascade = std::nullopt,
-                              const std::string& overload_yaml = "");
+                              const std::vector<std::string>& host_devices, const TrainedVariants& variants = {});
 
 // ensemble-train --publish REPO: writes each trained member into the
 // existing repository `repo` as its next version (the highest numeric
@@ -102,15 +114,15 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
 // `repo/.publish-<pid>/` (hidden, so never read as a model) and renamed into
 // place, members before the ensemble, so a server polling the repository
 // never sees a half-written model nor an ensemble without its members. An
-// existing config.yaml is left as it is. The cascade variant, when given,
-// is published like the ensemble, before it (the ensemble's overload
-// ladder, `overload_yaml`, names it; an existing one is kept, and the line
+// existing config.yaml is left as it is. The packed models are published
+// as the members are (their next version). The cascade and packed variants,
+// when given, are published like the ensemble, before it (the ensemble's
+// overload ladder names the cascade; an existing one is kept, and the line
 // says what this run's sweep chose). Returns one line per folder published
 // ("mlp: version 2").
 StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,
                                                   std::vector<torch::jit::Module>& modules,
-                                                  const std::optional<CascadeVariant>& cascade = std::nullopt,
-                                                  const std::string& overload_yaml = "");
+                                                  const TrainedVariants& variants = {});
 
 // Scores each member and the ensemble of `evaluation` against `labels`,
 // and sweeps the cascade (stages cheapest first by the evaluation's
@@ -118,12 +130,18 @@ StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const
 TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation,
                             const at::Tensor& labels);
 
+// Notes the packed variant and its check in `report` ("packed" in
+// report.json; members_seconds_per_row sums the packed members' times).
+void AddPackedCheck(const PackedVariant& variant, const PackedCheck& check, const Evaluation& evaluation,
+                    TrainReport* report);
+
 // report.json and eval_samples.json (the first `sample_rows` rows).
 Status WriteReport(const std::string& dir, const TrainReport& report, const Evaluation& evaluation,
                    const at::Tensor& images, const at::Tensor& labels, int64_t sample_rows);
 
 // The printed table: one row per member, then the ensemble and its margin;
-// then the cascade sweep, one row per threshold, and the chosen one.
+// then the cascade sweep, one row per threshold, and the chosen one; then
+// the packed variant's check.
 std::string FormatReport(const TrainReport& report);
 
 }  // namespace es

@@ -21,7 +21,10 @@ StatusOr<std::map<std::string, ServedEnsemble>> LoadServedEnsembles(const std::s
     ServedEnsemble& e = out[name];
     e.cascade = model.ensemble.cascade();
     e.exit_threshold = model.ensemble.exit_threshold;
-    for (const auto& member : model.ensemble.members) e.members.push_back(member.model);
+    for (const auto& member : model.ensemble.members) {
+      e.members.push_back(member.model);
+      if (!member.packed.empty()) e.packed[member.model] = member.packed;
+    }
     e.stages = model.ensemble.stages;
     e.overload = model.overload;
   }

@@ -17,6 +17,7 @@ struct ServedEnsemble {
   bool cascade = false;
   double exit_threshold = 0;
   std::vector<std::string> members;         // in the config's order
+  std::map<std::string, std::vector<std::string>> packed;  // a packed entry's model -> its members
   std::vector<std::vector<size_t>> stages;  // indexes into `members`
   OverloadSpec overload;                    // the ladder, as the server reads it
 };

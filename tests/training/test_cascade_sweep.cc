@@ -227,7 +227,7 @@ TEST(CascadeVariantTest, TheWrittenVariantLoadsAsTheServerLoadsIt) {
   const TrainConfig config = TwoMembers();
   std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value()};
   const CascadeVariant variant{"ens_cascade", {{"small"}, {"big"}}, 0.995};
-  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, variant).ok());
+  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, {variant}).ok());
 
   StatusOr<std::map<std::string, training_test::ServedEnsemble>> served =
       training_test::LoadServedEnsembles(dir.Path("server.yaml"), /*server_yaml=*/true);
@@ -250,7 +250,7 @@ TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
   const TrainConfig config = TwoMembers();
   std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value()};
   StatusOr<std::vector<std::string>> published =
-      PublishTrained(dir.root(), config, modules, CascadeVariant{"ens_cascade", {{"small"}, {"big"}}, 0.9});
+      PublishTrained(dir.root(), config, modules, {CascadeVariant{"ens_cascade", {{"small"}, {"big"}}, 0.9}});
   ASSERT_TRUE(published.ok()) << published.status().ToString();
   // The variant before the ensemble (whose ladder may name it).
   EXPECT_EQ(published->at(published->size() - 2),
@@ -263,7 +263,7 @@ TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
   EXPECT_EQ(repo->at("ens_cascade").exit_threshold, 0.9);
   EXPECT_EQ(repo->at("ens_cascade").members, (std::vector<std::string>{"small", "big"}));
 
-  published = PublishTrained(dir.root(), config, modules, CascadeVariant{"ens_cascade", {{"big"}, {"small"}}, 0.97});
+  published = PublishTrained(dir.root(), config, modules, {CascadeVariant{"ens_cascade", {{"big"}, {"small"}}, 0.97}});
   ASSERT_TRUE(published.ok()) << published.status().ToString();
   EXPECT_EQ(published->at(published->size() - 2),
             "ens_cascade: config.yaml kept; this run's sweep chose exit_threshold 0.97, stages [[big], [small]]");
@@ -287,7 +287,7 @@ TEST(CascadeVariantTest, TheWrittenOverloadLadderLoadsAsTheServerLoadsIt) {
   const std::string ladder = OverloadLadderYaml(config, report, variant);
   testing::TempDir dir;
   std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value()};
-  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, variant, ladder).ok());
+  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, {variant, std::nullopt, ladder}).ok());
 
   StatusOr<std::map<std::string, training_test::ServedEnsemble>> served =
       training_test::LoadServedEnsembles(dir.Path("server.yaml"), /*server_yaml=*/true);

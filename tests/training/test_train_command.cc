@@ -30,6 +30,8 @@
 #include "tests/integration/server_process.h"
 #include "tests/metrics/metrics_support.h"
 #include "tests/training/background_process.h"
+#include "training/dataset.h"
+#include "training/fashion_mnist.h"
 
 namespace es {
 namespace {
@@ -71,6 +73,14 @@ nlohmann::json ReadJson(const fs::path& path) {
 // in a file; killed (with its process group) when the object goes.
 using Background = testing::BackgroundProcess;
 
+// The real server on a trained repository (no metrics port).
+std::unique_ptr<it::ServerProcess> ServeRepository(const fs::path& repository) {
+  it::ServerProcess::Options options;
+  options.repository = repository.string();
+  options.metrics = false;
+  return it::ServerProcess::Start(options);
+}
+
 // ---- train then serve ------------------------------------------------------
 
 TEST(TrainCommandTest, TrainedRepositoryIsServedAsIsAndAnswersAsTheTrainerEvaluated) {
@@ -93,10 +103,7 @@ TEST(TrainCommandTest, TrainedRepositoryIsServedAsIsAndAnswersAsTheTrainerEvalua
   EXPECT_GT(report["members"]["syn_mlp"]["accuracy"].get<double>(), 0.5) << report.dump(2);
   EXPECT_GT(report["ensemble"]["accuracy"].get<double>(), 0.5) << report.dump(2);
 
-  it::ServerProcess::Options options;
-  options.repository = out.string();
-  options.metrics = false;
-  auto server = it::ServerProcess::Start(options);
+  auto server = ServeRepository(out);
   ASSERT_TRUE(server) << it::ServerProcess::last_start_error();
   auto stub = server->Stub();
 
@@ -163,6 +170,108 @@ TEST(TrainCommandTest, TrainedRepositoryIsServedAsIsAndAnswersAsTheTrainerEvalua
     }
     const std::vector<float> served(answer.values.begin() + row * 10, answer.values.begin() + (row + 1) * 10);
     EXPECT_LE(it::MaxAbsDiff(served, want), 1e-5) << "cascade row " << row;
+  }
+}
+
+// ---- the packed variant --------------------------------------------------------
+
+// Fashion-MNIST, one epoch: two mlps and two cnns, so the run packs each
+// pair into one model and writes the packed ensemble beside the ensemble.
+std::string PackedFashionMnistConfig() {
+  return "run: test-packed\n"
+         "data: {dataset: fashion-mnist}\n"
+         "training: {epochs: 1, batch_size: 512, optimizer: adam, learning_rate: 0.004, seed: 4}\n"
+         "distributed: {collective_timeout_ms: " + std::to_string(kCollectiveTimeoutMs) + "}\n"
+         "members:\n"
+         "  - {name: pk_mlp_1, architecture: mlp, seed: 1}\n"
+         "  - {name: pk_cnn_1, architecture: cnn, seed: 2}\n"
+         "  - {name: pk_mlp_2, architecture: mlp, seed: 3}\n"
+         "  - {name: pk_cnn_2, architecture: cnn, seed: 4}\n"
+         "ensemble: {name: pk}\n";
+}
+
+// The answers of `model` through the server for every row of `images`
+// ([N, 1, 28, 28]), in requests of `rows` rows; `outputs` the output names
+// to ask for (each answer's values row after row; a member's, "<member>.<output>",
+// with return_member_outputs).
+std::map<std::string, std::vector<float>> ServeAll(inference::GRPCInferenceService::Stub& stub,
+                                                   const std::string& model, const at::Tensor& images, int64_t rows,
+                                                   const std::vector<std::string>& outputs) {
+  std::map<std::string, std::vector<float>> answers;
+  const at::Tensor flat = images.reshape({images.size(0), -1}).contiguous();
+  for (int64_t begin = 0; begin < flat.size(0); begin += rows) {
+    const int64_t n = std::min(rows, flat.size(0) - begin);
+    const float* first = flat[begin].data_ptr<float>();
+    inference::ModelInferRequest request =
+        it::ImageRequest(model, std::vector<float>(first, first + n * flat.size(1)));
+    for (const std::string& output : outputs) {
+      request.add_outputs()->set_name(output);
+      if (output.find('.') != std::string::npos) it::SetBoolParameter(&request, "return_member_outputs", true);
+    }
+    it::InferResult result = it::Infer(stub, request);
+    if (!result.status.ok()) {
+      ADD_FAILURE() << model << " rows " << begin << "+" << n << ": " << it::Describe(result.status);
+      return {};
+    }
+    for (const std::string& output : outputs) {
+      it::Fp32Tensor answer;
+      if (!it::GetFp32Output(result.response, output, &answer)) {
+        ADD_FAILURE() << model << ": no output " << output;
+        return {};
+      }
+      std::vector<float>& all = answers[output];
+      all.insert(all.end(), answer.values.begin(), answer.values.end());
+    }
+  }
+  return answers;
+}
+
+TEST(TrainCommandTest, PackedEnsembleAnswersAsTheEnsembleOnTheWholeTestSet) {
+  it::WatchdogScope watchdog(seconds(300), "packed variant");
+  StatusOr<Dataset> test = LoadFashionMnist("/usr/share/datasets/fashion-mnist", DataSplit::kTest);
+  ASSERT_TRUE(test.ok()) << test.status().ToString();
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", PackedFashionMnistConfig());
+  const fs::path out = dir.path() / "out";
+  std::string output;
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", out.string()}, &output), 0) << output;
+  EXPECT_NE(output.find("Packed (pk_packed): pk_packed_mlp (2 members), pk_packed_cnn (2 members)"),
+            std::string::npos)
+      << output;
+  const nlohmann::json report = ReadJson(out / "report.json");
+  ASSERT_TRUE(report.contains("packed")) << report.dump(2);
+  EXPECT_LE(report["packed"]["max_abs_difference_vs_members"].get<double>(), 1e-5);
+
+  auto server = ServeRepository(out);
+  ASSERT_TRUE(server) << it::ServerProcess::last_start_error();
+  auto stub = server->Stub();
+  // All 10000 test rows, 64 per request (the served max_batch_size).
+  const std::vector<std::string> probabilities{"probabilities"};
+  const std::vector<float> plain = ServeAll(*stub, "pk", test->images, 64, probabilities)["probabilities"];
+  const std::vector<float> packed = ServeAll(*stub, "pk_packed", test->images, 64, probabilities)["probabilities"];
+  ASSERT_EQ(plain.size(), static_cast<size_t>(test->size()) * 10);
+  ASSERT_EQ(packed.size(), plain.size());
+  EXPECT_LE(it::MaxAbsDiff(packed, plain), 1e-5);
+  // And not because both answer something constant: the rows differ.
+  EXPECT_GT(it::MaxAbsDiff(std::vector<float>(plain.begin(), plain.begin() + 10),
+                           std::vector<float>(plain.begin() + 10, plain.begin() + 20)),
+            1e-3);
+
+  // A packed member's own answers on request, as a separate member's: the
+  // trainer's evaluation of that member on the first test rows.
+  const nlohmann::json samples = ReadJson(out / "eval_samples.json");
+  ASSERT_TRUE(samples.is_array());
+  const std::vector<std::string> members{"pk_mlp_2.probabilities", "pk_cnn_1.probabilities"};
+  std::map<std::string, std::vector<float>> per_member =
+      ServeAll(*stub, "pk_packed", test->images.narrow(0, 0, static_cast<int64_t>(samples.size())), 64, members);
+  for (const auto& [name, member] : std::map<std::string, std::string>{{members[0], "pk_mlp_2"}, {members[1], "pk_cnn_1"}}) {
+    ASSERT_EQ(per_member[name].size(), samples.size() * 10) << name;
+    for (size_t row = 0; row < samples.size(); ++row) {
+      const std::vector<float> served(per_member[name].begin() + static_cast<long>(row * 10),
+                                      per_member[name].begin() + static_cast<long>(row * 10 + 10));
+      EXPECT_LE(it::MaxAbsDiff(served, samples[row]["members"][member].get<std::vector<float>>()), 1e-5)
+          << name << " row " << row;
+    }
   }
 }
 

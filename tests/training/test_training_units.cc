@@ -39,6 +39,14 @@ TEST(TrainConfigTest, MinimalConfigGetsDefaults) {
   ASSERT_EQ(config->members.size(), 1u);
   EXPECT_EQ(config->members[0].architecture, "convnet");
   EXPECT_EQ(config->members[0].seed, 1u);
+  EXPECT_TRUE(config->ensemble.pack);
+}
+
+TEST(TrainConfigTest, PackCanBeTurnedOff) {
+  testing::TempDir dir;
+  StatusOr<TrainConfig> config = LoadText(dir, std::string(kMinimal) + "ensemble: {name: e, pack: false}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(config->ensemble.pack);
 }
 
 TEST(TrainConfigTest, TheExampleConfigsLoad) {
@@ -101,6 +109,11 @@ TEST(TrainConfigTest, ErrorsNameTheLineAndField) {
        "also a member's name"},
       {"ensemble: {name: e}\nmembers:\n  - {name: e_cascade, architecture: mlp}\n",
        "ensemble.name: member 'e_cascade' has the name of the ensemble's cascade variant (e_cascade)"},
+      {"ensemble: {name: e}\nmembers:\n  - {name: e_packed_mlp, architecture: mlp}\n",
+       "ensemble.name: member 'e_packed_mlp' has the name of a folder of the ensemble's packed variant"},
+      {"ensemble: {name: e}\nmembers:\n  - {name: e_packed, architecture: cnn}\n", "packed variant"},
+      {"ensemble: {name: e, pack: maybe}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "ensemble.pack: expected true or false"},
       {"ensemble: {name: .}\nmembers:\n  - {name: a, architecture: mlp}\n",
        "ensemble.name: '.' is not a valid model name"},
       {"members:\n  - {name: ../x, architecture: mlp}\n",

@@ -1,0 +1,140 @@
+#include "training/packed_variant.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "torch_utils/packed_model.h"
+#include "torch_utils/served_config.h"
+
+namespace es {
+
+std::string PackedVariantName(const std::string& ensemble_name) { return ensemble_name + "_packed"; }
+
+std::string PackedModelName(const std::string& ensemble_name, const std::string& architecture) {
+  return PackedVariantName(ensemble_name) + "_" + architecture;
+}
+
+std::vector<std::string> PackedFolderNames(const TrainConfig& config) {
+  std::set<std::string> architectures;
+  for (const MemberSpec& member : config.members) {
+    if (!member.architecture.empty()) architectures.insert(member.architecture);
+  }
+  std::vector<std::string> names{PackedVariantName(config.ensemble.name)};
+  for (const std::string& architecture : architectures) {
+    names.push_back(PackedModelName(config.ensemble.name, architecture));
+  }
+  return names;
+}
+
+StatusOr<std::optional<PackedVariant>> PackTrainedMembers(const TrainConfig& config,
+                                                          const std::vector<torch::jit::Module>& modules) {
+  if (modules.size() != config.members.size()) {
+    return Status::InvalidArgument("packing: " + std::to_string(modules.size()) + " modules for " +
+                                   std::to_string(config.members.size()) + " members");
+  }
+  if (!config.ensemble.pack) return std::optional<PackedVariant>();
+  // Groups in the order of their first member, so the variant's entries
+  // stand where the ensemble's members stand.
+  std::vector<PackedGroup> groups;
+  std::map<std::string, size_t> group_of;
+  for (size_t i = 0; i < config.members.size(); ++i) {
+    const std::string& architecture = config.members[i].architecture;
+    if (architecture.empty()) continue;
+    const auto [it, added] = group_of.emplace(architecture, groups.size());
+    if (added) groups.push_back({PackedModelName(config.ensemble.name, architecture), architecture, {}, {}});
+    groups[it->second].members.push_back(i);
+  }
+  PackedVariant variant{PackedVariantName(config.ensemble.name), {}};
+  for (PackedGroup& group : groups) {
+    if (group.members.size() < 2) continue;
+    std::vector<torch::jit::Module> members;
+    for (size_t i : group.members) members.push_back(modules[i]);
+    StatusOr<torch::jit::Module> packed = PackMembers(members);
+    if (!packed.ok()) {
+      return Status(packed.status().code(), "packing the " + group.architecture + " members into " + group.model +
+                                                ": " + packed.status().message());
+    }
+    group.module = std::move(packed).value();
+    variant.groups.push_back(std::move(group));
+  }
+  if (variant.groups.empty()) return std::optional<PackedVariant>();
+  return std::optional<PackedVariant>(std::move(variant));
+}
+
+std::string PackedModelYaml(int64_t max_batch_size, size_t members) {
+  return "# Written by ensemble-train: " + std::to_string(members) +
+         " members in one TorchScript module (packed);\n"
+         "# probabilities[:, k] is the k-th member's, in the order of the packed ensemble's `packed:` list.\n" +
+         ClassifierMemberYaml(max_batch_size, {}, static_cast<int64_t>(members));
+}
+
+std::string PackedEnsembleYaml(const TrainConfig& config, const PackedVariant& variant) {
+  std::vector<EnsembleEntry> entries;
+  std::vector<const PackedGroup*> group_of(config.members.size(), nullptr);
+  for (const PackedGroup& group : variant.groups) {
+    for (size_t i : group.members) group_of[i] = &group;
+  }
+  for (size_t i = 0; i < config.members.size(); ++i) {
+    const PackedGroup* group = group_of[i];
+    if (group == nullptr) {
+      entries.push_back({config.members[i].name, {}});
+    } else if (group->members.front() == i) {
+      EnsembleEntry entry{group->model, {}};
+      for (size_t m : group->members) entry.packed.push_back(config.members[m].name);
+      entries.push_back(std::move(entry));
+    }
+  }
+  return "# Written by ensemble-train: the ensemble beside it with the members of one architecture\n"
+         "# packed into one model each (one member call per architecture); the same answers.\n" +
+         ClassifierEnsembleYaml(config.ensemble.max_batch_size, entries, config.ensemble.combine);
+}
+
+StatusOr<PackedCheck> CheckPackedVariant(const PackedVariant& variant, const at::Tensor& images,
+                                         const std::vector<at::Tensor>& member_probabilities, int64_t batch_rows) {
+  if (images.dim() != 4 || batch_rows < 1) {
+    return Status::InvalidArgument("packed check: images must be [N, 1, 28, 28] and batches at least one row");
+  }
+  const int64_t rows = images.size(0);
+  torch::NoGradGuard no_grad;
+  PackedCheck check;
+  std::vector<double> seconds_per_row;  // of each full batch, all groups together
+  for (int64_t begin = 0; begin < rows; begin += batch_rows) {
+    const int64_t n = std::min(batch_rows, rows - begin);
+    const at::Tensor batch = images.narrow(0, begin, n);
+    double seconds = 0;
+    for (const PackedGroup& group : variant.groups) {
+      torch::jit::Module module = group.module;  // a handle; forward() is not const
+      if (begin == 0) module.forward({batch});  // warm-up, untimed
+      const auto start = std::chrono::steady_clock::now();
+      const at::Tensor answer = module.forward({batch}).toTensor();
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const int64_t members = static_cast<int64_t>(group.members.size());
+      if (answer.dim() != 3 || answer.size(0) != n || answer.size(1) != members) {
+        return Status::InvalidArgument("packed check: " + group.model + " answered a tensor of the wrong shape");
+      }
+      for (int64_t k = 0; k < members; ++k) {
+        const size_t member = group.members[static_cast<size_t>(k)];
+        if (member >= member_probabilities.size() || member_probabilities[member].size(0) != rows) {
+          return Status::InvalidArgument("packed check: no answers of member " + std::to_string(member) +
+                                         " for every row");
+        }
+        const at::Tensor want = member_probabilities[member].narrow(0, begin, n);
+        if (want.sizes() != answer.select(1, k).sizes()) {
+          return Status::InvalidArgument("packed check: " + group.model + "'s member answers are not [rows, classes]");
+        }
+        check.max_abs_difference =
+            std::max(check.max_abs_difference, (answer.select(1, k) - want).abs().max().item<double>());
+      }
+    }
+    if (n == batch_rows || rows < batch_rows) seconds_per_row.push_back(seconds / static_cast<double>(n));
+  }
+  if (!seconds_per_row.empty()) {
+    std::sort(seconds_per_row.begin(), seconds_per_row.end());
+    check.seconds_per_row = seconds_per_row[seconds_per_row.size() / 2];
+  }
+  return check;
+}
+
+}  // namespace es
