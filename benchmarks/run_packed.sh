@@ -97,7 +97,7 @@ members = sum(1 for line in open(f"{repo}/{ens}/config.yaml") if line.strip().st
 print(f"Machine: {os.cpu_count()} cores ({cpu}), load average {load} before the run; "
       f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `{command}`.\n")
 print(f"`{ens}` ({members} members, each its own member call) against `{packed}` (the same members packed "
-      "into one model per architecture), served by ensemble-server from the trained repository's server.yaml "
+      "into one model per serving host and architecture), served by ensemble-server from the trained repository's server.yaml "
       "(two CPU hosts, one core and one LibTorch thread each), closed loop. Core-µs per request: CPU time "
       "(user + system) of the router and of the model hosts over the step, per call.\n")
 print("| batch | concurrency | model | requests/s | rows/s | p50 ms | p99 ms | router core-µs/req | hosts core-µs/req |")

@@ -111,8 +111,7 @@ std::string ZooLayerSource(const ZooLayer& layer) {
     case ZooLayer::Kind::kNormalize:
       return "    x = (x - 0.2860) / 0.3530\n";
     case ZooLayer::Kind::kConv:
-      return "    x = torch.relu(torch.conv2d(x, " + w + ", " + b + ", [1, 1], [1, 1]))\n" +
-             "    x = torch.max_pool2d(x, [2, 2])\n";
+      return ZooConvSource("torch.conv2d(x, " + w + ", " + b + ", [1, 1], [1, 1])");
     case ZooLayer::Kind::kFlatten:
       return "    x = torch.flatten(x, 1)\n";
     case ZooLayer::Kind::kLinear: {
@@ -125,6 +124,16 @@ std::string ZooLayerSource(const ZooLayer& layer) {
       return "    x = torch.dropout(x, " + std::to_string(layer.dropout) + ", self.training)\n";
   }
   return "";
+}
+
+std::string ZooConvSource(const std::string& conv) {
+  return "    x = " + conv +
+         "\n"
+         "    if self.training:\n"
+         "        x = torch.relu(torch.max_pool2d(x, [2, 2]))\n"
+         "    else:\n"
+         "        x = torch.relu(torch.maximum(torch.maximum(x[:, :, 0::2, 0::2], x[:, :, 0::2, 1::2]),\n"
+         "                                     torch.maximum(x[:, :, 1::2, 0::2], x[:, :, 1::2, 1::2])))\n";
 }
 
 std::string ZooLogitsSource(const ZooDescription& description) {

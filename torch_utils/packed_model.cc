@@ -115,9 +115,13 @@ std::string PackedLogitsSource(const ZooDescription& description, int64_t member
         // Over the shared input, the member's own line computes all M at
         // once (the weight has M*C filters); afterwards group g of the
         // channels is member g's, so a grouped convolution keeps them apart.
-        source += shared ? ZooLayerSource(layer)
-                         : "    x = torch.relu(torch.conv2d(x, " + w + ", " + b + ", [1, 1], [1, 1], [1, 1], " + m +
-                               "))\n    x = torch.max_pool2d(x, [2, 2])\n";
+        if (shared) {
+          source += ZooLayerSource(layer);
+        } else {
+          std::string conv = "torch.conv2d(x, ";
+          conv.append(w).append(", ").append(b).append(", [1, 1], [1, 1], [1, 1], ").append(m).append(")");
+          source += ZooConvSource(conv);
+        }
         break;
       case ZooLayer::Kind::kFlatten:
         // Either way x becomes [M, B, features], member k's features in the

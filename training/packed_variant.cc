@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
+#include <utility>
 
 #include "torch_utils/packed_model.h"
 #include "torch_utils/served_config.h"
@@ -12,52 +12,78 @@ namespace es {
 
 std::string PackedVariantName(const std::string& ensemble_name) { return ensemble_name + "_packed"; }
 
-std::string PackedModelName(const std::string& ensemble_name, const std::string& architecture) {
-  return PackedVariantName(ensemble_name) + "_" + architecture;
+std::string PackedModelName(const std::string& ensemble_name, const std::string& architecture, size_t part,
+                            size_t parts) {
+  std::string name = PackedVariantName(ensemble_name) + "_" + architecture;
+  return parts > 1 ? name + "_" + std::to_string(part + 1) : name;
 }
 
-std::vector<std::string> PackedFolderNames(const TrainConfig& config) {
-  std::set<std::string> architectures;
-  for (const MemberSpec& member : config.members) {
-    if (!member.architecture.empty()) architectures.insert(member.architecture);
-  }
-  std::vector<std::string> names{PackedVariantName(config.ensemble.name)};
-  for (const std::string& architecture : architectures) {
-    names.push_back(PackedModelName(config.ensemble.name, architecture));
-  }
-  return names;
-}
+namespace {
 
-StatusOr<std::optional<PackedVariant>> PackTrainedMembers(const TrainConfig& config,
-                                                          const std::vector<torch::jit::Module>& modules) {
-  if (modules.size() != config.members.size()) {
-    return Status::InvalidArgument("packing: " + std::to_string(modules.size()) + " modules for " +
-                                   std::to_string(config.members.size()) + " members");
-  }
-  if (!config.ensemble.pack) return std::optional<PackedVariant>();
-  // Groups in the order of their first member, so the variant's entries
-  // stand where the ensemble's members stand.
-  std::vector<PackedGroup> groups;
+// The zoo members of each architecture (indexes into config.members), in
+// the order of the architectures' first members.
+std::vector<std::pair<std::string, std::vector<size_t>>> MembersByArchitecture(const TrainConfig& config) {
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
   std::map<std::string, size_t> group_of;
   for (size_t i = 0; i < config.members.size(); ++i) {
     const std::string& architecture = config.members[i].architecture;
     if (architecture.empty()) continue;
     const auto [it, added] = group_of.emplace(architecture, groups.size());
-    if (added) groups.push_back({PackedModelName(config.ensemble.name, architecture), architecture, {}, {}});
-    groups[it->second].members.push_back(i);
+    if (added) groups.push_back({architecture, {}});
+    groups[it->second].second.push_back(i);
   }
-  PackedVariant variant{PackedVariantName(config.ensemble.name), {}};
-  for (PackedGroup& group : groups) {
-    if (group.members.size() < 2) continue;
-    std::vector<torch::jit::Module> members;
-    for (size_t i : group.members) members.push_back(modules[i]);
-    StatusOr<torch::jit::Module> packed = PackMembers(members);
-    if (!packed.ok()) {
-      return Status(packed.status().code(), "packing the " + group.architecture + " members into " + group.model +
-                                                ": " + packed.status().message());
+  return groups;
+}
+
+// Packed models for `members` of one architecture: one per host, each of at
+// least two members.
+size_t PartsFor(size_t members, size_t hosts) { return std::max<size_t>(1, std::min(hosts, members / 2)); }
+
+}  // namespace
+
+std::vector<std::string> PackedFolderNames(const TrainConfig& config) {
+  std::vector<std::string> names{PackedVariantName(config.ensemble.name)};
+  for (const auto& [architecture, members] : MembersByArchitecture(config)) {
+    for (size_t parts = 1; parts <= PartsFor(members.size(), members.size()); ++parts) {
+      for (size_t part = 0; part < parts; ++part) {
+        const std::string name = PackedModelName(config.ensemble.name, architecture, part, parts);
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+      }
     }
-    group.module = std::move(packed).value();
-    variant.groups.push_back(std::move(group));
+  }
+  return names;
+}
+
+StatusOr<std::optional<PackedVariant>> PackTrainedMembers(const TrainConfig& config,
+                                                          const std::vector<torch::jit::Module>& modules,
+                                                          size_t hosts) {
+  if (modules.size() != config.members.size()) {
+    return Status::InvalidArgument("packing: " + std::to_string(modules.size()) + " modules for " +
+                                   std::to_string(config.members.size()) + " members");
+  }
+  if (!config.ensemble.pack) return std::optional<PackedVariant>();
+  PackedVariant variant{PackedVariantName(config.ensemble.name), {}};
+  for (const auto& [architecture, members] : MembersByArchitecture(config)) {
+    if (members.size() < 2) continue;
+    // Contiguous shares as even as they come: 12 members on 2 hosts: 6 and 6.
+    const size_t parts = PartsFor(members.size(), hosts);
+    for (size_t part = 0, next = 0; part < parts; ++part) {
+      const size_t count = members.size() / parts + (part < members.size() % parts ? 1 : 0);
+      PackedGroup group{PackedModelName(config.ensemble.name, architecture, part, parts), architecture,
+                        std::vector<size_t>(members.begin() + static_cast<long>(next),
+                                            members.begin() + static_cast<long>(next + count)),
+                        {}};
+      next += count;
+      std::vector<torch::jit::Module> packed_members;
+      for (size_t i : group.members) packed_members.push_back(modules[i]);
+      StatusOr<torch::jit::Module> packed = PackMembers(packed_members);
+      if (!packed.ok()) {
+        return Status(packed.status().code(), "packing the " + architecture + " members into " + group.model +
+                                                  ": " + packed.status().message());
+      }
+      group.module = std::move(packed).value();
+      variant.groups.push_back(std::move(group));
+    }
   }
   if (variant.groups.empty()) return std::optional<PackedVariant>();
   return std::optional<PackedVariant>(std::move(variant));

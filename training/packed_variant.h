@@ -9,6 +9,11 @@
 //                                       FP32 [M, 10], member k's at [:, k]
 //   <ensemble>_packed/                  the ensemble over them (config.yaml)
 //
+// With several serving hosts an architecture's members are split into one
+// packed model per host (`..._<architecture>_1`, `_2`, ...; each of at least
+// two members, contiguous in the config's order), so the hosts compute an
+// ensemble call's shares at the same time, as they do for separate members.
+//
 // Only members built from a zoo architecture (`architecture:` in the config)
 // are packed, and only where at least two share one; members loaded from a
 // `torchscript:` file stay single. Without any such pair there is no
@@ -47,20 +52,25 @@ struct PackedVariant {
   std::vector<PackedGroup> groups;
 };
 
-// `<ensemble name>_packed`, and `<ensemble name>_packed_<architecture>`.
+// `<ensemble name>_packed`, and `<ensemble name>_packed_<architecture>`
+// (with `_<part + 1>` when the architecture's members are split in `parts`).
 std::string PackedVariantName(const std::string& ensemble_name);
-std::string PackedModelName(const std::string& ensemble_name, const std::string& architecture);
+std::string PackedModelName(const std::string& ensemble_name, const std::string& architecture, size_t part = 0,
+                            size_t parts = 1);
 
 // Every folder name a packed variant of `config` could take (the variant and
-// one packed model per zoo architecture it names): the repository writer
-// removes those of an earlier run that this run does not write.
+// the packed models of every zoo architecture it names, for any number of
+// hosts): the repository writer removes those of an earlier run that this
+// run does not write.
 std::vector<std::string> PackedFolderNames(const TrainConfig& config);
 
-// Packs the trained `modules` (config.members' order) per architecture.
+// Packs the trained `modules` (config.members' order) per architecture, in
+// min(hosts, members / 2) packed models per architecture (at least one).
 // nullopt when no two zoo members share an architecture, or when
 // config.ensemble.pack is false. Errors are PackMembers' (naming the member).
 StatusOr<std::optional<PackedVariant>> PackTrainedMembers(const TrainConfig& config,
-                                                          const std::vector<torch::jit::Module>& modules);
+                                                          const std::vector<torch::jit::Module>& modules,
+                                                          size_t hosts = 1);
 
 // config.yaml of a packed model of `members` members.
 std::string PackedModelYaml(int64_t max_batch_size, size_t members);

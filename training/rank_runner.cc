@@ -378,7 +378,8 @@ Status RankRun::Finish() {
   TrainedVariants variants;
   variants.cascade = ChosenCascade(report);  // ordered by rank 0's timings
   variants.overload_yaml = OverloadLadderYaml(config_, report, variants.cascade);
-  ES_ASSIGN_OR_RETURN(variants.packed, PackTrainedMembers(config_, trainer_->modules()));
+  // One packed model per serving host and architecture: the hosts share a call as they share separate members.
+  ES_ASSIGN_OR_RETURN(variants.packed, PackTrainedMembers(config_, trainer_->modules(), devices.size()));
   if (variants.packed) {
     ES_ASSIGN_OR_RETURN(PackedCheck check, CheckPackedVariant(*variants.packed, data_.test.images, evaluation.members,
                                                               kEvaluationBatchRows));

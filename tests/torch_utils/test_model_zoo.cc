@@ -72,6 +72,50 @@ TEST_P(ZooTest, RoundTripsThroughAFile) {
   EXPECT_TRUE(SameParameters(m, loaded));
 }
 
+// The zoo's logits() are the textbook layers on its parameters, in eval
+// mode (serving) and in train mode (training; architectures without
+// dropout): in particular a convolution's relu then max_pool2d, which the
+// zoo computes in another order and, in eval mode, by other means
+// (ZooConvSource), to the very same values.
+TEST_P(ZooTest, LogitsAreTheTextbookLayersOnTheParameters) {
+  torch::jit::Module m = BuildZooModel(GetParam(), 4).value();
+  const ZooDescription* description = nullptr;
+  for (const ZooDescription& d : ZooDescriptions()) {
+    if (d.architecture == GetParam()) description = &d;
+  }
+  ASSERT_NE(description, nullptr);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor images = Images(5);
+  torch::Tensor x = images;
+  bool dropout = false;
+  for (const ZooLayer& layer : description->layers) {
+    const auto weight = [&] { return m.attr(layer.name + "_w").toTensor(); };
+    const auto bias = [&] { return m.attr(layer.name + "_b").toTensor(); };
+    switch (layer.kind) {
+      case ZooLayer::Kind::kNormalize:
+        x = (x - 0.2860) / 0.3530;
+        break;
+      case ZooLayer::Kind::kConv:
+        x = torch::max_pool2d(torch::relu(torch::conv2d(x, weight(), bias(), 1, 1)), {2, 2});
+        break;
+      case ZooLayer::Kind::kFlatten:
+        x = torch::flatten(x, 1);
+        break;
+      case ZooLayer::Kind::kLinear:
+        x = torch::linear(x, weight(), bias());
+        if (layer.relu) x = torch::relu(x);
+        break;
+      case ZooLayer::Kind::kDropout:
+        dropout = true;  // eval mode: none
+        break;
+    }
+  }
+  EXPECT_LE((m.run_method("logits", images).toTensor() - x).abs().max().item<double>(), 1e-6) << "eval mode";
+  if (dropout) return;
+  m.train();
+  EXPECT_LE((m.run_method("logits", images).toTensor() - x).abs().max().item<double>(), 1e-6) << "train mode";
+}
+
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::ValuesIn(ZooArchitectures()));
 
 // Dropout (convnet_wide) follows the module's mode: active after train(),

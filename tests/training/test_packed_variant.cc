@@ -75,7 +75,39 @@ TEST(PackedVariantTest, PacksEachArchitectureWithTwoOrMoreZooMembersInTheConfigs
   EXPECT_EQ(variant.groups[1].module.attr("packed_members").toInt(), 2);
 
   EXPECT_EQ(PackedFolderNames(config),
-            (std::vector<std::string>{"ens_packed", "ens_packed_cnn", "ens_packed_convnet", "ens_packed_mlp"}));
+            (std::vector<std::string>{"ens_packed", "ens_packed_mlp", "ens_packed_cnn", "ens_packed_convnet"}));
+}
+
+TEST(PackedVariantTest, SeveralHostsGetOnePackedModelEachOfAtLeastTwoMembers) {
+  TrainConfig config;
+  config.ensemble.name = "ens";
+  for (int i = 1; i <= 5; ++i) config.members.push_back({"conv_" + std::to_string(i), "convnet", "", uint64_t(i)});
+  config.members.push_back({"mlp_a", "mlp", "", 6});
+  config.members.push_back({"mlp_b", "mlp", "", 7});
+  const std::vector<torch::jit::Module> modules = BuildMembers(config);
+  const std::optional<PackedVariant> two_hosts = PackTrainedMembers(config, modules, 2).value();
+  ASSERT_TRUE(two_hosts);
+  ASSERT_EQ(two_hosts->groups.size(), 3u);
+  EXPECT_EQ(two_hosts->groups[0].model, "ens_packed_convnet_1");
+  EXPECT_EQ(two_hosts->groups[0].members, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(two_hosts->groups[1].model, "ens_packed_convnet_2");
+  EXPECT_EQ(two_hosts->groups[1].members, (std::vector<size_t>{3, 4}));
+  EXPECT_EQ(two_hosts->groups[2].model, "ens_packed_mlp");  // two members: one model, not two of one
+  EXPECT_EQ(two_hosts->groups[2].members, (std::vector<size_t>{5, 6}));
+  // Eight hosts: still no packed model of a single member.
+  const std::optional<PackedVariant> eight_hosts = PackTrainedMembers(config, modules, 8).value();
+  ASSERT_EQ(eight_hosts->groups.size(), 3u);
+  EXPECT_EQ(eight_hosts->groups[1].members.size(), 2u);
+  // Every name a run of any host count could leave, for the writer to clear.
+  EXPECT_EQ(PackedFolderNames(config),
+            (std::vector<std::string>{"ens_packed", "ens_packed_convnet", "ens_packed_convnet_1",
+                                      "ens_packed_convnet_2", "ens_packed_mlp"}));
+  const std::string yaml = PackedEnsembleYaml(config, *two_hosts);
+  EXPECT_NE(yaml.find("    - {model: ens_packed_convnet_1, packed: [conv_1, conv_2, conv_3]}\n"
+                      "    - {model: ens_packed_convnet_2, packed: [conv_4, conv_5]}\n"
+                      "    - {model: ens_packed_mlp, packed: [mlp_a, mlp_b]}\n"),
+            std::string::npos)
+      << yaml;
 }
 
 TEST(PackedVariantTest, NoVariantWithoutAPairOrWhenTurnedOff) {
