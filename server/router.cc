@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <thread>
 
 #include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
@@ -16,6 +17,12 @@ namespace es {
 namespace {
 
 constexpr std::chrono::milliseconds kShutdownGrace{100};
+// After the drain, new calls are still refused by the handler this long
+// before gRPC closes: a closed-loop client whose call was drained sends its
+// next at once, and gets the handler's UNAVAILABLE ("shutting down", which
+// clients retry elsewhere) instead of meeting gRPC's close, which cancels a
+// call it has not yet handed to a handler (CANCELLED).
+constexpr std::chrono::milliseconds kRefuseBeforeClose{50};
 constexpr std::chrono::milliseconds kHttpWriteGrace{1000};
 
 }  // namespace
@@ -294,6 +301,7 @@ void Router::Shutdown() {
     const auto drain = std::chrono::milliseconds(config_.limits.drain_timeout_ms);
     spdlog::info("draining: finishing in-flight calls (at most {} ms)", drain.count());
     drained = calls_->WaitForInFlight(std::chrono::steady_clock::now() + drain);
+    if (drained) std::this_thread::sleep_for(kRefuseBeforeClose);
   }
   if (!drained) {
     // gRPC's Shutdown waits for every call's handler to finish, and a call
