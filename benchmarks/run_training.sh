@@ -30,7 +30,7 @@ cmake --build build -j2 --target ensemble-train ensemble-server ensemble-model-h
 OUT=build/fmnist
 START=$(date +%s.%N)
 build/bin/ensemble-train --config config/train-fashion-mnist.yaml --devices "$DEVICES" \
-  "${EPOCHS[@]}" --out "$OUT" --force --log-level warn
+  "${EPOCHS[@]}" --out "$OUT" --force --progress-every 60
 END=$(date +%s.%N)
 /usr/bin/python3 - "$OUT/report.json" "$START" "$END" <<'PY'
 import json, sys

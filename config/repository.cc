@@ -134,7 +134,12 @@ StatusOr<std::vector<std::string>> ModelFolders(const std::string& dir) { return
 StatusOr<LoadedRepository> LoadRepositoryWithSources(const std::string& repo_dir) {
   std::error_code ec;
   if (!fs::is_directory(repo_dir, ec)) {
-    return Status::InvalidArgument(repo_dir + ": the model repository folder does not exist");
+    std::string message = repo_dir + ": the model repository folder does not exist";
+    // The demo's (config/demo.yaml): say how it is made.
+    if (fs::path(repo_dir).lexically_normal().filename() == "demo_repo") {
+      message += " (write it with `build/bin/ensemble-make-demo --out " + repo_dir + "`, or run scripts/demo.sh)";
+    }
+    return Status::InvalidArgument(message);
   }
   // Symlinks are judged against where the repository itself resolves, so a
   // repository reached through a link (/srv/models -> /data/models) works.

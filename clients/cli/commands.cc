@@ -18,6 +18,7 @@
 #include "clients/shm_region.h"
 #include "clients/tensor.h"
 #include "clients/timestamp.h"
+#include "proto/parameter_json.h"
 
 namespace es::cli {
 namespace {
@@ -101,11 +102,20 @@ void PrintOutput(const es::client::RawOutput& o, int top_k, std::ostream& out) {
   if (rows > 1000) out << "  ... (" << rows << " rows)\n";
 }
 
-// One answer as JSON: model, version, id and each output's values.
+// The answer's parameters (an ensemble's degraded, members_used,
+// member_versions, stages_used, served_by...) as JSON values, keys sorted.
+nlohmann::json ResponseParameters(const inference::ModelInferResponse& response) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, value] : response.parameters()) j[key] = es::InferParameterJson(value);
+  return j;
+}
+
+// One answer as JSON: model, version, id, its parameters and each output's values.
 es::client::Status AnswerJson(const inference::ModelInferResponse& response, nlohmann::json* j) {
   (*j)["model_name"] = response.model_name();
   (*j)["model_version"] = response.model_version();
   (*j)["id"] = response.id();
+  (*j)["parameters"] = ResponseParameters(response);
   (*j)["outputs"] = nlohmann::json::array();
   for (const auto& name : es::client::OutputNames(response)) {
     auto raw = es::client::GetRawOutput(response, name);
@@ -125,12 +135,41 @@ es::client::Status PrintAnswer(const inference::ModelInferRequest& request, cons
   out << "model " << response.model_name() << " v" << response.model_version();
   for (const auto& in : request.inputs()) out << "  input " << in.name() << " " << ShapeText(Dims(in.shape()));
   out << "\n";
+  // What the server says about how it answered: a degraded quorum answer
+  // or one from a cheaper rung must not look like a full one.
+  const nlohmann::json parameters = ResponseParameters(response);
+  if (!parameters.empty()) {
+    out << "parameters:";
+    for (const auto& [key, value] : parameters.items()) out << " " << key << "=" << value.dump();
+    out << "\n";
+  }
   for (const auto& name : es::client::OutputNames(response)) {
     auto raw = es::client::GetRawOutput(response, name);
     if (!raw.ok()) return raw.status();
     PrintOutput(*raw, top_k, out);
   }
   return es::client::Status();
+}
+
+// The server's refusal of member outputs or uncertainty for a cascade
+// (each row ran through its own stages: there is no one set of members).
+bool IsCascadeRefusal(const es::client::Status& status) {
+  return status.code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         status.message().find("is a cascade") != std::string::npos;
+}
+
+// Turns an ensemble request into a cascade's: no member outputs or
+// uncertainty; the outputs asked for (every one of the metadata's when none
+// was) and exit_stage, the stage each row left at.
+void AskCascadeForExitStage(const inference::ModelMetadataResponse& meta, inference::ModelInferRequest* request) {
+  request->mutable_parameters()->erase("return_member_outputs");
+  request->mutable_parameters()->erase("return_uncertainty");
+  if (request->outputs_size() == 0) {
+    for (const auto& output : meta.outputs()) es::client::RequestOutput(request, output.name());
+  }
+  const bool asked = std::any_of(request->outputs().begin(), request->outputs().end(),
+                                 [](const auto& o) { return o.name() == "exit_stage"; });
+  if (!asked) es::client::RequestOutput(request, "exit_stage");
 }
 
 // --streaming: the request `repeat` times over one ModelStreamInfer stream
@@ -340,7 +379,9 @@ int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::
                                                    tensor->bytes.data(), tensor->bytes.size());
     if (!s.ok()) return Failed(s);
   }
-  if (meta->platform() == "ensemble" && !args.plain) {
+  // An ensemble's member outputs and uncertainty, unless --plain.
+  const bool ensemble_extras = meta->platform() == "ensemble" && !args.plain;
+  if (ensemble_extras) {
     es::client::SetParameter(&request, "return_member_outputs", true);
     es::client::SetParameter(&request, "return_uncertainty", true);
   }
@@ -365,6 +406,13 @@ int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::
   }
   if (args.streaming) return InferStreaming(*client.grpc(), args, request, json, out);
   auto response = client.Infer(request);
+  if (!response.ok() && ensemble_extras && IsCascadeRefusal(response.status())) {
+    // The metadata does not say whether an ensemble is a cascade; the server
+    // refuses the extras before any member runs, so asking again costs one
+    // round trip.
+    AskCascadeForExitStage(*meta, &request);
+    response = client.Infer(request);
+  }
   if (!response.ok()) return Failed(response.status(), args.model);
   if (json) {
     nlohmann::json j;

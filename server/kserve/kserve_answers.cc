@@ -122,8 +122,11 @@ void KServeAnswers::UnloadModel(const inference::RepositoryModelUnloadRequest& r
   if (Status s = CheckExplicitMode("unload"); !s.ok()) return done(s);
   bool dependents = false;
   for (const auto& [key, value] : req.parameters()) {
-    if (key != "unload_dependents" || value.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
+    if (key != "unload_dependents") {
       return done(Status::InvalidArgument("unknown unload parameter '" + key + "' (only unload_dependents, a bool)"));
+    }
+    if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
+      return done(Status::InvalidArgument("unload parameter 'unload_dependents' must be a bool"));
     }
     dependents = value.bool_param();
   }

@@ -568,7 +568,10 @@ void ModelRepository::PollLocked() {
   }
   order.insert(order.end(), ensembles.begin(), ensembles.end());
   for (const std::string& name : order) (void)LoadLocked(name, 0);
-  // Models whose folder is gone are unloaded (their dependents with them).
+  // Models whose folder is gone are unloaded. Not an ensemble's members:
+  // they have folders of their own, which this poll keeps (unloading them
+  // here would only have the next poll load them again). The ensembles of a
+  // gone member stay loaded, not ready, until it comes back.
   std::vector<std::string> gone;
   {
     MutexLock lock(&mu_);
@@ -578,7 +581,7 @@ void ModelRepository::PollLocked() {
       }
     }
   }
-  for (const std::string& name : gone) (void)UnloadLocked(name, true);
+  for (const std::string& name : gone) (void)UnloadLocked(name, /*unload_dependents=*/false);
 }
 
 void ModelRepository::LoadAsync(const std::string& name, Done done) {

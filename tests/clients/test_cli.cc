@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -35,6 +36,24 @@ struct CliRun {
 };
 
 class CliTest : public es::it::SharedServerSuite<CliTest> {
+ public:  // PrepareServer: called by SharedServerSuite
+  // The demo repository and demo_cascade: demo_ensemble's members as a cascade.
+  static std::string PrepareServer(const std::filesystem::path& dir, ServerProcess::Options* options) {
+    const std::filesystem::path repo = dir / "repo";
+    std::string error;
+    if (!es::it::CopyDemoRepository(repo, &error)) return error;
+    std::ifstream in(repo / "demo_ensemble" / "config.yaml");
+    std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string mean = "  combine: mean\n";
+    const size_t at = yaml.find(mean);
+    if (at == std::string::npos) return "demo_ensemble's config.yaml has no '" + mean + "'";
+    yaml.replace(at, mean.size(), "  combine: cascade\n  exit_threshold: 0.9\n");
+    std::filesystem::create_directories(repo / "demo_cascade");
+    std::ofstream(repo / "demo_cascade" / "config.yaml") << yaml;
+    options->repository = repo.string();
+    return "";
+  }
+
  protected:
 
   // ensemble-cli --server ADDRESS ARGS...
@@ -161,6 +180,32 @@ TEST_F(CliTest, InferPrintsTopKAndAsksEnsemblesForMembersAndUncertainty) {
   EXPECT_EQ(j["id"], "req-7");
   ASSERT_EQ(j["outputs"].size(), 1u) << j.dump();
   EXPECT_EQ(j["outputs"][0]["name"], "entropy");
+}
+
+// A cascade has no one set of members per row: the CLI shows its answer and
+// the stage each row left at, where it shows an ensemble's members and
+// uncertainty; and every answer's parameters (how the server answered).
+TEST_F(CliTest, InferOnACascadeShowsExitStagesAndEveryAnswerItsParameters) {
+  WatchdogScope watchdog(seconds(60), "InferCascade");
+  CliRun r = Cli({"infer", "demo_cascade", "--batch", "3"});
+  EXPECT_EQ(r.rc, 0) << r.output;
+  for (const char* needle : {"probabilities  FP32 [3,10]", "exit_stage  INT32 [3]", "parameters: ", "stages_used="}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << " in:\n" << r.output;
+  }
+  EXPECT_EQ(r.output.find("entropy"), std::string::npos) << r.output;
+  r = Cli({"infer", "demo_cascade", "--output", "exit_stage", "--json"});
+  EXPECT_EQ(r.rc, 0) << r.output;
+  nlohmann::json j = Json(r);
+  ASSERT_EQ(j["outputs"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["outputs"][0]["name"], "exit_stage");
+  EXPECT_TRUE(j["parameters"].contains("stages_used")) << j.dump();
+
+  // An ensemble's answer says which members answered.
+  j = Json(Cli({"infer", "demo_ensemble", "--json"}));
+  ASSERT_TRUE(j["parameters"].is_object()) << j.dump();
+  EXPECT_EQ(j["parameters"]["members_used"], 3) << j.dump();
+  r = Cli({"infer", "demo_ensemble"});
+  EXPECT_NE(r.output.find("members_used=3"), std::string::npos) << r.output;
 }
 
 TEST_F(CliTest, InputsFromFilesGiveTheLibrarysAnswers) {

@@ -68,6 +68,20 @@ TEST(RepositoryTest, MissingRepositoryNamesThePath) {
   EXPECT_EQ(models.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(models.status().message().find(tree.Path("nowhere")), std::string::npos)
       << models.status().message();
+  EXPECT_EQ(models.status().message().find("ensemble-make-demo"), std::string::npos) << models.status().message();
+}
+
+// config/demo.yaml's repository is made by scripts/demo.sh, not the build:
+// its absence says how to make it.
+TEST(RepositoryTest, MissingDemoRepositorySaysHowToMakeIt) {
+  TempTree tree;
+  StatusOr<std::map<std::string, ModelConfig>> models = LoadRepository(tree.Path("demo_repo"));
+  ASSERT_FALSE(models.ok());
+  EXPECT_NE(models.status().message().find("the model repository folder does not exist (write it with "
+                                           "`build/bin/ensemble-make-demo --out " +
+                                           tree.Path("demo_repo") + "`, or run scripts/demo.sh)"),
+            std::string::npos)
+      << models.status().message();
 }
 
 TEST(RepositoryTest, EmptyRepositoryIsValid) {

@@ -15,7 +15,8 @@
 //    model.pt leaves the old version serving with the error as its reason;
 //    none mode refuses load and unload.
 //  - poll mode: a version folder renamed into place is served within a few
-//    polls, the old one leaves; a removed model folder is unloaded.
+//    polls, the old one leaves; a removed model folder is unloaded (its
+//    ensembles stay loaded, not ready; a removed ensemble leaves its members).
 //  - Rollouts under load (explicit loads and poll) fail no request, and
 //    every answer is the version its response names.
 #include <gtest/gtest.h>
@@ -452,6 +453,26 @@ TEST_F(LifecycleTest, PollModeRollsNewVersionsInUnderLoad) {
   }
   EXPECT_TRUE(HasError(Infer(*stub, RawRequest("wide_mlp", {1, 1, 28, 28}, std::vector<float>(784, 0.f))).status,
                        grpc::StatusCode::NOT_FOUND, {"wide_mlp"}));
+  // The ensemble that uses it stays loaded, not ready (a member is not
+  // ready), as after an explicit unload of a member.
+  EXPECT_EQ(ModelReady(*stub, "demo_ensemble"), std::optional<bool>(false));
+
+  // An ensemble folder that goes away takes the ensemble only: its members
+  // have folders of their own and stay served, poll after poll.
+  fs::rename(repo() / "demo_ensemble", dir_.path() / "demo_ensemble");
+  const auto gone = std::chrono::steady_clock::now() + seconds(20);
+  while (!HasError(Infer(*stub, RawRequest("demo_ensemble", {1, 1, 28, 28}, std::vector<float>(784, 0.f))).status,
+                   grpc::StatusCode::NOT_FOUND, {"demo_ensemble"}) &&
+         std::chrono::steady_clock::now() < gone) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  int not_ready = 0;
+  for (int i = 0; i < 30; ++i) {  // three polls
+    not_ready += ModelReady(*stub, "mlp") != std::optional<bool>(true);
+    not_ready += ModelReady(*stub, "cnn") != std::optional<bool>(true);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(not_ready, 0) << server->LogTail();
 }
 
 // 100 unloads and loads of a real model leave its host's memory where it

@@ -250,6 +250,7 @@ TEST_F(KServeAnswersTest, UnloadParametersOtherThanUnloadDependentsAreInvalid) {
   answer = Control(unload, &KServeAnswers::UnloadModel);
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->code(), StatusCode::kInvalidArgument) << answer->ToString();
+  EXPECT_EQ(answer->message(), "unload parameter 'unload_dependents' must be a bool");
 }
 
 TEST_F(KServeAnswersTest, LoadParametersAreInvalid) {
