@@ -74,7 +74,12 @@ Status CheckParameters(const torch::jit::Module& member, size_t k, const ZooDesc
 // Rows computed at once: the largest activation of a chunk stays under
 // this, well below the 32 MiB malloc keeps for reuse (tensor_memory.h).
 // Twelve convnets' first activation is 602 KB a row: unchunked, a batch of
-// 64 (38.5 MB) was mapped afresh on every forward, 2.5x slower.
+// 64 (38.5 MB) was mapped afresh on every forward, 2.5x slower. Not
+// larger either: with 24 MiB (six convnets' batch of 64 whole, 19 MB) a
+// model host's batch-64 call took 3.8x the CPU, although one thread of a
+// plain process computed it 13% faster than in 8 MiB chunks: a model host
+// computes on executor threads, whose malloc arenas are heaps of at most
+// 64 MiB that give such blocks back as they shrink.
 constexpr int64_t kChunkBytes = int64_t{8} << 20;
 
 // The bytes of the largest activation one input row makes in the packed module.
