@@ -41,4 +41,21 @@ Status ApplySecurityFlags(const SecurityFlags& flags, ClientOptions* options) {
   return Status();
 }
 
+std::string ConnectionHint(const Status& status, const SecurityFlags& flags) {
+  if (status.code() != grpc::StatusCode::UNAVAILABLE) return "";
+  const std::string& m = status.message();
+  const bool no_connection = m.find("failed to connect") != std::string::npos ||
+                             m.find("Socket closed") != std::string::npos ||
+                             m.find("Connection reset") != std::string::npos;
+  if (!no_connection) return "";
+  const bool tls = flags.ssl || !flags.ca.empty() || !flags.cert.empty() || !flags.key.empty();
+  if (!tls) {
+    return "(no connection: is the server up at that address? If it serves TLS, add --ssl and --ssl-ca; if it "
+           "also requires client certificates, --ssl-cert and --ssl-key)";
+  }
+  return "(no connection: if the TLS handshake failed, check that --ssl-ca is the CA that signed the server's "
+         "certificate and, if the server requires client certificates, that --ssl-cert and --ssl-key are a "
+         "certificate of a CA it trusts, not expired; the server's log names the cause)";
+}
+
 }  // namespace es::client

@@ -27,4 +27,12 @@ void AddSecurityFlags(CLI::App* app, SecurityFlags* flags);
 
 Status ApplySecurityFlags(const SecurityFlags& flags, ClientOptions* options);
 
+// What to check when a call got no answer from the server (UNAVAILABLE
+// before any: gRPC says only "failed to connect" or "Socket closed", whether
+// nothing listens, a plaintext client met a TLS server, or the TLS handshake
+// failed), given the flags the connection was made with: a sentence in
+// parentheses, or "" for any other failure. The handshake's own reason is in
+// the server's log.
+std::string ConnectionHint(const Status& status, const SecurityFlags& flags);
+
 }  // namespace es::client

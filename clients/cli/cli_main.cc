@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
 
   es::client::ClientOptions options;
   options.timeout = std::chrono::milliseconds(timeout_ms);
+  es::cli::SetConnectionFlags(security);
   if (es::client::Status s = es::client::ApplySecurityFlags(security, &options); !s.ok()) {
     std::fprintf(stderr, "ensemble-cli: %s\n", s.message().c_str());
     return 2;  // a usage error: the flags named something unusable

@@ -25,9 +25,15 @@ namespace {
 
 using es::client::ShapeText;
 
+es::client::SecurityFlags& ConnectionFlags() {
+  static es::client::SecurityFlags flags;  // written once by main, before any command
+  return flags;
+}
+
 int Failed(const es::client::Status& status, const std::string& context = "") {
-  std::fprintf(stderr, "ensemble-cli: %s%s\n", context.empty() ? "" : (context + ": ").c_str(),
-               status.ToString().c_str());
+  const std::string hint = es::client::ConnectionHint(status, ConnectionFlags());
+  std::fprintf(stderr, "ensemble-cli: %s%s%s\n", context.empty() ? "" : (context + ": ").c_str(),
+               status.ToString().c_str(), hint.empty() ? "" : (" " + hint).c_str());
   return kExitFailed;
 }
 
@@ -225,6 +231,8 @@ int InferStreaming(const es::client::Client& client, const InferArgs& args, infe
 }
 
 }  // namespace
+
+void SetConnectionFlags(const es::client::SecurityFlags& flags) { ConnectionFlags() = flags; }
 
 int Live(const es::client::Api& client, bool json, std::ostream& out) {
   auto live = client.ServerLive();

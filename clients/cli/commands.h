@@ -15,10 +15,16 @@
 #include <vector>
 
 #include "clients/api.h"  // gRPC or HTTP (--http): the same calls and protos
+#include "clients/security_flags.h"
 
 namespace es::cli {
 
 constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitNo = 3;
+
+// The flags the client was made with, for the hint a failed call's message
+// ends with when the server could not be reached (es::client::ConnectionHint).
+// Set once by main before any command runs.
+void SetConnectionFlags(const es::client::SecurityFlags& flags);
 
 struct InferArgs {
   std::string model, version;

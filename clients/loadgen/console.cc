@@ -44,12 +44,18 @@ std::string StepsText(const Options& o, bool open_loop) {
     steps += ' ';
     steps += open_loop ? std::to_string(static_cast<long long>(o.rates[i])) : std::to_string(o.concurrency[i]);
   }
+  const char* mode = open_loop ? (o.poisson ? "open loop, Poisson arrivals, requests/s"
+                                             : "open loop, constant rate, requests/s")
+                                : "closed loop, concurrency";
   char line[512];
-  std::snprintf(
-      line, sizeof line, "  %s:%s; warm-up %.3g s, windows of %.3g s until %d agree within %.0f%% (at most %d)",
-      open_loop ? (o.poisson ? "open loop, Poisson arrivals, requests/s" : "open loop, constant rate, requests/s")
-                : "closed loop, concurrency",
-      steps.c_str(), o.warmup_s, o.duration_s, o.stable_windows, o.stability * 100, o.max_windows);
+  if (o.soak_s > 0) {  // every window kept: nothing is checked for stability
+    std::snprintf(line, sizeof line, "  %s:%s; warm-up %.3g s, then a soak of %.3g s in windows of %.3g s", mode,
+                  steps.c_str(), o.warmup_s, o.soak_s, o.duration_s);
+  } else {
+    std::snprintf(line, sizeof line, "  %s:%s; warm-up %.3g s, windows of %.3g s until %d agree within %.0f%% (at most %d)",
+                  mode, steps.c_str(), o.warmup_s, o.duration_s, o.stable_windows, o.stability * 100,
+                  o.max_windows);
+  }
   return line;
 }
 

@@ -182,7 +182,8 @@ std::string TableRow(const StepResult& s, bool server_cpu) {
     open_cols = o;
   }
   const auto& v = s.server;
-  const std::string win = std::to_string(s.windows) + (s.stable ? "" : "*");
+  // A soak keeps every window: "not stable" does not apply to it.
+  const std::string win = std::to_string(s.windows) + (s.stable || s.soak ? "" : "*");
   std::snprintf(buf, sizeof buf, "%7s %9.1f %10.1f %8.0f %8.0f %8.0f %8.0f %9.0f %7llu %4s %6.2f%s | %8s %7s %6s %7s %6s %5s",
                 StepLabel(s).c_str(), s.throughput_rps, s.rows_per_s, s.latency.p50_us, s.latency.p90_us,
                 s.latency.p95_us, s.latency.p99_us, s.latency.p999_us, static_cast<unsigned long long>(s.failed),
@@ -202,7 +203,7 @@ std::string Summary(const Report& r) {
   std::ostringstream out;
   bool unstable = false;
   for (const auto& s : r.steps) {
-    unstable = unstable || !s.stable;
+    unstable = unstable || (!s.stable && !s.soak);
     if (!s.errors.empty()) out << "errors at " << (s.open_loop ? "rate " : "concurrency ") << StepLabel(s) << ": "
                                << ErrorsText(s.errors) << "\n";
   }

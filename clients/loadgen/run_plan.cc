@@ -10,6 +10,7 @@
 #include "clients/http_client.h"
 #include "clients/loadgen/engine.h"
 #include "clients/loadgen/http_engine.h"
+#include "clients/security_flags.h"
 #include "clients/timestamp.h"
 
 namespace es::loadgen {
@@ -35,7 +36,13 @@ es::StatusOr<std::unique_ptr<es::client::Api>> Connect(const Options& o) {
   if (!made.ok()) return es::Status::InvalidArgument(made.status().message());
   std::unique_ptr<es::client::Api> client = std::move(made).value();
   auto live = client->ServerLive(Probe());
-  if (!live.ok()) return es::Status::Unavailable("cannot reach server " + o.server + ": " + live.status().ToString());
+  if (!live.ok()) {
+    es::client::SecurityFlags tls;  // ConnectionHint asks only whether TLS was on
+    tls.ssl = o.client.ssl;
+    const std::string hint = es::client::ConnectionHint(live.status(), tls);
+    return es::Status::Unavailable("cannot reach server " + o.server + ": " + live.status().ToString() +
+                                   (hint.empty() ? "" : " " + hint));
+  }
   if (!*live) return es::Status::Unavailable("server " + o.server + " answers but is not live");
   return client;
 }

@@ -351,6 +351,9 @@ TEST(CliNoServer, UnreachableServerAndHelp) {
     CliRun r;
     r.rc = RunCommand(argv, seconds(30), &r.output);
     ExpectOneLineError(r, 1, "UNAVAILABLE");
+    EXPECT_NE(r.output.find("(no connection: is the server up at that address? If it serves TLS, add --ssl"),
+              std::string::npos)
+        << r.output;
   }
   CliRun help;
   help.rc = RunCommand({kCli, "--help"}, seconds(30), &help.output);

@@ -237,6 +237,7 @@ TEST(LoadgenExitCodes, UnreachableServerExitsOneWithOneLine) {
   EXPECT_EQ(rc, 1) << output;
   EXPECT_EQ(output.rfind("ensemble-loadgen: cannot reach server 127.0.0.1:", 0), 0u) << output;
   EXPECT_NE(output.find("UNAVAILABLE"), std::string::npos) << output;
+  EXPECT_NE(output.find("(no connection: is the server up at that address?"), std::string::npos) << output;
   EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
 }
@@ -357,6 +358,11 @@ TEST(LoadgenFaults, StalledServerCallsAreCountedHungOrUnanswered) {
   EXPECT_EQ(j["totals"]["client_unanswered"], 0u) << output;
   ASSERT_EQ(j["steps"].size(), 1u);
   EXPECT_TRUE(j["steps"][0]["soak"].get<bool>());
+  // A soak keeps every window: the output says so, and says nothing of
+  // stability (no header about windows agreeing, no "not stable" footnote).
+  EXPECT_NE(output.find("then a soak of 4 s in windows of 1 s"), std::string::npos) << output;
+  EXPECT_EQ(output.find("agree within"), std::string::npos) << output;
+  EXPECT_EQ(output.find("not stable"), std::string::npos) << output;
   // The timeline: one window a second, wall-clock stamped, some with no
   // success while the server was stopped.
   const auto& timeline = j["steps"][0]["timeline"];

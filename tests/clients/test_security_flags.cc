@@ -114,6 +114,21 @@ TEST(SecurityFlags, TokenWithSpaceOrControlCharacterIsRefusedWithoutShowingIt) {
   }
 }
 
+// A call that got no answer ends with what to check, by the flags it was
+// made with; other failures get nothing.
+TEST(SecurityFlags, ConnectionHintFollowsTheFlags) {
+  const Status refused(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses; last error: ...");
+  const Status closed(grpc::StatusCode::UNAVAILABLE, "Socket closed");
+  SecurityFlags plain;
+  EXPECT_NE(ConnectionHint(refused, plain).find("If it serves TLS, add --ssl"), std::string::npos);
+  SecurityFlags tls;
+  tls.ca = "ca.pem";
+  EXPECT_NE(ConnectionHint(closed, tls).find("--ssl-ca is the CA that signed the server's certificate"),
+            std::string::npos);
+  EXPECT_EQ(ConnectionHint(Status(grpc::StatusCode::UNAVAILABLE, "model 'm' has no ready host"), plain), "");
+  EXPECT_EQ(ConnectionHint(Status(grpc::StatusCode::INVALID_ARGUMENT, "Socket closed"), plain), "");
+}
+
 TEST(LoadgenSecurityFlags, ParseArgsReadsTlsFilesAndToken) {
   TokenEnv env;
   es::testing::TempDir dir;

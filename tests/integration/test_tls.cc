@@ -338,6 +338,16 @@ TEST_F(MtlsAuthTest, CliAndLoadgenSendTlsAndToken) {
                                       c.Path("ca.pem"), "--token",  kInferToken,        "ready"};
   EXPECT_EQ(RunCommand(no_cert, seconds(60), &output), 1) << output;
   EXPECT_NE(output.find("UNAVAILABLE"), std::string::npos) << output;
+  // gRPC's own message names no cause; the CLI says what to check.
+  EXPECT_NE(output.find("if the server requires client certificates, that --ssl-cert and --ssl-key"),
+            std::string::npos)
+      << output;
+  // A plaintext client meets the TLS server: the hint says to add --ssl.
+  EXPECT_EQ(RunCommand({ES_CLI_BIN, "--server", server_->address(), "--token", kInferToken, "ready"}, seconds(60),
+                       &output),
+            1)
+      << output;
+  EXPECT_NE(output.find("If it serves TLS, add --ssl and --ssl-ca"), std::string::npos) << output;
 
   // The loadgen's generic-stub calls carry the token: exit 0 means calls
   // succeeded, and no call was refused.
