@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -221,12 +222,34 @@ Status PublishEnsemble(const fs::path& repo, const fs::path& staging, const std:
   return Status::Ok();
 }
 
+// A packed model already in `repo` must compute as many members as this
+// run's: its kept config.yaml declares the output's packed axis, and a new
+// version of another size would fail every request. Checked before anything
+// is published. Our own config.yaml says it as "dims: [M, 10]".
+Status CheckPackedModelsFit(const fs::path& repo, const PackedVariant& packed) {
+  for (const PackedGroup& group : packed.groups) {
+    const fs::path config = repo / group.model / "config.yaml";
+    if (!fs::exists(config)) continue;
+    std::ifstream in(config);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string dims = "dims: [" + std::to_string(group.members.size()) + ", 10]";
+    if (text.find(dims) == std::string::npos) {
+      return Status::InvalidArgument(
+          "the packed model " + group.model + " in the repository computes another number of members than this "
+          "run's " + std::to_string(group.members.size()) + " (its config.yaml has no '" + dims +
+          "'): remove its folder (and " + packed.name + "'s) to publish it anew, or publish with --no-pack");
+    }
+  }
+  return Status::Ok();
+}
+
 // PublishTrained's steps, staged under `staging`; appends one line per
 // folder to `published`. Throws as WriteRepositoryFolders does.
 Status PublishThroughStaging(const fs::path& repo, const fs::path& staging, const TrainConfig& config,
                              std::vector<torch::jit::Module>& modules, const TrainedVariants& variants,
                              std::vector<std::string>* published) {
   const int64_t max_batch = config.ensemble.max_batch_size;
+  if (variants.packed) ES_RETURN_IF_ERROR(CheckPackedModelsFit(repo, *variants.packed));
   fs::remove_all(staging);
   fs::create_directories(staging);
   std::vector<std::string> names;

@@ -208,6 +208,32 @@ TEST(PackedVariantTest, PublishGivesPackedModelsTheirNextVersionAndKeepsTheUsers
   EXPECT_FALSE(fs::exists(dir.path() / (".publish-" + std::to_string(getpid()))));
 }
 
+// A packed model already published with another member count (members
+// added to the config) would serve a new version its kept config.yaml
+// does not describe: nothing is published, and the error says what to do.
+TEST(PackedVariantTest, PublishRefusesAPackedModelOfAnotherSizeAndPublishesNothing) {
+  testing::TempDir dir;
+  PackedRun run;
+  ASSERT_TRUE(PublishTrained(dir.root(), run.config, run.modules, run.variants).ok());
+  TrainConfig more = run.config;
+  more.members.push_back({"mlp_c", "mlp", "", 8});
+  std::vector<torch::jit::Module> modules = BuildMembers(more);
+  TrainedVariants variants{std::nullopt, PackTrainedMembers(more, modules).value(), ""};
+  StatusOr<std::vector<std::string>> published = PublishTrained(dir.root(), more, modules, variants);
+  ASSERT_FALSE(published.ok());
+  EXPECT_NE(published.status().message().find("the packed model ens_packed_mlp in the repository computes another "
+                                              "number of members than this run's 3 (its config.yaml has no "
+                                              "'dims: [3, 10]')"),
+            std::string::npos)
+      << published.status().message();
+  EXPECT_FALSE(fs::exists(dir.path() / "mlp_a" / "2")) << "a member was published";
+  EXPECT_FALSE(fs::exists(dir.path() / "mlp_c"));
+  // Without packing the members go in.
+  variants.packed.reset();
+  ASSERT_TRUE(PublishTrained(dir.root(), more, modules, variants).ok());
+  EXPECT_TRUE(fs::exists(dir.path() / "mlp_a" / "2" / "model.pt"));
+}
+
 TEST(PackedVariantTest, TheReportSaysHowThePackedModelsAnswered) {
   const TrainConfig config = MixedConfig();
   std::vector<torch::jit::Module> modules = BuildMembers(config);
