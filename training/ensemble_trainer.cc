@@ -170,6 +170,13 @@ StatusOr<StepStats> EnsembleTrainer::Step(const at::Tensor& host_images, const a
   return stats;
 }
 
+double Median(std::vector<double> times) {
+  if (times.empty()) return 0;
+  std::sort(times.begin(), times.end());
+  const size_t mid = times.size() / 2;
+  return times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+}
+
 Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_rows) {
   torch::NoGradGuard no_grad;
   Evaluation result;
@@ -191,14 +198,7 @@ Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_row
     }
     module.train();
     result.members.push_back(parts.empty() ? at::empty({0, 0}) : at::cat(parts));
-    std::vector<double>& times = full.empty() ? all : full;
-    double median = 0;
-    if (!times.empty()) {
-      std::sort(times.begin(), times.end());
-      const size_t mid = times.size() / 2;
-      median = times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
-    }
-    result.member_seconds_per_row.push_back(median);
+    result.member_seconds_per_row.push_back(Median(full.empty() ? all : full));
   }
   result.ensemble = CombineMembers(result.members, config_.ensemble.combine);
   return result;

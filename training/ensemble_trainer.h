@@ -70,6 +70,10 @@ struct Evaluation {
   std::vector<double> member_seconds_per_row;
 };
 
+// The median of `times` (the mean of the middle two for an even count); 0
+// when empty. The evaluation's per-batch forward times are summed up by it.
+double Median(std::vector<double> times);
+
 // Combines member probabilities as the router's EnsembleCombiner does:
 // "mean" averages, "majority_vote" gives each class its share of the votes
 // (ties to the lowest index, as argmax does).

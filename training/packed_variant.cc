@@ -7,6 +7,7 @@
 
 #include "torch_utils/packed_model.h"
 #include "torch_utils/served_config.h"
+#include "training/ensemble_trainer.h"
 
 namespace es {
 
@@ -113,7 +114,7 @@ std::string PackedEnsembleYaml(const TrainConfig& config, const PackedVariant& v
     }
   }
   return "# Written by ensemble-train: the ensemble beside it with the members of one architecture\n"
-         "# packed into one model each (one member call per architecture); the same answers.\n" +
+         "# packed into one model per serving host (one member call per packed model); the same answers.\n" +
          ClassifierEnsembleYaml(config.ensemble.max_batch_size, entries, config.ensemble.combine);
 }
 
@@ -125,7 +126,7 @@ StatusOr<PackedCheck> CheckPackedVariant(const PackedVariant& variant, const at:
   const int64_t rows = images.size(0);
   torch::NoGradGuard no_grad;
   PackedCheck check;
-  std::vector<double> seconds_per_row;  // of each full batch, all groups together
+  std::vector<double> full, all;  // seconds per row of each batch, all groups together (as Evaluate's)
   for (int64_t begin = 0; begin < rows; begin += batch_rows) {
     const int64_t n = std::min(batch_rows, rows - begin);
     const at::Tensor batch = images.narrow(0, begin, n);
@@ -154,12 +155,10 @@ StatusOr<PackedCheck> CheckPackedVariant(const PackedVariant& variant, const at:
             std::max(check.max_abs_difference, (answer.select(1, k) - want).abs().max().item<double>());
       }
     }
-    if (n == batch_rows || rows < batch_rows) seconds_per_row.push_back(seconds / static_cast<double>(n));
+    all.push_back(seconds / static_cast<double>(n));
+    if (n == batch_rows) full.push_back(all.back());
   }
-  if (!seconds_per_row.empty()) {
-    std::sort(seconds_per_row.begin(), seconds_per_row.end());
-    check.seconds_per_row = seconds_per_row[seconds_per_row.size() / 2];
-  }
+  check.seconds_per_row = Median(full.empty() ? all : full);
   return check;
 }
 
