@@ -126,27 +126,24 @@ void Client::SetDeadline(grpc::ClientContext* ctx, const CallOptions& call) cons
 }
 
 Result<bool> Client::ServerLive(const CallOptions& call) const {
-  auto r = Unary<inference::ServerLiveRequest, inference::ServerLiveResponse>(
-      *this, &GRPCInferenceService::Stub::ServerLive, inference::ServerLiveRequest(), call);
-  if (!r.ok()) return r.status();
-  return r->live();
+  ES_ASSIGN_OR_RETURN(const auto r, Unary<inference::ServerLiveRequest, inference::ServerLiveResponse>(
+      *this, &GRPCInferenceService::Stub::ServerLive, inference::ServerLiveRequest(), call));
+  return r.live();
 }
 
 Result<bool> Client::ServerReady(const CallOptions& call) const {
-  auto r = Unary<inference::ServerReadyRequest, inference::ServerReadyResponse>(
-      *this, &GRPCInferenceService::Stub::ServerReady, inference::ServerReadyRequest(), call);
-  if (!r.ok()) return r.status();
-  return r->ready();
+  ES_ASSIGN_OR_RETURN(const auto r, Unary<inference::ServerReadyRequest, inference::ServerReadyResponse>(
+      *this, &GRPCInferenceService::Stub::ServerReady, inference::ServerReadyRequest(), call));
+  return r.ready();
 }
 
 Result<bool> Client::ModelReady(const std::string& model, const std::string& version, const CallOptions& call) const {
   inference::ModelReadyRequest request;
   request.set_name(model);
   request.set_version(version);
-  auto r = Unary<inference::ModelReadyRequest, inference::ModelReadyResponse>(
-      *this, &GRPCInferenceService::Stub::ModelReady, request, call);
-  if (!r.ok()) return r.status();
-  return r->ready();
+  ES_ASSIGN_OR_RETURN(const auto r, Unary<inference::ModelReadyRequest, inference::ModelReadyResponse>(
+      *this, &GRPCInferenceService::Stub::ModelReady, request, call));
+  return r.ready();
 }
 
 Result<inference::ServerMetadataResponse> Client::ServerMetadata(const CallOptions& call) const {

@@ -179,7 +179,7 @@ Result<Reply> HttpClient::Impl::Once(http::request<http::string_body>& request, 
   const bool reused = open;
   *retry = false;
   if (!open) {
-    if (Status s = Connect(deadline); !s.ok()) return s;
+    ES_RETURN_IF_ERROR(Connect(deadline));
   }
   Lowest().expires_at(deadline);
   error_code ec;
@@ -340,18 +340,25 @@ Status StatusOf(const Reply& reply) {
 }
 
 // live / ready: 200 yes, 400 no, anything else an error.
-Result<bool> Probe(const Result<Reply>& reply) {
-  if (!reply.ok()) return reply.status();
-  if (reply->status == 200) return true;
-  if (reply->status == 400) return false;
-  return StatusOf(*reply);
+Result<bool> Probe(Result<Reply> exchanged) {
+  ES_ASSIGN_OR_RETURN(const Reply reply, std::move(exchanged));
+  if (reply.status == 200) return true;
+  if (reply.status == 400) return false;
+  return StatusOf(reply);
+}
+
+// The reply when the exchange worked and its HTTP status is a success; else
+// the error (the transport's, or the server's answer as a Status).
+Result<Reply> Answered(Result<Reply> reply) {
+  if (!reply.ok()) return reply;
+  ES_RETURN_IF_ERROR(StatusOf(*reply));
+  return reply;
 }
 
 template <typename Message>
-Result<Message> JsonAnswer(const Result<Reply>& reply, const char* what) {
-  if (!reply.ok()) return reply.status();
-  if (Status s = StatusOf(*reply); !s.ok()) return s;
-  return ProtoFromJson<Message>(reply->body, what);
+Result<Message> JsonAnswer(Result<Reply> exchanged, const char* what) {
+  ES_ASSIGN_OR_RETURN(const Reply reply, Answered(std::move(exchanged)));
+  return ProtoFromJson<Message>(reply.body, what);
 }
 
 }  // namespace
@@ -381,12 +388,12 @@ Result<inference::ModelMetadataResponse> HttpClient::ModelMetadata(const std::st
 }
 
 Result<inference::RepositoryIndexResponse> HttpClient::RepositoryIndex(bool ready_only, const CallOptions& call) const {
-  auto reply = impl_->Exchange(http::verb::post, "/v2/repository/index", ready_only ? R"({"ready":true})" : "{}",
-                               std::nullopt, "application/json", call);
-  if (!reply.ok()) return reply.status();
-  if (Status s = StatusOf(*reply); !s.ok()) return s;
+  ES_ASSIGN_OR_RETURN(const Reply reply,
+                      Answered(impl_->Exchange(http::verb::post, "/v2/repository/index",
+                                               ready_only ? R"({"ready":true})" : "{}", std::nullopt,
+                                               "application/json", call)));
   // The answer is a bare array of the proto's ModelIndex entries.
-  const json models = json::parse(reply->body, nullptr, false);
+  const json models = json::parse(reply.body, nullptr, false);
   if (!models.is_array()) return Error(grpc::StatusCode::INTERNAL, "answer of the repository index is not an array");
   return ProtoFromJson<inference::RepositoryIndexResponse>(json{{"models", models}}.dump(), "the repository index");
 }
@@ -403,44 +410,39 @@ Result<inference::ModelInferResponse> HttpClient::Infer(const inference::ModelIn
                                                         const CallOptions& call) const {
   std::string body;
   size_t header_length = 0;
-  if (Status s = EncodeHttpInferRequest(request, &body, &header_length); !s.ok()) return s;
-  auto reply = impl_->Exchange(http::verb::post, ModelPath(request.model_name(), request.model_version()) + "/infer",
-                               body, header_length, "application/octet-stream", call);
-  if (!reply.ok()) return reply.status();
-  if (Status s = StatusOf(*reply); !s.ok()) return s;
+  ES_RETURN_IF_ERROR(EncodeHttpInferRequest(request, &body, &header_length));
+  ES_ASSIGN_OR_RETURN(const Reply reply,
+                      Answered(impl_->Exchange(http::verb::post,
+                                               ModelPath(request.model_name(), request.model_version()) + "/infer",
+                                               body, header_length, "application/octet-stream", call)));
   inference::ModelInferResponse response;
-  if (Status s = DecodeHttpInferResponse(reply->body, reply->header_length, &response); !s.ok()) return s;
+  ES_RETURN_IF_ERROR(DecodeHttpInferResponse(reply.body, reply.header_length, &response));
   return response;
 }
 
 Status HttpClient::RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
                                               uint64_t byte_size, const CallOptions& call) const {
   const std::string body = json{{"key", key}, {"offset", offset}, {"byte_size", byte_size}}.dump();
-  auto reply = impl_->Exchange(http::verb::post, ShmRegionPath(name) + "/register", body, std::nullopt,
-                               "application/json", call);
-  if (!reply.ok()) return reply.status();
-  return StatusOf(*reply);
+  return Answered(impl_->Exchange(http::verb::post, ShmRegionPath(name) + "/register", body, std::nullopt,
+                                  "application/json", call))
+      .status();
 }
 
 Status HttpClient::UnregisterSystemSharedMemory(const std::string& name, const CallOptions& call) const {
   const std::string path = name.empty() ? "/v2/systemsharedmemory/unregister" : ShmRegionPath(name) + "/unregister";
-  auto reply = impl_->Exchange(http::verb::post, path, "", std::nullopt, "application/json", call);
-  if (!reply.ok()) return reply.status();
-  return StatusOf(*reply);
+  return Answered(impl_->Exchange(http::verb::post, path, "", std::nullopt, "application/json", call)).status();
 }
 
 Status HttpClient::PostInfer(const std::string& path, const std::string& body, size_t header_length,
                              const CallOptions& call) const {
-  auto reply = impl_->Exchange(http::verb::post, path, body, header_length, "application/octet-stream", call);
-  if (!reply.ok()) return reply.status();
-  return StatusOf(*reply);
+  return Answered(impl_->Exchange(http::verb::post, path, body, header_length, "application/octet-stream", call))
+      .status();
 }
 
 Result<std::unique_ptr<Api>> MakeApi(const std::string& address, const ClientOptions& options, bool http) {
   if (!http) return std::unique_ptr<Api>(new GrpcApi(Client::Create(address, options)));
-  auto client = HttpClient::Create(address, options);
-  if (!client.ok()) return client.status();
-  return std::unique_ptr<Api>(std::move(client).value());
+  ES_ASSIGN_OR_RETURN(auto client, HttpClient::Create(address, options));
+  return std::unique_ptr<Api>(std::move(client));
 }
 
 }  // namespace es::client

@@ -257,7 +257,7 @@ Status DecodeHttpInferResponse(std::string_view body, std::optional<uint64_t> he
     return Error(grpc::StatusCode::INTERNAL, "answer: model_name, model_version and id must be strings");
   }
   if (j.contains("parameters")) {
-    if (Status s = ParametersFromJson(j["parameters"], "the answer's", out->mutable_parameters()); !s.ok()) return s;
+    ES_RETURN_IF_ERROR(ParametersFromJson(j["parameters"], "the answer's", out->mutable_parameters()));
   }
   if (!j.contains("outputs")) return Status();
   if (!j["outputs"].is_array()) return Error(grpc::StatusCode::INTERNAL, "answer: \"outputs\" is not an array");
@@ -302,7 +302,7 @@ Status DecodeHttpInferResponse(std::string_view body, std::optional<uint64_t> he
       }
     }
     if (o.contains("data")) {
-      if (Status s = JsonDataToBytes(output->name(), output->datatype(), o["data"], bytes); !s.ok()) return s;
+      ES_RETURN_IF_ERROR(JsonDataToBytes(output->name(), output->datatype(), o["data"], bytes));
     }
     // Neither: an output written into a shared-memory region (its parameters say which).
   }

@@ -19,8 +19,7 @@ void AddSecurityFlags(CLI::App* app, SecurityFlags* flags) {
 
 Status ApplySecurityFlags(const SecurityFlags& flags, ClientOptions* options) {
   if (flags.ssl || !flags.ca.empty() || !flags.cert.empty() || !flags.key.empty()) {
-    Status s = ReadTlsFiles(flags.ca, flags.cert, flags.key, options);
-    if (!s.ok()) return s;
+    ES_RETURN_IF_ERROR(ReadTlsFiles(flags.ca, flags.cert, flags.key, options));
   }
   std::string token = flags.token;
   const char* from = "--token";

@@ -118,13 +118,12 @@ Result<std::unique_ptr<ShmInputs>> ShmInputs::Move(const Api& client, const std:
     offsets.push_back(total);
     total += request->raw_input_contents(i).size();
   }
-  auto region = ShmRegion::Create(ShmRegion::UniqueKey("es_client"), std::max<size_t>(total, 1));
-  if (!region.ok()) return region.status();
+  ES_ASSIGN_OR_RETURN(auto region, ShmRegion::Create(ShmRegion::UniqueKey("es_client"), std::max<size_t>(total, 1)));
   for (int i = 0; i < n; ++i) {
     const std::string& raw = request->raw_input_contents(i);
-    if (!raw.empty()) std::memcpy((*region)->data() + offsets[static_cast<size_t>(i)], raw.data(), raw.size());
+    if (!raw.empty()) std::memcpy(region->data() + offsets[static_cast<size_t>(i)], raw.data(), raw.size());
   }
-  const Status registered = client.RegisterSystemSharedMemory(name, (*region)->key(), 0, (*region)->size());
+  const Status registered = client.RegisterSystemSharedMemory(name, region->key(), 0, region->size());
   if (!registered.ok()) {
     return Status(registered.code(), "registering shared-memory region '" + name + "' over " + client.transport() +
                                          ": " + registered.message());
@@ -134,7 +133,7 @@ Result<std::unique_ptr<ShmInputs>> ShmInputs::Move(const Api& client, const std:
                      offsets[static_cast<size_t>(i)]);
   }
   request->clear_raw_input_contents();
-  return std::unique_ptr<ShmInputs>(new ShmInputs(&client, name, std::move(region).value()));
+  return std::unique_ptr<ShmInputs>(new ShmInputs(&client, name, std::move(region)));
 }
 
 ShmInputs::~ShmInputs() {

@@ -17,6 +17,8 @@
 #include <string>
 #include <utility>
 
+#include "common/status_macros.h"  // ES_RETURN_IF_ERROR, ES_ASSIGN_OR_RETURN work on Status and Result
+
 namespace es::client {
 
 class Status {

@@ -109,12 +109,10 @@ Status CheckOutputType(const RawOutput& raw, const char* expected_datatype, size
 
 template <typename T>
 Result<OutputView<T>> GetOutput(const inference::ModelInferResponse& response, const std::string& name) {
-  auto raw = GetRawOutput(response, name);
-  if (!raw.ok()) return raw.status();
-  Status s = CheckOutputType(*raw, DatatypeOf<T>(), alignof(T));
-  if (!s.ok()) return s;
-  const auto* data = reinterpret_cast<const T*>(raw->bytes.data());
-  return OutputView<T>{std::move(raw->shape), std::span<const T>(data, raw->bytes.size() / sizeof(T))};
+  ES_ASSIGN_OR_RETURN(RawOutput raw, GetRawOutput(response, name));
+  ES_RETURN_IF_ERROR(CheckOutputType(raw, DatatypeOf<T>(), alignof(T)));
+  const auto* data = reinterpret_cast<const T*>(raw.bytes.data());
+  return OutputView<T>{std::move(raw.shape), std::span<const T>(data, raw.bytes.size() / sizeof(T))};
 }
 
 // An owning copy of an output (works whatever the payload's alignment).
@@ -127,12 +125,10 @@ struct OutputTensor {
 template <typename T>
 Result<OutputTensor<T>> CopyOutput(const inference::ModelInferResponse& response, const std::string& name) {
   static_assert(!std::is_same_v<T, bool>, "std::vector<bool> has no storage to copy into: use GetOutput<bool>");
-  auto raw = GetRawOutput(response, name);
-  if (!raw.ok()) return raw.status();
-  Status s = CheckOutputType(*raw, DatatypeOf<T>(), 1);
-  if (!s.ok()) return s;
-  OutputTensor<T> out{std::move(raw->shape), std::vector<T>(raw->bytes.size() / sizeof(T))};
-  if (!raw->bytes.empty()) std::memcpy(out.values.data(), raw->bytes.data(), raw->bytes.size());
+  ES_ASSIGN_OR_RETURN(RawOutput raw, GetRawOutput(response, name));
+  ES_RETURN_IF_ERROR(CheckOutputType(raw, DatatypeOf<T>(), 1));
+  OutputTensor<T> out{std::move(raw.shape), std::vector<T>(raw.bytes.size() / sizeof(T))};
+  if (!raw.bytes.empty()) std::memcpy(out.values.data(), raw.bytes.data(), raw.bytes.size());
   return out;
 }
 

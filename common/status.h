@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include "common/status_macros.h"
+
 namespace es {
 
 enum class StatusCode : int {
@@ -106,23 +108,3 @@ class [[nodiscard]] StatusOr {
 };
 
 }  // namespace es
-
-// Returns early from the enclosing function with the status if it is an error.
-#define ES_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::es::Status es_status_ = (expr);       \
-    if (!es_status_.ok()) return es_status_; \
-  } while (0)
-
-#define ES_STATUS_CONCAT_INNER(a, b) a##b
-#define ES_STATUS_CONCAT(a, b) ES_STATUS_CONCAT_INNER(a, b)
-
-// ES_ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (a StatusOr); returns its
-// status from the enclosing function if it is an error, else moves its value
-// into `lhs` (a declaration such as `auto x` or an existing variable).
-#define ES_ASSIGN_OR_RETURN(lhs, expr) \
-  ES_ASSIGN_OR_RETURN_IMPL(ES_STATUS_CONCAT(es_status_or_, __LINE__), lhs, expr)
-#define ES_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                             \
-  if (!tmp.ok()) return tmp.status();            \
-  lhs = std::move(tmp).value()

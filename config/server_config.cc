@@ -100,19 +100,18 @@ StatusOr<std::vector<std::string>> RepositoryLadderRungs(const ServerConfig& con
 
 StatusOr<ModelConfig> LoadRepositoryModel(const ServerConfig& config, const std::string& name,
                                           const std::map<std::string, ModelConfig>& members) {
-  StatusOr<LoadedModel> model = ReadModelFolder(config, name);
-  if (!model.ok()) return model.status();
-  ES_RETURN_IF_ERROR(PlaceModel(config, &*model));
-  if (!model->config.is_ensemble()) return std::move(model->config);
+  ES_ASSIGN_OR_RETURN(LoadedModel model, ReadModelFolder(config, name));
+  ES_RETURN_IF_ERROR(PlaceModel(config, &model));
+  if (!model.config.is_ensemble()) return std::move(model.config);
   // The ensemble is checked against its members and rungs as they are served now.
   LoadedRepository repository;
   auto add = [&](const std::string& other) {
     if (auto it = members.find(other); it != members.end()) repository[other].config = it->second;
   };
-  for (const EnsembleMember& member : model->config.ensemble.members) add(member.model);
-  for (const OverloadRung& rung : model->config.overload.ladder) add(rung.model);
-  ES_RETURN_IF_ERROR(CheckOneEnsemble(&*model, repository));
-  return std::move(model->config);
+  for (const EnsembleMember& member : model.config.ensemble.members) add(member.model);
+  for (const OverloadRung& rung : model.config.overload.ladder) add(rung.model);
+  ES_RETURN_IF_ERROR(CheckOneEnsemble(&model, repository));
+  return std::move(model.config);
 }
 
 StatusOr<std::vector<std::string>> RepositoryModelNames(const std::string& repo_dir) {

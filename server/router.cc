@@ -29,7 +29,7 @@ constexpr std::chrono::milliseconds kHttpWriteGrace{1000};
 
 StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   std::unique_ptr<Router> router(new Router());
-  if (Status s = router->LoadConfig(options); !s.ok()) return s;
+  ES_RETURN_IF_ERROR(router->LoadConfig(options));
   // Before the hosts start: they inherit the router's level.
   spdlog::set_level(spdlog::level::from_str(options.log_level.value_or(router->config_.log_level)));
   // TLS files are checked before any host starts: a bad one fails at once.
@@ -39,7 +39,7 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   }
   // Ports too: a port in use is said in one line before the hosts spend
   // their start-up, not after it as a raw gRPC or civetweb log line.
-  if (Status s = router->CheckPorts(options); !s.ok()) return s;
+  ES_RETURN_IF_ERROR(router->CheckPorts(options));
   if (Status s = router->StartHosts(options); !s.ok()) {
     router->Shutdown();
     return s;
@@ -64,17 +64,13 @@ Router::~Router() { Shutdown(); }
 // The server config, the flags over it, and (except in explicit mode,
 // which loads model by model) the whole repository, checked.
 Status Router::LoadConfig(const RouterOptions& options) {
-  auto config = LoadServerConfig(options.config_path, /*with_repository=*/false);
-  if (!config.ok()) return config.status();
-  ModelControlMode mode = options.model_control_mode.value_or(config->model_control_mode);
+  ES_ASSIGN_OR_RETURN(config_, LoadServerConfig(options.config_path, /*with_repository=*/false));
+  const ModelControlMode mode = options.model_control_mode.value_or(config_.model_control_mode);
   if (mode != ModelControlMode::kExplicit) {
-    config = LoadServerConfig(options.config_path);
-    if (!config.ok()) return config.status();
+    ES_ASSIGN_OR_RETURN(config_, LoadServerConfig(options.config_path));
   }
-  config_ = std::move(config).value();
   config_.model_control_mode = mode;
-  ES_ASSIGN_OR_RETURN(auto auth, AuthPolicy::Load(config_.auth));
-  auth_ = std::move(auth);
+  ES_ASSIGN_OR_RETURN(auth_, AuthPolicy::Load(config_.auth));
   if (options.repository_poll_secs) config_.repository_poll_secs = *options.repository_poll_secs;
   repository_ = std::make_unique<ModelRepository>(&config_);
   // Models loaded while the server runs get their statistics and metrics
@@ -156,11 +152,10 @@ Status Router::StartMetrics(const RouterOptions& options) {
   std::vector<const HostSupervisor*> hosts;
   for (const auto& h : hosts_) hosts.push_back(h.get());
   host_metrics_ = std::make_shared<HostMetrics>(std::move(hosts));
-  auto endpoint =
+  ES_ASSIGN_OR_RETURN(
+      metrics_,
       MetricsEndpoint::Start(MetricsHost(options), options.metrics_port.value_or(config_.metrics_port),
-                             {request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())});
-  if (!endpoint.ok()) return endpoint.status();
-  metrics_ = std::move(endpoint).value();
+                             {request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())}));
   return Status::Ok();
 }
 
@@ -247,8 +242,7 @@ Status Router::StartGrpc(const RouterOptions& options) {
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) {
     // gRPC only logs why; ask the socket (taken since CheckPorts, most likely).
-    Status why = CheckCanListen(listen_address_, port, "gRPC");
-    if (!why.ok()) return why;
+    ES_RETURN_IF_ERROR(CheckCanListen(listen_address_, port, "gRPC"));
     return Status::Unavailable("cannot listen for gRPC on " + listen_address_ + ":" + std::to_string(port));
   }
   return Status::Ok();
@@ -276,12 +270,10 @@ Status Router::StartHttp(const RouterOptions& options) {
   // buffers (limits.grpc_memory_quota_bytes).
   http.memory_budget_bytes = static_cast<uint64_t>(std::max<int64_t>(limits.grpc_memory_quota_bytes, 0));
   http.tls = tls_ ? &*tls_ : nullptr;
-  auto server = HttpServer::Start(http, [routes = http_routes_.get()](std::shared_ptr<HttpRequest> request,
-                                                                     HttpRoutes::Reply reply) {
-    routes->Handle(std::move(request), std::move(reply));
-  });
-  if (!server.ok()) return server.status();
-  http_ = std::move(server).value();
+  ES_ASSIGN_OR_RETURN(http_, HttpServer::Start(http, [routes = http_routes_.get()](std::shared_ptr<HttpRequest> request,
+                                                                                  HttpRoutes::Reply reply) {
+                        routes->Handle(std::move(request), std::move(reply));
+                      }));
   if (tls_) spdlog::info("HTTP serves TLS (certificate {})", config_.tls.cert);
   return Status::Ok();
 }

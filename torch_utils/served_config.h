@@ -29,6 +29,8 @@ struct EnsembleEntry {
 };
 
 // An ensemble over `members`, combined by `combine` (mean, majority_vote).
+// The member list is written last, at the `ensemble:` mapping's indentation,
+// so a caller may append more keys of that mapping (a cascade's stages).
 std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<std::string>& members,
                                    const std::string& combine);
 std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<EnsembleEntry>& entries,

@@ -121,13 +121,12 @@ StatusOr<std::unique_ptr<EnsembleTrainer>> EnsembleTrainer::Create(
   std::unique_ptr<EnsembleTrainer> trainer(new EnsembleTrainer(config, total_steps, device));
   std::vector<at::Tensor> all;
   for (const MemberSpec& spec : config.members) {
-    StatusOr<torch::jit::Module> module = LoadMember(spec, device);
-    if (!module.ok()) return module.status();
-    for (const auto& named : module->named_parameters()) {
+    ES_ASSIGN_OR_RETURN(torch::jit::Module module, LoadMember(spec, device));
+    for (const auto& named : module.named_parameters()) {
       trainer->parameters_.push_back({spec.name + "/" + named.name, named.value});
       all.push_back(named.value);
     }
-    trainer->modules_.push_back(std::move(module).value());
+    trainer->modules_.push_back(std::move(module));
   }
   trainer->optimizer_ = MakeOptimizer(config.optim, all);
   const auto bucket_bytes = static_cast<int64_t>(config.distributed.bucket_mb * 1024 * 1024);

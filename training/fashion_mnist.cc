@@ -144,59 +144,55 @@ StatusOr<int64_t> CheckIdx(const std::string& path, const std::string& idx, uint
 }
 
 StatusOr<std::string> ReadIdxGz(const std::string& path) {
-  StatusOr<std::string> gz = ReadWholeFile(path);
-  if (!gz.ok()) return gz.status();
-  return Gunzip(path, *gz);
+  // Not ES_ASSIGN_OR_RETURN: GCC 12 then warns (wrongly) that the moved
+  // buffer may be uninitialized where Gunzip reads its first bytes.
+  const StatusOr<std::string> gz = ReadWholeFile(path);
+  return gz.ok() ? Gunzip(path, *gz) : gz.status();
 }
 
 StatusOr<at::Tensor> LoadImages(const std::string& path) {
-  StatusOr<std::string> idx = ReadIdxGz(path);
-  if (!idx.ok()) return idx.status();
-  if (idx->size() >= kImagesHeaderBytes && BigEndian32(*idx, 0) == kImagesMagic) {
-    const uint32_t rows = BigEndian32(*idx, 8);
-    const uint32_t cols = BigEndian32(*idx, 12);
+  ES_ASSIGN_OR_RETURN(std::string idx, ReadIdxGz(path));
+  if (idx.size() >= kImagesHeaderBytes && BigEndian32(idx, 0) == kImagesMagic) {
+    const uint32_t rows = BigEndian32(idx, 8);
+    const uint32_t cols = BigEndian32(idx, 12);
     if (rows != kImageSide || cols != kImageSide) {
       return FileError(StatusCode::kInvalidArgument, path,
                        "images are " + std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
     }
   }
-  StatusOr<int64_t> count = CheckIdx(path, *idx, kImagesMagic, kImagesHeaderBytes, "images", kPixelsPerImage);
-  if (!count.ok()) return count.status();
+  ES_ASSIGN_OR_RETURN(const int64_t count,
+                      CheckIdx(path, idx, kImagesMagic, kImagesHeaderBytes, "images", kPixelsPerImage));
   // from_blob only views the buffer; to() makes the owned float copy before the buffer goes.
-  void* pixels = idx->data() + kImagesHeaderBytes;
-  return at::from_blob(pixels, {*count, 1, kImageSide, kImageSide}, at::kByte).to(at::kFloat).div_(255.0);
+  void* pixels = idx.data() + kImagesHeaderBytes;
+  return at::from_blob(pixels, {count, 1, kImageSide, kImageSide}, at::kByte).to(at::kFloat).div_(255.0);
 }
 
 StatusOr<at::Tensor> LoadLabels(const std::string& path) {
-  StatusOr<std::string> idx = ReadIdxGz(path);
-  if (!idx.ok()) return idx.status();
-  StatusOr<int64_t> count = CheckIdx(path, *idx, kLabelsMagic, kLabelsHeaderBytes, "labels", 1);
-  if (!count.ok()) return count.status();
-  const auto* first = reinterpret_cast<const uint8_t*>(idx->data()) + kLabelsHeaderBytes;
-  const auto* last = first + *count;
+  ES_ASSIGN_OR_RETURN(std::string idx, ReadIdxGz(path));
+  ES_ASSIGN_OR_RETURN(const int64_t count, CheckIdx(path, idx, kLabelsMagic, kLabelsHeaderBytes, "labels", 1));
+  const auto* first = reinterpret_cast<const uint8_t*>(idx.data()) + kLabelsHeaderBytes;
+  const auto* last = first + count;
   const auto* bad = std::find_if(first, last, [](uint8_t label) { return label >= kNumClasses; });
   if (bad != last) {
     return FileError(
         StatusCode::kDataLoss, path,
         "label " + std::to_string(*bad) + " at index " + std::to_string(bad - first) + " is out of range [0, 10)");
   }
-  void* labels = idx->data() + kLabelsHeaderBytes;
-  return at::from_blob(labels, {*count}, at::kByte).to(at::kLong);
+  void* labels = idx.data() + kLabelsHeaderBytes;
+  return at::from_blob(labels, {count}, at::kByte).to(at::kLong);
 }
 
 StatusOr<Dataset> Load(const std::string& dir, DataSplit split) {
   const std::string images_path = JoinPath(dir, FashionMnistImagesFile(split));
   const std::string labels_path = JoinPath(dir, FashionMnistLabelsFile(split));
-  StatusOr<at::Tensor> images = LoadImages(images_path);
-  if (!images.ok()) return images.status();
-  StatusOr<at::Tensor> labels = LoadLabels(labels_path);
-  if (!labels.ok()) return labels.status();
-  if (images->size(0) != labels->size(0)) {
-    return Status::InvalidArgument("fashion-mnist: " + images_path + " has " + std::to_string(images->size(0)) +
-                                   " images but " + labels_path + " has " + std::to_string(labels->size(0)) +
+  ES_ASSIGN_OR_RETURN(at::Tensor images, LoadImages(images_path));
+  ES_ASSIGN_OR_RETURN(at::Tensor labels, LoadLabels(labels_path));
+  if (images.size(0) != labels.size(0)) {
+    return Status::InvalidArgument("fashion-mnist: " + images_path + " has " + std::to_string(images.size(0)) +
+                                   " images but " + labels_path + " has " + std::to_string(labels.size(0)) +
                                    " labels");
   }
-  return Dataset{std::move(*images), std::move(*labels)};
+  return Dataset{std::move(images), std::move(labels)};
 }
 
 }  // namespace

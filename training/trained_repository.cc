@@ -89,14 +89,11 @@ std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& va
   for (const std::vector<std::string>& stage : variant.stages) {
     members.insert(members.end(), stage.begin(), stage.end());
   }
-  std::string yaml = ClassifierEnsembleYaml(max_batch_size, members, "cascade");
-  // The cascade's keys go right under `combine:` (the one shared writer of
-  // the tensors and the member list stays the only one).
-  const std::string combine = "  combine: cascade\n";
-  const size_t at = yaml.find(combine);
-  if (at == std::string::npos) throw std::runtime_error("ClassifierEnsembleYaml wrote no '  combine: cascade' line");
-  yaml.insert(at + combine.size(), "  exit_threshold: " + Threshold(variant.exit_threshold) +
-                                       "\n  stages: " + StagesText(variant.stages) + "\n");
+  // The cascade's keys continue the `ensemble:` mapping after the member
+  // list, the last thing the shared writer of ensembles writes.
+  const std::string yaml = ClassifierEnsembleYaml(max_batch_size, members, "cascade") +
+                           "  exit_threshold: " + Threshold(variant.exit_threshold) +
+                           "\n  stages: " + StagesText(variant.stages) + "\n";
   return "# Written by ensemble-train: the cascade variant of the ensemble beside it. Members\n"
          "# cheapest first (forward time per row on the test set); exit_threshold is the\n"
          "# smallest of the sweep whose test accuracy was within 0.1 points of the full\n"

@@ -117,22 +117,22 @@ nlohmann::json ResponseParameters(const inference::ModelInferResponse& response)
 }
 
 // One answer as JSON: model, version, id, its parameters and each output's values.
-es::client::Status AnswerJson(const inference::ModelInferResponse& response, nlohmann::json* j) {
-  (*j)["model_name"] = response.model_name();
-  (*j)["model_version"] = response.model_version();
-  (*j)["id"] = response.id();
-  (*j)["parameters"] = ResponseParameters(response);
-  (*j)["outputs"] = nlohmann::json::array();
+es::client::Result<nlohmann::json> AnswerJson(const inference::ModelInferResponse& response) {
+  nlohmann::json j;
+  j["model_name"] = response.model_name();
+  j["model_version"] = response.model_version();
+  j["id"] = response.id();
+  j["parameters"] = ResponseParameters(response);
+  j["outputs"] = nlohmann::json::array();
   for (const auto& name : es::client::OutputNames(response)) {
-    auto raw = es::client::GetRawOutput(response, name);
-    if (!raw.ok()) return raw.status();
-    const std::string bytes(raw->bytes);
-    const size_t count = bytes.size() / std::max<size_t>(1, es::client::DatatypeSize(raw->datatype));
+    ES_ASSIGN_OR_RETURN(const es::client::RawOutput raw, es::client::GetRawOutput(response, name));
+    const std::string bytes(raw.bytes);
+    const size_t count = bytes.size() / std::max<size_t>(1, es::client::DatatypeSize(raw.datatype));
     std::vector<double> data(count);
-    for (size_t i = 0; i < count; ++i) data[i] = ElementAsDouble(raw->datatype, bytes, i);
-    (*j)["outputs"].push_back({{"name", name}, {"datatype", raw->datatype}, {"shape", raw->shape}, {"data", data}});
+    for (size_t i = 0; i < count; ++i) data[i] = ElementAsDouble(raw.datatype, bytes, i);
+    j["outputs"].push_back({{"name", name}, {"datatype", raw.datatype}, {"shape", raw.shape}, {"data", data}});
   }
-  return es::client::Status();
+  return j;
 }
 
 // One answer as text: the model, the request's inputs, each output.
@@ -150,9 +150,8 @@ es::client::Status PrintAnswer(const inference::ModelInferRequest& request, cons
     out << "\n";
   }
   for (const auto& name : es::client::OutputNames(response)) {
-    auto raw = es::client::GetRawOutput(response, name);
-    if (!raw.ok()) return raw.status();
-    PrintOutput(*raw, top_k, out);
+    ES_ASSIGN_OR_RETURN(const es::client::RawOutput raw, es::client::GetRawOutput(response, name));
+    PrintOutput(raw, top_k, out);
   }
   return es::client::Status();
 }
@@ -214,9 +213,9 @@ int InferStreaming(const es::client::Client& client, const InferArgs& args, infe
       continue;
     }
     if (json) {
-      nlohmann::json j;
-      if (es::client::Status s = AnswerJson(response, &j); !s.ok()) return Failed(s);
-      answers.push_back(std::move(j));
+      es::client::Result<nlohmann::json> j = AnswerJson(response);
+      if (!j.ok()) return Failed(j.status());
+      answers.push_back(std::move(j).value());
       continue;
     }
     if (repeat > 1 || !response.id().empty()) out << "answer id " << response.id() << ": ";
@@ -423,9 +422,9 @@ int Infer(const es::client::Api& client, const InferArgs& args, bool json, std::
   }
   if (!response.ok()) return Failed(response.status(), args.model);
   if (json) {
-    nlohmann::json j;
-    if (es::client::Status s = AnswerJson(*response, &j); !s.ok()) return Failed(s);
-    out << j.dump(2) << "\n";
+    es::client::Result<nlohmann::json> j = AnswerJson(*response);
+    if (!j.ok()) return Failed(j.status());
+    out << j->dump(2) << "\n";
     return kExitOk;
   }
   if (es::client::Status s = PrintAnswer(request, *response, args.top_k, out); !s.ok()) return Failed(s);

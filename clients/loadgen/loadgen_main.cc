@@ -40,13 +40,12 @@ int ReportRun(const Options& o, const es::loadgen::Report& report, es::loadgen::
   console.ClearProgress();
   if (!o.quiet) std::cout << es::loadgen::Summary(report) << std::flush;
   int exit_code = 0;
-  std::string error;
   const std::pair<const std::string*, std::string (*)(const es::loadgen::Report&)> files[] = {
       {&o.csv, es::loadgen::CsvText}, {&o.json, es::loadgen::JsonText}, {&o.svg, es::loadgen::SvgText}};
   for (const auto& [path, render] : files) {
     if (path->empty()) continue;
-    if (!es::loadgen::WriteFile(*path, render(report), &error)) {
-      exit_code = Fail("cannot write " + error);
+    if (es::Status written = es::loadgen::WriteFile(*path, render(report)); !written.ok()) {
+      exit_code = Fail("cannot write " + written.message());
     } else if (!o.quiet) {
       std::cout << "wrote " << *path << "\n";
     }

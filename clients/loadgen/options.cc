@@ -43,12 +43,9 @@ constexpr const char* kDescription =
 
 }  // namespace
 
-std::optional<std::vector<double>> ParseSweep(const std::string& spec, std::string* error) {
+es::StatusOr<std::vector<double>> ParseSweep(const std::string& spec) {
   std::vector<double> values;
-  auto bad = [&](const std::string& why) {
-    *error = "'" + spec + "': " + why;
-    return std::nullopt;
-  };
+  auto bad = [&](const std::string& why) { return es::Status::InvalidArgument("'" + spec + "': " + why); };
   if (spec.find(':') != std::string::npos) {
     auto parts = Split(spec, ':');
     if (parts.size() != 3 || parts[2].size() < 2) return bad("expected LO:HI:xFACTOR or LO:HI:+STEP");
@@ -80,19 +77,16 @@ std::optional<std::vector<double>> ParseSweep(const std::string& spec, std::stri
   return values;
 }
 
-std::optional<std::pair<std::string, std::vector<int64_t>>> ParseShape(const std::string& spec,
-                                                                       std::string* error) {
+es::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShape(const std::string& spec) {
   const auto colon = spec.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size()) {
-    *error = "'" + spec + "': expected NAME:D1,D2,...";
-    return std::nullopt;
+    return es::Status::InvalidArgument("'" + spec + "': expected NAME:D1,D2,...");
   }
   std::vector<int64_t> dims;
   for (const auto& part : Split(spec.substr(colon + 1), ',')) {
     double v = 0;
     if (!ParseNumber(part, &v) || v < 0 || v != std::floor(v)) {
-      *error = "'" + spec + "': dims are integers >= 0";
-      return std::nullopt;
+      return es::Status::InvalidArgument("'" + spec + "': dims are integers >= 0");
     }
     dims.push_back(static_cast<int64_t>(v));
   }
@@ -185,22 +179,21 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
     std::fprintf(stderr, "ensemble-loadgen: %s (see --help)\n", what.c_str());
     return ParseOutcome::kUsageError;
   };
-  std::string error;
   if (!rate.empty()) {
-    auto values = ParseSweep(rate, &error);
-    if (!values) return usage("--rate " + error);
+    auto values = ParseSweep(rate);
+    if (!values.ok()) return usage("--rate " + values.status().message());
     o->rates = *values;
   } else {
-    auto values = ParseSweep(concurrency.empty() ? "1:16:x2" : concurrency, &error);
-    if (!values) return usage("--concurrency " + error);
+    auto values = ParseSweep(concurrency.empty() ? "1:16:x2" : concurrency);
+    if (!values.ok()) return usage("--concurrency " + values.status().message());
     for (double v : *values) {
       if (v != std::floor(v) || v > 100000) return usage("--concurrency: whole numbers up to 100000");
       o->concurrency.push_back(static_cast<int>(v));
     }
   }
   for (const auto& s : shapes) {
-    auto shape = ParseShape(s, &error);
-    if (!shape) return usage("--shape " + error);
+    auto shape = ParseShape(s);
+    if (!shape.ok()) return usage("--shape " + shape.status().message());
     o->shapes[shape->first] = shape->second;
   }
   if (es::client::Status s = es::client::ApplySecurityFlags(security, &o->client); !s.ok()) return usage(s.message());
@@ -225,7 +218,10 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* o) {
   for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--csv", &o->csv},
                                    {"--json", &o->json},
                                    {"--svg", &o->svg}}) {
-    if (!path->empty() && !CheckWritable(*path, &error)) return usage(std::string(flag) + " " + error);
+    if (path->empty()) continue;
+    if (es::Status writable = CheckWritable(*path); !writable.ok()) {
+      return usage(std::string(flag) + " " + writable.message());
+    }
   }
   if (o->channels == 0) {
     int largest = o->concurrency.empty() ? 4 : 1;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clients/client.h"
+#include "common/status.h"
 
 namespace es::loadgen {
 
@@ -87,12 +88,11 @@ enum class ParseOutcome { kOk, kHelp, kUsageError };
 ParseOutcome ParseArgs(int argc, char** argv, Options* options);
 
 // "8" -> {8}; "1:64:x2" -> 1,2,4,...,64; "10:50:+10" -> 10,20,...,50;
-// "1,2,8" -> as listed. Values must be > 0 and the range increasing; nullopt
-// (and *error set) otherwise.
-std::optional<std::vector<double>> ParseSweep(const std::string& spec, std::string* error);
+// "1,2,8" -> as listed. Values must be > 0 and the range increasing; an
+// INVALID_ARGUMENT naming the spec and what is wrong otherwise.
+es::StatusOr<std::vector<double>> ParseSweep(const std::string& spec);
 
-// "input:1,28,28" -> {"input", {1, 28, 28}}.
-std::optional<std::pair<std::string, std::vector<int64_t>>> ParseShape(const std::string& spec,
-                                                                       std::string* error);
+// "input:1,28,28" -> {"input", {1, 28, 28}}; INVALID_ARGUMENT otherwise.
+es::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShape(const std::string& spec);
 
 }  // namespace es::loadgen

@@ -446,41 +446,34 @@ std::string SvgText(const Report& r) {
   return o.str();
 }
 
-bool CheckWritable(const std::string& path, std::string* error) {
+es::Status CheckWritable(const std::string& path) {
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      *error = path + ": " + std::strerror(errno);
-      return false;
-    }
+    if (!out) return es::Status::Internal(path + ": " + std::strerror(errno));
   }
   std::remove(tmp.c_str());
-  return true;
+  return es::Status::Ok();
 }
 
-bool WriteFile(const std::string& path, const std::string& text, std::string* error) {
+es::Status WriteFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      *error = path + ": " + std::strerror(errno);
-      return false;
-    }
+    if (!out) return es::Status::Internal(path + ": " + std::strerror(errno));
     out << text;
     out.flush();
     if (!out) {
-      *error = path + ": write failed";
       std::remove(tmp.c_str());
-      return false;
+      return es::Status::Internal(path + ": write failed");
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = path + ": " + std::strerror(errno);
+    const int saved = errno;
     std::remove(tmp.c_str());
-    return false;
+    return es::Status::Internal(path + ": " + std::strerror(saved));
   }
-  return true;
+  return es::Status::Ok();
 }
 
 }  // namespace es::loadgen

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clients/loadgen/measure.h"
+#include "common/status.h"
 
 namespace es::loadgen {
 
@@ -68,9 +69,11 @@ std::string CsvText(const Report& report);
 std::string JsonText(const Report& report);
 std::string SvgText(const Report& report);
 
-bool WriteFile(const std::string& path, const std::string& text, std::string* error);
+// Writes `text` to `path` through a temp file renamed over it; an error
+// "FILE: reason" (code INTERNAL) when it cannot.
+es::Status WriteFile(const std::string& path, const std::string& text);
 // Whether WriteFile(path) can succeed: creates and removes the temp file it
-// would use. False with *error ("FILE: reason") otherwise.
-bool CheckWritable(const std::string& path, std::string* error);
+// would use. An error "FILE: reason" (code INTERNAL) otherwise.
+es::Status CheckWritable(const std::string& path);
 
 }  // namespace es::loadgen

@@ -128,7 +128,7 @@ Status DecodeInput(const json& in, size_t index, InputData* data, std::string_vi
     dims.push_back(d.get<int64_t>());
     tensor->add_shape(dims.back());
   }
-  if (Status s = CheckObject(in, "parameters", where); !s.ok()) return s;
+  ES_RETURN_IF_ERROR(CheckObject(in, "parameters", where));
   std::optional<uint64_t> binary_size;
   bool shared_memory = false;
   if (const auto params = in.find("parameters"); params != in.end()) {
@@ -209,13 +209,13 @@ Status DecodeOutput(const json& o, size_t index, inference::ModelInferRequest* o
   where = "output " + Quote(name->get<std::string>()) + ": ";
   auto* tensor = out->add_outputs();
   tensor->set_name(name->get<std::string>());
-  if (Status s = CheckObject(o, "parameters", where); !s.ok()) return s;
+  ES_RETURN_IF_ERROR(CheckObject(o, "parameters", where));
   const auto params = o.find("parameters");
   if (params == o.end()) return Status::Ok();
   for (const auto& [key, value] : params->items()) {
     if (key == "binary_data") {
       bool binary = false;
-      if (Status s = BoolParam(*params, "binary_data", where, &binary); !s.ok()) return s;
+      ES_RETURN_IF_ERROR(BoolParam(*params, "binary_data", where, &binary));
       plan->binary[tensor->name()] = binary;
       continue;
     }
@@ -336,11 +336,11 @@ Status DecodeHttpInferRequest(std::string_view body, std::optional<uint64_t> hea
       return Status::InvalidArgument("\"id\" is " + std::string(JsonKind(*id)) + ", expected a string");
     out->set_id(id->get<std::string>());
   }
-  if (Status s = CheckObject(request, "parameters", ""); !s.ok()) return s;
+  ES_RETURN_IF_ERROR(CheckObject(request, "parameters", ""));
   if (const auto params = request.find("parameters"); params != request.end()) {
     for (const auto& [key, value] : params->items()) {
       if (key == "binary_data_output") {
-        if (Status s = BoolParam(*params, "binary_data_output", "", &plan->all_binary); !s.ok()) return s;
+        ES_RETURN_IF_ERROR(BoolParam(*params, "binary_data_output", "", &plan->all_binary));
         continue;
       }
       if (Status s = ToParameter(value, "parameter " + Quote(key) + " ", &(*out->mutable_parameters())[key]); !s.ok()) {
@@ -356,7 +356,7 @@ Status DecodeHttpInferRequest(std::string_view body, std::optional<uint64_t> hea
   std::vector<InputData>& data = sax.inputs();
   for (const json& in : *inputs) {
     InputData* kept = index < data.size() ? &data[index] : nullptr;
-    if (Status s = DecodeInput(in, index++, kept, &binary, out); !s.ok()) return s;
+    ES_RETURN_IF_ERROR(DecodeInput(in, index++, kept, &binary, out));
   }
   if (!binary.empty()) {
     return Status::InvalidArgument(std::to_string(binary.size()) +
@@ -368,7 +368,7 @@ Status DecodeHttpInferRequest(std::string_view body, std::optional<uint64_t> hea
     }
     index = 0;
     for (const json& o : *outputs) {
-      if (Status s = DecodeOutput(o, index++, out, plan); !s.ok()) return s;
+      ES_RETURN_IF_ERROR(DecodeOutput(o, index++, out, plan));
     }
   }
   return Status::Ok();
@@ -405,9 +405,7 @@ StatusOr<HttpInferBody> EncodeHttpInferResponse(const inference::ModelInferRespo
         binary += bytes;
         any_binary = true;
       } else {
-        StatusOr<json> data = OutputData(t.name(), t.datatype(), bytes);
-        if (!data.ok()) return data.status();
-        o["data"] = std::move(data).value();
+        ES_ASSIGN_OR_RETURN(o["data"], OutputData(t.name(), t.datatype(), bytes));
       }
     }
     if (!params.empty()) o["parameters"] = std::move(params);

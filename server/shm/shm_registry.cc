@@ -263,9 +263,8 @@ StatusOr<std::string> SharedMemoryRegistry::Read(const std::string& name, uint64
 StatusOr<std::shared_ptr<SharedMemoryRegistry::Region>> SharedMemoryRegistry::Open(const std::string& name,
                                                                                    uint64_t offset,
                                                                                    uint64_t capacity) const {
-  StatusOr<std::shared_ptr<Region>> found = Find(name);
-  if (!found.ok()) return found.status();
-  const Region& region = **found;
+  ES_ASSIGN_OR_RETURN(std::shared_ptr<Region> found, Find(name));
+  const Region& region = *found;
   if (!RangeInside(offset, capacity, 0, region.byte_size)) {
     return OutsideRegion(name, region.byte_size, offset, capacity);
   }

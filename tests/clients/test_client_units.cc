@@ -95,21 +95,24 @@ namespace es::loadgen {
 namespace {
 
 TEST(LoadgenOptions, SweepSyntax) {
-  std::string error;
-  EXPECT_EQ(ParseSweep("8", &error), (std::vector<double>{8}));
-  EXPECT_EQ(ParseSweep("1:64:x2", &error), (std::vector<double>{1, 2, 4, 8, 16, 32, 64}));
-  EXPECT_EQ(ParseSweep("1:10:x3", &error), (std::vector<double>{1, 3, 9}));
-  EXPECT_EQ(ParseSweep("8:32:+8", &error), (std::vector<double>{8, 16, 24, 32}));
-  EXPECT_EQ(ParseSweep("1,2,7", &error), (std::vector<double>{1, 2, 7}));
+  EXPECT_EQ(ParseSweep("8").value(), (std::vector<double>{8}));
+  EXPECT_EQ(ParseSweep("1:64:x2").value(), (std::vector<double>{1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(ParseSweep("1:10:x3").value(), (std::vector<double>{1, 3, 9}));
+  EXPECT_EQ(ParseSweep("8:32:+8").value(), (std::vector<double>{8, 16, 24, 32}));
+  EXPECT_EQ(ParseSweep("1,2,7").value(), (std::vector<double>{1, 2, 7}));
   for (const char* bad : {"", "0", "-1", "4:1:x2", "1:8:x1", "1:8", "1:8:y2", "a", "1,,2", "0:4:x2"}) {
-    EXPECT_FALSE(ParseSweep(bad, &error).has_value()) << bad;
+    const auto refused = ParseSweep(bad);
+    EXPECT_EQ(refused.status().code(), es::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find(std::string("'") + bad + "'"), std::string::npos)
+        << refused.status().message();
   }
-  auto shape = ParseShape("input:1,28,28", &error);
-  ASSERT_TRUE(shape.has_value()) << error;
+  EXPECT_NE(ParseSweep("1:8:x1").status().message().find("factor must be > 1"), std::string::npos);
+  auto shape = ParseShape("input:1,28,28");
+  ASSERT_TRUE(shape.ok()) << shape.status().ToString();
   EXPECT_EQ(shape->first, "input");
   EXPECT_EQ(shape->second, (std::vector<int64_t>{1, 28, 28}));
-  EXPECT_FALSE(ParseShape("input", &error).has_value());
-  EXPECT_FALSE(ParseShape("input:1,x", &error).has_value());
+  EXPECT_EQ(ParseShape("input").status().code(), es::StatusCode::kInvalidArgument);
+  EXPECT_NE(ParseShape("input:1,x").status().message().find("dims are integers"), std::string::npos);
 }
 
 TEST(LoadgenStats, NearestRankPercentiles) {

@@ -17,9 +17,8 @@ class VersionPolicyTest : public ConfigTest {
   }
   StatusOr<std::vector<int64_t>> Served(const std::string& policy) {
     WriteModel("mlp", kMlpYaml + policy);
-    StatusOr<std::map<std::string, ModelConfig>> models = LoadRepository(tree_.Path("repo"));
-    if (!models.ok()) return models.status();
-    return models->at("mlp").ServedVersions();
+    ES_ASSIGN_OR_RETURN(const auto models, LoadRepository(tree_.Path("repo")));
+    return models.at("mlp").ServedVersions();
   }
 };
 

@@ -7,13 +7,10 @@ namespace es::training_test {
 StatusOr<std::map<std::string, ServedEnsemble>> LoadServedEnsembles(const std::string& path, bool server_yaml) {
   std::map<std::string, ModelConfig> models;
   if (server_yaml) {
-    StatusOr<ServerConfig> server = LoadServerConfig(path);
-    if (!server.ok()) return server.status();
-    models = server->models;
+    ES_ASSIGN_OR_RETURN(ServerConfig server, LoadServerConfig(path));
+    models = std::move(server.models);
   } else {
-    StatusOr<std::map<std::string, ModelConfig>> repo = LoadRepository(path);
-    if (!repo.ok()) return repo.status();
-    models = std::move(repo).value();
+    ES_ASSIGN_OR_RETURN(models, LoadRepository(path));
   }
   std::map<std::string, ServedEnsemble> out;
   for (const auto& [name, model] : models) {
