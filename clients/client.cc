@@ -5,6 +5,8 @@
 #include <fstream>
 #include <utility>
 
+#include "common/errno_text.h"
+
 namespace es::client {
 namespace {
 
@@ -91,7 +93,7 @@ Status ReadTlsFiles(const std::string& ca_file, const std::string& cert_file, co
     if (path->empty()) continue;
     std::ifstream in(*path, std::ios::binary);
     if (!in) {
-      return Status(grpc::StatusCode::INVALID_ARGUMENT, "cannot open '" + *path + "': " + std::strerror(errno));
+      return Status(grpc::StatusCode::INVALID_ARGUMENT, "cannot open '" + *path + "': " + es::ErrnoText(errno));
     }
     std::string text(static_cast<size_t>(kMaxBytes) + 1, '\0');
     in.read(text.data(), kMaxBytes + 1);

@@ -12,13 +12,15 @@
 #include <cstring>
 #include <vector>
 
+#include "common/errno_text.h"
+
 namespace es::client {
 namespace {
 
 std::string Errno(const std::string& what) {
   std::string m = what;
   m += ": ";
-  m += std::strerror(errno);
+  m += es::ErrnoText(errno);
   return m;
 }
 

@@ -12,6 +12,8 @@
 #include <climits>
 #include <cstring>
 
+#include "common/errno_text.h"
+
 extern char** environ;
 
 namespace es {
@@ -72,7 +74,7 @@ StatusOr<pid_t> Spawn(const LaunchSpec& spec) {
 
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) return Status::Internal(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) return Status::Internal(std::string("fork: ") + es::ErrnoText(errno));
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the parent died before prctl took effect

@@ -15,6 +15,8 @@
 #include <string>
 #include <system_error>
 
+#include "common/errno_text.h"
+
 namespace es {
 namespace fs = std::filesystem;
 namespace {
@@ -274,7 +276,7 @@ Status ResolveReadableFile(const yaml::Field& map, std::string_view key, std::st
   }
   if (!fs::is_regular_file(path, ec)) return yaml::Error(field, "'" + shown + "' is not a regular file");
   if (::access(shown.c_str(), R_OK) != 0) {
-    return yaml::Error(field, "file '" + shown + "' is not readable: " + std::strerror(errno));
+    return yaml::Error(field, "file '" + shown + "' is not readable: " + es::ErrnoText(errno));
   }
   *path_out = shown;
   return Status::Ok();

@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "common/errno_text.h"
+
 namespace es::ipc {
 namespace {
 
@@ -22,7 +24,7 @@ uint64_t RoundUpPow2(uint64_t v) {
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string Errno(const char* what) { return std::string(what) + ": " + es::ErrnoText(errno); }
 
 // Both sides compute the same layout from the same sizes.
 struct Layout {

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/errno_text.h"
+
 namespace es {
 
 Status CheckCanListen(const std::string& address, int port, const std::string& what) {
@@ -38,7 +40,7 @@ Status CheckCanListen(const std::string& address, int port, const std::string& w
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
       const int err = errno;
-      std::string why = err == EADDRINUSE ? "address already in use" : std::strerror(err);
+      std::string why = err == EADDRINUSE ? "address already in use" : es::ErrnoText(err);
       if (err == EACCES) why += " (ports below 1024 need privileges)";
       result = Status::Unavailable(prefix + why);
     }

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/errno_text.h"
+
 namespace es {
 
 CpuFeatures DetectCpuFeatures() {
@@ -65,7 +67,7 @@ void UseTheCpusBlasKernels(char** argv) {
   const char* base = std::strrchr(self, '/');
   if (std::strncmp(base != nullptr ? base + 1 : self, "ld-", 3) == 0) return;
   execv(self, argv);
-  std::fprintf(stderr, "note: could not run again (%s); going on with the generic kernels\n", std::strerror(errno));
+  std::fprintf(stderr, "note: could not run again (%s); going on with the generic kernels\n", es::ErrnoText(errno).c_str());
 }
 
 int LimitBlasThreads(int threads) {

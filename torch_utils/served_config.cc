@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/errno_text.h"
+
 namespace es {
 namespace {
 
@@ -29,7 +31,7 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 // The system's reason for the last failed stream operation (the streams
 // set errno on the way; 0 when they failed for a reason of their own).
-std::string LastErrorText() { return errno != 0 ? std::strerror(errno) : "unknown error"; }
+std::string LastErrorText() { return errno != 0 ? ErrnoText(errno) : "unknown error"; }
 
 }  // namespace
 

@@ -13,6 +13,8 @@
 #include <iterator>
 #include <system_error>
 
+#include "common/errno_text.h"
+
 namespace es {
 namespace {
 
@@ -26,11 +28,11 @@ constexpr const char* kTimeMeta[] = {"meta/train_seconds", "meta/step_seconds_su
 // must not publish a file whose bytes are still only in the page cache.
 Status SyncFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Internal("cannot open " + path + " to fsync it: " + std::strerror(errno));
+  if (fd < 0) return Status::Internal("cannot open " + path + " to fsync it: " + es::ErrnoText(errno));
   const int rc = ::fsync(fd);
   const int fsync_errno = errno;
   ::close(fd);
-  if (rc != 0) return Status::Internal("fsync " + path + ": " + std::strerror(fsync_errno));
+  if (rc != 0) return Status::Internal("fsync " + path + ": " + es::ErrnoText(fsync_errno));
   return Status::Ok();
 }
 

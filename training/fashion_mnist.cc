@@ -11,8 +11,8 @@
 #include <exception>
 #include <new>
 #include <string>
-#include <system_error>
 
+#include "common/errno_text.h"
 #include "torch_utils/torch_convert.h"
 
 namespace es {
@@ -36,9 +36,6 @@ std::string Hex32(uint32_t v) {
   std::snprintf(buf, sizeof buf, "0x%08x", v);
   return buf;
 }
-
-// strerror() is not thread-safe; error_code's message() is.
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;

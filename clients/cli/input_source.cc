@@ -10,6 +10,7 @@
 
 #include "clients/tensor.h"
 #include "common/checked_math.h"
+#include "common/errno_text.h"
 
 namespace es::cli {
 namespace {
@@ -28,7 +29,7 @@ es::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;
-    return FileError(err, path + ": " + std::strerror(err));
+    return FileError(err, path + ": " + es::ErrnoText(err));
   }
   std::ostringstream s;
   s << in.rdbuf();

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/errno_text.h"
+
 namespace es::loadgen {
 namespace {
 
@@ -450,7 +452,7 @@ es::Status CheckWritable(const std::string& path) {
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return es::Status::Internal(path + ": " + std::strerror(errno));
+    if (!out) return es::Status::Internal(path + ": " + es::ErrnoText(errno));
   }
   std::remove(tmp.c_str());
   return es::Status::Ok();
@@ -460,7 +462,7 @@ es::Status WriteFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return es::Status::Internal(path + ": " + std::strerror(errno));
+    if (!out) return es::Status::Internal(path + ": " + es::ErrnoText(errno));
     out << text;
     out.flush();
     if (!out) {
@@ -471,7 +473,7 @@ es::Status WriteFile(const std::string& path, const std::string& text) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());
-    return es::Status::Internal(path + ": " + std::strerror(saved));
+    return es::Status::Internal(path + ": " + es::ErrnoText(saved));
   }
   return es::Status::Ok();
 }

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/errno_text.h"
+
 namespace es {
 namespace {
 
@@ -27,7 +29,7 @@ void WriteAll(int fd, const char* data, size_t size) {
 
 StatusOr<std::unique_ptr<StderrTail>> StderrTail::Create() {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal(std::string("pipe2: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal(std::string("pipe2: ") + es::ErrnoText(errno));
   return std::unique_ptr<StderrTail>(new StderrTail(fds[0], fds[1]));
 }
 

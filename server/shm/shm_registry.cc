@@ -7,10 +7,10 @@
 
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <utility>
 
 #include "common/checked_math.h"
+#include "common/errno_text.h"
 
 namespace es {
 
@@ -39,12 +39,6 @@ class SharedMemoryRegistry::Region {
 namespace {
 
 constexpr size_t kMaxNameBytes = 256;
-
-std::string ErrnoText(int err) {
-  char buf[256];
-  // GNU strerror_r: returns the message (in buf or a static string).
-  return strerror_r(err, buf, sizeof(buf));
-}
 
 std::string Quoted(const std::string& s) {
   std::string out = "'";
