@@ -15,7 +15,7 @@ PACKAGES=(
   dataset-fashion-mnist prometheus
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch python3-yaml
   dpkg-dev debootstrap curl                       # scripts/package.sh (dpkg-shlibdeps), scripts/package-test.sh
-  iproute2                                        # tests/training/test_multi_machine.cc: ip netns, veth
+  iproute2                                        # tests/training/integration/test_multi_machine.cc: ip netns, veth
 )
 
 # tests/deploy validates the container and Kubernetes files with

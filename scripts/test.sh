@@ -40,7 +40,7 @@ phase_done clang-tidy
 # ES_SKIP_SANITIZERS=1.
 #  - ASan+UBSan: common/ (with the annotated mutex), the shared-memory channel
 #    and the router's unit tests.
-#  - TSan: the same plus the metrics unit tests, and one integration slice:
+#  - TSan: the same, and one integration slice:
 #    the TSan-built ensemble-server with the lying host (tests/fault) under
 #    six concurrent clients (it_test_isolation, IsolationTest.*).
 # The unit tests are every test registered in tests/common, tests/ipc and
@@ -76,14 +76,13 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
   # test) would otherwise show only as a test that failed for another reason.
   # tests/tsan.supp covers races inside Debian's uninstrumented gRPC,
   # protobuf and Abseil only (each entry says why); never our own code.
-  sanitizer_build build-tsan ES_ENABLE_TSAN test_common test_ipc tests/server/all test_metrics_units it_test_isolation
+  sanitizer_build build-tsan ES_ENABLE_TSAN test_common test_ipc tests/server/all it_test_isolation
   tsan_logs=$(mktemp -d /tmp/es-tsan.XXXXXX)
   tsan_failed=0
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp log_path=$tsan_logs/report"
   sanitizer_ctest build-tsan/tests/common || tsan_failed=1
   sanitizer_ctest build-tsan/tests/ipc || tsan_failed=1
   sanitizer_ctest build-tsan/tests/server || tsan_failed=1
-  sanitizer_ctest build-tsan/tests/metrics -R '^metrics_units$' || tsan_failed=1
   # Torch-free build: registered with --gtest_filter=IsolationTest.*.
   sanitizer_ctest build-tsan/tests/integration -R '^integration_test_isolation$' || tsan_failed=1
   unset TSAN_OPTIONS

@@ -32,7 +32,7 @@
 #include "tests/common/temp_dir.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
-#include "tests/metrics/metrics_support.h"
+#include "tests/integration/metrics/metrics_support.h"
 
 namespace es::it {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
-#include "tests/metrics/metrics_support.h"
+#include "tests/integration/metrics/metrics_support.h"
 
 #ifndef ES_LYING_HOST_BIN
 #error "ES_LYING_HOST_BIN must be defined"

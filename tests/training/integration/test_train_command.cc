@@ -28,8 +28,8 @@
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
-#include "tests/metrics/metrics_support.h"
-#include "tests/training/background_process.h"
+#include "tests/integration/metrics/metrics_support.h"
+#include "tests/training/integration/background_process.h"
 #include "training/dataset.h"
 #include "training/fashion_mnist.h"
 

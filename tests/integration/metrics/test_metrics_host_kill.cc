@@ -16,7 +16,7 @@
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
-#include "tests/metrics/metrics_support.h"
+#include "tests/integration/metrics/metrics_support.h"
 
 namespace es::metrics_test {
 namespace {

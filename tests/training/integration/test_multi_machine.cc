@@ -35,7 +35,7 @@
 #include <thread>
 
 #include "tests/common/temp_dir.h"
-#include "tests/training/background_process.h"
+#include "tests/training/integration/background_process.h"
 #include "tests/training/training_test_util.h"
 
 namespace es::training_test {

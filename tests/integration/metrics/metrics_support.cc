@@ -1,4 +1,4 @@
-#include "tests/metrics/metrics_support.h"
+#include "tests/integration/metrics/metrics_support.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

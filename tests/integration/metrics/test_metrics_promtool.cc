@@ -9,7 +9,7 @@
 
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
-#include "tests/metrics/metrics_support.h"
+#include "tests/integration/metrics/metrics_support.h"
 
 #ifndef ES_PROMTOOL_BIN
 #error "ES_PROMTOOL_BIN must be defined (path of promtool)"

@@ -82,7 +82,7 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
     sys.path.insert(0, args.stubs)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "clients", "python"))
     from proto import grpc_service_pb2 as pb, grpc_service_pb2_grpc as pb_grpc  # noqa: E402
     from kserve_client import fashion_mnist_test  # noqa: E402  (the example client's reader)
 
