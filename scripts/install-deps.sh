@@ -18,6 +18,14 @@ PACKAGES=(
   iproute2                                        # tests/training/integration/test_multi_machine.cc: ip netns, veth
 )
 
+# scripts/container-test.sh runs the image, the Kubernetes manifests and
+# compose with rootful podman (runc: crun refuses hybrid cgroups; the CNI
+# plugins and iptables publish ports). Not inside a container (the image's
+# build stage runs this script too), where podman would not run.
+if [ ! -e /run/.containerenv ] && [ ! -e /.dockerenv ]; then
+  PACKAGES+=(podman runc podman-compose containernetworking-plugins iptables catatonit)
+fi
+
 # tests/deploy validates the container and Kubernetes files with
 # node and npm. A machine that already has them (NodeSource's nodejs, which
 # bundles npm and conflicts with Debian's npm package) keeps its own.

@@ -117,6 +117,18 @@ if [ "${ES_SKIP_PACKAGE:-0}" != 1 ]; then
   phase_done "package test"
 fi
 
+# Then the deployment files run for real with podman (docs/deploy.md,
+# "Podman"): the image's runtime stage built from the same .deb, run and
+# compared with the server outside it; the Kubernetes CPU manifests with
+# `podman kube play`; compose with podman-compose and a Prometheus image made
+# from Debian's package. About 2 minutes with its images cached, more the
+# first time (apt downloads, cached for the next run). Needs root. Skip with
+# ES_SKIP_CONTAINERS=1.
+if [ "${ES_SKIP_CONTAINERS:-0}" != 1 ]; then
+  scripts/container-test.sh
+  phase_done "container test"
+fi
+
 # The whole suite last, so its summary closes the output. In parallel: the
 # tests that start servers pinned to CPUs or measure time are RUN_SERIAL
 # (nothing runs beside them); the others share the cores.

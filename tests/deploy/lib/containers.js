@@ -274,15 +274,17 @@ function checkCompose(ctx, image) {
       errors.push(`${where}: unexpected entrypoint ${JSON.stringify(entry)}`);
     }
   }
-  // Prometheus scrapes the server through docker/monitoring/prometheus.yml.
+  // Prometheus scrapes the server through the config compose mounts at
+  // /etc/prometheus/prometheus.yml.
   const prom = services.prometheus;
-  if (prom && serverPortsSeen) {
-    const promFile = path.join(ctx.root, 'docker/monitoring/prometheus.yml');
-    const cfg = YAML.parse(fs.readFileSync(promFile, 'utf8'));
+  const promMount = prom && (prom.volumes || []).map((v) => v.split(':')).find(([, target]) => target === '/etc/prometheus/prometheus.yml');
+  if (prom && !promMount) errors.push(`${rel}: prometheus mounts no /etc/prometheus/prometheus.yml`);
+  if (promMount && serverPortsSeen && fs.existsSync(path.resolve(dir, promMount[0]))) {
+    const cfg = YAML.parse(fs.readFileSync(path.resolve(dir, promMount[0]), 'utf8'));
     const targets = cfg.scrape_configs.flatMap((s) => (s.static_configs || []).flatMap((c) => c.targets));
     const host = prom.network_mode === 'service:server' ? '127.0.0.1' : 'server';
     if (!targets.includes(`${host}:${serverPortsSeen.metrics}`)) {
-      errors.push(`${rel}: prometheus.yml scrapes ${targets.join(', ')}, not the server's ${host}:${serverPortsSeen.metrics}`);
+      errors.push(`${rel}: ${promMount[0]} scrapes ${targets.join(', ')}, not the server's ${host}:${serverPortsSeen.metrics}`);
     }
   }
   errors.push(...checkGrafana(ctx, services, dir));
