@@ -65,6 +65,8 @@ for tool in podman runc curl python3; do
   command -v "$tool" >/dev/null || die "$tool missing (scripts/install-deps.sh installs it)"
 done
 export CONTAINERS_CONF=$REPO/docker/podman/containers.conf
+BIN=$BUILD_DIR/bin
+source scripts/lib/server.sh  # start_server, stop_server: the server outside the container
 
 WORK=$(mktemp -d /tmp/es-container.XXXXXX)
 OUTSIDE_PID=
@@ -113,7 +115,7 @@ build_args=(--format docker --network host --volume "$CACHE/apt-archives:/var/ca
 mkdir -p "$CACHE/apt-archives/partial"
 if [ "$FULL" = 1 ]; then
   step "image: both stages of docker/Dockerfile (the project compiled in the build stage)"
-  podman build "${build_args[@]}" . 2>&1 | tail -n 5
+  podman build "${build_args[@]}" . >"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; die "podman build failed (log above)"; }
 else
   step "image: the runtime stage of docker/Dockerfile, from scripts/package.sh's .deb"
   scripts/package.sh >"$WORK/package.log" 2>&1 || { tail -n 30 "$WORK/package.log" >&2; die "scripts/package.sh failed"; }
@@ -144,6 +146,8 @@ HTTP=$(published 8000)
 GRPC=$(published 8001)
 METRICS=$(published 8002)
 CLI=$BUILD_DIR/bin/ensemble-cli
+# picked_port FILE NAME: the host port picked for NAME ("NAME PORT" lines).
+picked_port() { awk -v n="$2" '$1 == n { print $2 }' "$1"; }
 # wait_ready CONTAINER GRPC_ADDRESS WHAT: until the server in CONTAINER answers
 # ready on GRPC_ADDRESS (2 minutes at most); dies with its log otherwise.
 wait_ready() {
@@ -176,23 +180,16 @@ step "the same requests to ensemble-server outside the container, on the same re
 sed -e "s#^repository: .*#repository: $WORK/models#" -e 's#^listen_address: .*#listen_address: 127.0.0.1#' \
   -e 's#^grpc_port: .*#grpc_port: 0#' -e 's#^http_port: .*#http_port: 0#' -e 's#^metrics_port: .*#metrics_port: 0#' \
   docker/server.yaml >"$WORK/outside.yaml"
-"$BUILD_DIR/bin/ensemble-server" --config "$WORK/outside.yaml" >"$WORK/outside.out" 2>"$WORK/outside.err" &
-OUTSIDE_PID=$!
+start_server "$WORK/outside.yaml" "$WORK/outside.log"  # scripts/lib/server.sh: sets SERVER_PID, SERVER_ADDR
+OUTSIDE_PID=$SERVER_PID
 for _ in $(seq 1 120); do
-  grep -q 'http listening' "$WORK/outside.out" 2>/dev/null && break
-  kill -0 "$OUTSIDE_PID" 2>/dev/null || { cat "$WORK/outside.err" >&2; die "ensemble-server outside the container exited"; }
+  "$CLI" --server "$SERVER_ADDR" --timeout-ms 2000 ready >/dev/null 2>&1 && break
   sleep 0.5
 done
-OUT_GRPC=$(sed -n 's/^grpc listening on //p' "$WORK/outside.out" | head -n 1)
-OUT_HTTP=$(sed -n 's/^http listening on //p' "$WORK/outside.out" | head -n 1)
-[ -n "$OUT_GRPC" ] && [ -n "$OUT_HTTP" ] || { cat "$WORK/outside.out" "$WORK/outside.err" >&2; die "no listening lines from the server outside"; }
-for _ in $(seq 1 120); do
-  "$CLI" --server "$OUT_GRPC" --timeout-ms 2000 ready >/dev/null 2>&1 && break
-  sleep 0.5
-done
-answers "$OUT_GRPC" "$OUT_HTTP" "$WORK/outside"
-kill "$OUTSIDE_PID"
-wait "$OUTSIDE_PID" || true
+OUT_HTTP=$(sed -n 's/^http listening on //p' "$WORK/outside.log")
+[ -n "$OUT_HTTP" ] || { cat "$WORK/outside.log" >&2; die "the server outside printed no HTTP address"; }
+answers "$SERVER_ADDR" "$OUT_HTTP" "$WORK/outside"
+stop_server
 OUTSIDE_PID=
 python3 - "$WORK" <<'EOF' || die "the container's answers differ from the server's outside it"
 import json, sys
@@ -300,7 +297,7 @@ pod=$(podman pod ps --filter "label=app.kubernetes.io/name=ensemble-serve" --for
 [ -n "$pod" ] || die "podman kube play made no ensemble-serve pod"
 ctr=$(podman ps --filter "pod=$pod" --format '{{.Names}}' | grep -- '-server$' | head -n 1)
 [ -n "$ctr" ] || die "pod $pod has no server container"
-kube_port() { awk -v n="$1" '$1 == n { print $2 }' "$WORK/kube-ports"; }
+kube_port() { picked_port "$WORK/kube-ports" "$1"; }
 wait_ready "$ctr" "127.0.0.1:$(kube_port grpc)" "the pod's server"
 "$CLI" --server "127.0.0.1:$(kube_port grpc)" infer demo_ensemble --batch 2 >"$WORK/pod-infer.txt" || die "inference through the pod's gRPC port failed"
 "$CLI" --http --server "127.0.0.1:$(kube_port http)" infer mlp >/dev/null || die "inference through the pod's HTTP port failed"
@@ -363,7 +360,7 @@ with open(ports_out, "w") as f:
     for container, host in sorted(picked.items()):
         f.write(f"{container} {host}\n")
 PY
-port_of() { awk -v c="$1" '$1 == c { print $2 }' "$WORK/compose-ports"; }
+port_of() { picked_port "$WORK/compose-ports" "$1"; }
 compose() { podman-compose -p "$PROJECT" -f "$WORK/compose.yaml" "$@"; }
 step "compose: models (one-shot), then server and prometheus"
 COMPOSE_UP=1
