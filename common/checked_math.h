@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 
 namespace es {
 
@@ -31,9 +30,14 @@ inline std::optional<uint64_t> CheckedAdd(uint64_t a, uint64_t b) {
 
 // The product of `dims` (the element count); nullopt when a dim is negative
 // or the product does not fit in 64 bits. An empty shape is one element.
-inline std::optional<uint64_t> ElementCount(std::span<const int64_t> dims) {
+// `Dims` is any sequence of int64_t (std::vector, std::span, at::IntArrayRef):
+// a template rather than std::span because the LibTorch sources that use it
+// are parsed as C++17 by the thread-safety analysis
+// (scripts/check_thread_safety.py says why).
+template <typename Dims>
+std::optional<uint64_t> ElementCount(const Dims& dims) {
   uint64_t n = 1;
-  for (int64_t d : dims) {
+  for (const int64_t d : dims) {
     if (d < 0) return std::nullopt;
     const auto next = CheckedMul(n, static_cast<uint64_t>(d));
     if (!next) return std::nullopt;
@@ -43,7 +47,8 @@ inline std::optional<uint64_t> ElementCount(std::span<const int64_t> dims) {
 }
 
 // ElementCount(dims) * item_size, or nullopt on a negative dim or overflow.
-inline std::optional<uint64_t> TensorBytes(std::span<const int64_t> dims, uint64_t item_size) {
+template <typename Dims>
+std::optional<uint64_t> TensorBytes(const Dims& dims, uint64_t item_size) {
   const auto n = ElementCount(dims);
   return n ? CheckedMul(*n, item_size) : std::nullopt;
 }

@@ -9,6 +9,7 @@
 // that one rank (rank_runner.h). Exit codes: 0 trained, 1 failed, 2 usage or config error.
 #include <spdlog/spdlog.h>
 
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -56,66 +57,69 @@ bool CheckOutputFolder(const es::TrainOptions& options, bool may_remove) {
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Trains an ensemble's members (one process per device, c10d all-reduce) and "
-               "writes a model repository that ensemble-server serves as it is."};
-  es::TrainOptions options;
-  app.add_option("--config", options.config_path, "Training config (YAML)")
+// The command line's flags, each writing into `options`.
+void AddFlags(CLI::App* app, es::TrainOptions* options) {
+  app->add_option("--config", options->config_path, "Training config (YAML)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--devices", options.devices,
-                 "cpu:N (N ranks, each pinned to its own CPUs) or cuda:I,J,... (one rank per GPU)")
+  app->add_option("--devices", options->devices,
+                  "cpu:N (N ranks, each pinned to its own CPUs) or cuda:I,J,... (one rank per GPU)")
       ->capture_default_str();
-  app.add_option("--epochs", options.epochs, "Epochs (overrides the config)")
+  app->add_option("--epochs", options->epochs, "Epochs (overrides the config)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--out", options.out, "Output model repository folder")->capture_default_str();
-  app.add_option("--publish", options.publish,
-                 "After training, also write the members and the ensemble into this existing model repository "
-                 "as their next versions, atomically (for a server in poll mode to roll them in; "
-                 "docs/lifecycle.md)")
+  app->add_option("--out", options->out, "Output model repository folder")->capture_default_str();
+  app->add_option("--publish", options->publish,
+                  "After training, also write the members and the ensemble into this existing model repository "
+                  "as their next versions, atomically (for a server in poll mode to roll them in; "
+                  "docs/lifecycle.md)")
       ->check(CLI::ExistingDirectory);
   CLI::Option* resume =
-      app.add_flag("--resume", options.resume, "Continue the run whose checkpoint is in --out");
-  app.add_flag("--force", options.force, "Start over even if --out holds a previous run")
+      app->add_flag("--resume", options->resume, "Continue the run whose checkpoint is in --out");
+  app->add_flag("--force", options->force, "Start over even if --out holds a previous run")
       ->excludes(resume);
-  app.add_flag("--no-pack", options.no_pack,
-               "Write no packed variant (<ensemble>_packed: members of one architecture served as one model)");
-  app.add_option("--max-steps", options.max_steps,
-                 "Stop after this many steps in all (a checkpoint is written; --resume continues)")
+  app->add_flag("--no-pack", options->no_pack,
+                "Write no packed variant (<ensemble>_packed: members of one architecture served as one model)");
+  app->add_option("--max-steps", options->max_steps,
+                  "Stop after this many steps in all (a checkpoint is written; --resume continues)")
       ->check(CLI::Range(int64_t{1}, INT64_MAX));
-  app.add_option("--metrics-port", options.metrics_port,
-                 "Prometheus /metrics of rank r on PORT + local rank (0: free ports; default: off)")
+  app->add_option("--metrics-port", options->metrics_port,
+                  "Prometheus /metrics of rank r on PORT + local rank (0: free ports; default: off)")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--metrics-address", options.metrics_address, "Address /metrics listens on")
+  app->add_option("--metrics-address", options->metrics_address, "Address /metrics listens on")
       ->capture_default_str();
-  app.add_option("--progress-every", options.progress_every_s,
-                 "Seconds between progress log lines when stderr is not a terminal (on a terminal one line is "
-                 "redrawn every second)")
+  app->add_option("--progress-every", options->progress_every_s,
+                  "Seconds between progress log lines when stderr is not a terminal (on a terminal one line is "
+                  "redrawn every second)")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
   // Several machines, spelled as torchrun's flags; the variables are what
   // a job script or Slurm (via srun's SLURM_* variables) sets.
-  app.add_option("--nnodes", options.nnodes,
-                 "Machines in the run; this process launches this machine's ranks (one per --devices entry)")
+  app->add_option("--nnodes", options->nnodes,
+                  "Machines in the run; this process launches this machine's ranks (one per --devices entry)")
       ->envname("NNODES")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  app.add_option("--node-rank", options.node_rank, "This machine's index in [0, --nnodes); node 0 hosts the store")
+  app->add_option("--node-rank", options->node_rank, "This machine's index in [0, --nnodes); node 0 hosts the store")
       ->envname("NODE_RANK")
       ->check(CLI::Range(0, 4095))
       ->capture_default_str();
-  app.add_option("--master-addr", options.master_addr,
-                 "Node 0's address as every machine reaches it (needed with --nnodes > 1)")
+  app->add_option("--master-addr", options->master_addr,
+                  "Node 0's address as every machine reaches it (needed with --nnodes > 1)")
       ->envname("MASTER_ADDR");
-  app.add_option("--master-port", options.master_port, "The store's port on node 0")
+  app->add_option("--master-port", options->master_port, "The store's port on node 0")
       ->envname("MASTER_PORT")
       ->check(CLI::Range(1, 65535))
       ->capture_default_str();
-  app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error or off")
+  app->add_option("--log-level", options->log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"Trains an ensemble's members (one process per device, c10d all-reduce) and "
+               "writes a model repository that ensemble-server serves as it is."};
+  es::TrainOptions options;
+  AddFlags(&app, &options);
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-train")) {
     return *exit_code;
   }
@@ -136,8 +140,16 @@ int main(int argc, char** argv) {
     std::cerr << "ensemble-train: " << devices.status().message() << "\n";
     return 2;
   }
-  options.out = fs::absolute(options.out).lexically_normal().string();
-  if (!options.publish.empty()) options.publish = fs::absolute(options.publish).lexically_normal().string();
+  for (std::string* path : {&options.out, &options.publish}) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    const fs::path absolute = fs::absolute(*path, ec);
+    if (ec) {
+      std::cerr << "ensemble-train: " << *path << ": " << ec.message() << "\n";
+      return 2;
+    }
+    *path = absolute.lexically_normal().string();
+  }
 
   es::StatusOr<std::optional<es::RankEnv>> env = es::RankEnvFromEnvironment();
   if (!env.ok()) {
@@ -181,4 +193,17 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 1, argv + argc);
   return es::LaunchLocalRanks(options, *config, args);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Errors are values across our APIs; what escapes anyway (LibTorch's, the
+  // standard library's) ends the command with its message, not an abort.
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "ensemble-train: " << e.what() << "\n";
+    return 1;
+  }
 }

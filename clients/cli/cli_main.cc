@@ -21,6 +21,41 @@
 #include "clients/security_flags.h"
 #include "common/command_line.h"
 
+namespace {
+
+// The infer subcommand and its flags, each writing into `args`.
+void AddInferCommand(CLI::App* app, es::cli::InferArgs* args) {
+  auto* infer = app->add_subcommand(
+      "infer",
+      "one ModelInfer call; prints each output (top-k classes of a classifier's rows). Ensembles are asked for\n"
+      "their member outputs and uncertainty (entropy, disagreement) unless --plain.");
+  infer->add_option("model", args->model, "model name")->required();
+  infer->add_option("--model-version", args->version, "version (default: the server's)");
+  infer->add_option("--input", args->inputs,
+                    "[NAME=]SOURCE, SOURCE one of: random, FILE.npy, FILE.json, json:[...], raw:FILE "
+                    "(repeatable; inputs not given are random)");
+  infer->add_option("--batch", args->batch, "rows of random inputs (default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  infer->add_option("--output", args->outputs, "ask for this output only (repeatable)");
+  infer->add_option("--top-k", args->top_k, "classes shown per row of a classifier output (default 3)")
+      ->check(CLI::Range(1, 1000));
+  infer->add_flag("--plain", args->plain, "ensembles: do not ask for member outputs and uncertainty");
+  infer->add_option("--seed", args->seed, "seed of random inputs (default 0)");
+  infer->add_option("--id", args->id, "request id (echoed by the server)");
+  // ModelStreamInfer.
+  auto* streaming = infer->add_flag("--streaming", args->streaming,
+                                    "send over one ModelStreamInfer stream; answers printed as they come, by id");
+  infer->add_option("--repeat", args->repeat, "--streaming: send the request N times on the stream (ids ID-0, ...)")
+      ->check(CLI::Range(1, 100000))
+      ->needs(streaming);
+  // System shared memory.
+  infer->add_flag("--shm", args->shm,
+                  "send the inputs through a shared-memory region (created, registered, then unregistered and "
+                  "unlinked); the server must be on this machine");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{
@@ -61,33 +96,7 @@ int main(int argc, char** argv) {
       ->add_option("model", stats_model, "a model (default: all)");
 
   es::cli::InferArgs infer_args;
-  auto* infer = app.add_subcommand(
-      "infer",
-      "one ModelInfer call; prints each output (top-k classes of a classifier's rows). Ensembles are asked for\n"
-      "their member outputs and uncertainty (entropy, disagreement) unless --plain.");
-  infer->add_option("model", infer_args.model, "model name")->required();
-  infer->add_option("--model-version", infer_args.version, "version (default: the server's)");
-  infer->add_option("--input", infer_args.inputs,
-                    "[NAME=]SOURCE, SOURCE one of: random, FILE.npy, FILE.json, json:[...], raw:FILE "
-                    "(repeatable; inputs not given are random)");
-  infer->add_option("--batch", infer_args.batch, "rows of random inputs (default 1)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  infer->add_option("--output", infer_args.outputs, "ask for this output only (repeatable)");
-  infer->add_option("--top-k", infer_args.top_k, "classes shown per row of a classifier output (default 3)")
-      ->check(CLI::Range(1, 1000));
-  infer->add_flag("--plain", infer_args.plain, "ensembles: do not ask for member outputs and uncertainty");
-  infer->add_option("--seed", infer_args.seed, "seed of random inputs (default 0)");
-  infer->add_option("--id", infer_args.id, "request id (echoed by the server)");
-  // ModelStreamInfer.
-  auto* streaming = infer->add_flag("--streaming", infer_args.streaming,
-                                    "send over one ModelStreamInfer stream; answers printed as they come, by id");
-  infer->add_option("--repeat", infer_args.repeat, "--streaming: send the request N times on the stream (ids ID-0, ...)")
-      ->check(CLI::Range(1, 100000))
-      ->needs(streaming);
-  // System shared memory.
-  infer->add_flag("--shm", infer_args.shm,
-                  "send the inputs through a shared-memory region (created, registered, then unregistered and "
-                  "unlinked); the server must be on this machine");
+  AddInferCommand(&app, &infer_args);
 
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-cli")) {
     return *exit_code;  // kExitOk after --help, kExitUsage for a bad flag

@@ -342,24 +342,37 @@ std::string JsonText(const Report& r) {
   return j.dump(2) + "\n";
 }
 
-std::string SvgText(const Report& r) {
-  constexpr double kW = 820, kH = 520, kLeft = 80, kRight = 30, kTop = 70, kBottom = 70;
-  const double plot_w = kW - kLeft - kRight, plot_h = kH - kTop - kBottom;
-  double max_x = 0, max_y = 0;
-  for (const auto& s : r.steps) {
-    max_x = std::max(max_x, s.throughput_rps);
-    max_y = std::max(max_y, s.latency.p99_us / 1000.0);
-  }
-  const bool ceiling_on_chart = r.ceiling && r.ceiling->throughput_rps > 0 &&
-                                r.ceiling->throughput_rps <= std::max(max_x, 1e-9) * 1.6;
-  if (ceiling_on_chart) max_x = std::max(max_x, r.ceiling->throughput_rps);
-  const double x_step = NiceStep(max_x * 1.05, 6), y_step = NiceStep(max_y * 1.05, 6);
-  const double x_max = std::max(x_step, std::ceil(max_x * 1.05 / x_step) * x_step);
-  const double y_max = std::max(y_step, std::ceil(max_y * 1.05 / y_step) * y_step);
-  auto px = [&](double x) { return kLeft + x / x_max * plot_w; };
-  auto py = [&](double y) { return kTop + plot_h - y / y_max * plot_h; };
+namespace {
 
-  std::ostringstream o;
+// The latency-vs-throughput chart's page, plot area and scales.
+struct ChartFrame {
+  static constexpr double kW = 820, kH = 520, kLeft = 80, kRight = 30, kTop = 70, kBottom = 70;
+  static constexpr double kPlotW = kW - kLeft - kRight, kPlotH = kH - kTop - kBottom;
+  double x_step = 1, y_step = 1, x_max = 1, y_max = 1;
+  // The tool's ceiling is drawn when it lies near the measured throughputs.
+  bool ceiling_on_chart = false;
+
+  explicit ChartFrame(const Report& r) {
+    double max_x = 0, max_y = 0;
+    for (const auto& s : r.steps) {
+      max_x = std::max(max_x, s.throughput_rps);
+      max_y = std::max(max_y, s.latency.p99_us / 1000.0);
+    }
+    ceiling_on_chart = r.ceiling && r.ceiling->throughput_rps > 0 &&
+                       r.ceiling->throughput_rps <= std::max(max_x, 1e-9) * 1.6;
+    if (ceiling_on_chart) max_x = std::max(max_x, r.ceiling->throughput_rps);
+    x_step = NiceStep(max_x * 1.05, 6);
+    y_step = NiceStep(max_y * 1.05, 6);
+    x_max = std::max(x_step, std::ceil(max_x * 1.05 / x_step) * x_step);
+    y_max = std::max(y_step, std::ceil(max_y * 1.05 / y_step) * y_step);
+  }
+  double px(double x) const { return kLeft + x / x_max * kPlotW; }
+  double py(double y) const { return kTop + kPlotH - y / y_max * kPlotH; }
+};
+
+// The page, the title and the subtitle (and the ceiling when off the chart).
+void SvgHeader(const Report& r, const ChartFrame& f, std::ostringstream& o) {
+  constexpr double kW = ChartFrame::kW, kH = ChartFrame::kH;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << kH << "\" viewBox=\"0 0 " << kW
     << " " << kH << "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n"
@@ -371,33 +384,38 @@ std::string SvgText(const Report& r) {
                                       : std::string("closed loop")) +
                          ", server " + r.server + ", " + r.date;
   o << "<text x=\"" << kW / 2 << "\" y=\"44\" text-anchor=\"middle\" fill=\"#444\">" << Xml(subtitle) << "</text>\n";
-  if (r.ceiling && !ceiling_on_chart) {
+  if (r.ceiling && !f.ceiling_on_chart) {
     o << "<text x=\"" << kW / 2 << "\" y=\"60\" text-anchor=\"middle\" fill=\"#444\">tool ceiling "
       << Fmt("%.0f", r.ceiling->throughput_rps) << " req/s (" << Xml(r.ceiling->model) << "), off the chart</text>\n";
   }
-  // Grid, ticks and labels.
+}
+
+// Grid, ticks with their labels, the axes and their titles.
+void SvgAxes(const ChartFrame& f, std::ostringstream& o) {
+  constexpr double kLeft = ChartFrame::kLeft, kTop = ChartFrame::kTop, kH = ChartFrame::kH;
+  constexpr double plot_w = ChartFrame::kPlotW, plot_h = ChartFrame::kPlotH;
   o << "<g stroke=\"#ddd\" stroke-width=\"1\">\n";
-  for (double x = x_step; x <= x_max + 1e-9; x += x_step) {
-    o << "<line x1=\"" << px(x) << "\" y1=\"" << kTop << "\" x2=\"" << px(x) << "\" y2=\"" << kTop + plot_h << "\"/>\n";
+  for (double x = f.x_step; x <= f.x_max + 1e-9; x += f.x_step) {
+    o << "<line x1=\"" << f.px(x) << "\" y1=\"" << kTop << "\" x2=\"" << f.px(x) << "\" y2=\"" << kTop + plot_h << "\"/>\n";
   }
-  for (double y = y_step; y <= y_max + 1e-9; y += y_step) {
-    o << "<line x1=\"" << kLeft << "\" y1=\"" << py(y) << "\" x2=\"" << kLeft + plot_w << "\" y2=\"" << py(y) << "\"/>\n";
+  for (double y = f.y_step; y <= f.y_max + 1e-9; y += f.y_step) {
+    o << "<line x1=\"" << kLeft << "\" y1=\"" << f.py(y) << "\" x2=\"" << kLeft + plot_w << "\" y2=\"" << f.py(y)
+      << "\"/>\n";
   }
   o << "</g>\n<g fill=\"#222\">\n";
-  for (double x = 0; x <= x_max + 1e-9; x += x_step) {
-    o << "<line x1=\"" << px(x) << "\" y1=\"" << kTop + plot_h << "\" x2=\"" << px(x) << "\" y2=\"" << kTop + plot_h + 5
-      << "\" stroke=\"#222\"/>\n";
-    o << "<text x=\"" << px(x) << "\" y=\"" << kTop + plot_h + 20 << "\" text-anchor=\"middle\">" << TickLabel(x, x_step)
-      << "</text>\n";
+  for (double x = 0; x <= f.x_max + 1e-9; x += f.x_step) {
+    o << "<line x1=\"" << f.px(x) << "\" y1=\"" << kTop + plot_h << "\" x2=\"" << f.px(x) << "\" y2=\""
+      << kTop + plot_h + 5 << "\" stroke=\"#222\"/>\n";
+    o << "<text x=\"" << f.px(x) << "\" y=\"" << kTop + plot_h + 20 << "\" text-anchor=\"middle\">"
+      << TickLabel(x, f.x_step) << "</text>\n";
   }
-  for (double y = 0; y <= y_max + 1e-9; y += y_step) {
-    o << "<line x1=\"" << kLeft - 5 << "\" y1=\"" << py(y) << "\" x2=\"" << kLeft << "\" y2=\"" << py(y)
+  for (double y = 0; y <= f.y_max + 1e-9; y += f.y_step) {
+    o << "<line x1=\"" << kLeft - 5 << "\" y1=\"" << f.py(y) << "\" x2=\"" << kLeft << "\" y2=\"" << f.py(y)
       << "\" stroke=\"#222\"/>\n";
-    o << "<text x=\"" << kLeft - 9 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">" << TickLabel(y, y_step)
+    o << "<text x=\"" << kLeft - 9 << "\" y=\"" << f.py(y) + 4 << "\" text-anchor=\"end\">" << TickLabel(y, f.y_step)
       << "</text>\n";
   }
   o << "</g>\n";
-  // Axes and their titles.
   o << "<line x1=\"" << kLeft << "\" y1=\"" << kTop + plot_h << "\" x2=\"" << kLeft + plot_w << "\" y2=\"" << kTop + plot_h
     << "\" stroke=\"#222\" stroke-width=\"1.5\"/>\n";
   o << "<line x1=\"" << kLeft << "\" y1=\"" << kTop << "\" x2=\"" << kLeft << "\" y2=\"" << kTop + plot_h
@@ -406,14 +424,14 @@ std::string SvgText(const Report& r) {
     << "\" text-anchor=\"middle\" font-size=\"13\">throughput (successful requests/s)</text>\n";
   o << "<text x=\"22\" y=\"" << kTop + plot_h / 2 << "\" text-anchor=\"middle\" font-size=\"13\" transform=\"rotate(-90 22 "
     << kTop + plot_h / 2 << ")\">latency (ms)</text>\n";
-  if (ceiling_on_chart) {
-    const double x = px(r.ceiling->throughput_rps);
-    o << "<line x1=\"" << x << "\" y1=\"" << kTop << "\" x2=\"" << x << "\" y2=\"" << kTop + plot_h
-      << "\" stroke=\"#888\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
-    o << "<text x=\"" << x - 4 << "\" y=\"" << kTop + 14 << "\" text-anchor=\"end\" fill=\"#666\">tool ceiling ("
-      << Xml(r.ceiling->model) << ")</text>\n";
-  }
-  // The curves: p50 and p99, one point per step, labelled with the step.
+}
+
+// A step label's box, for leaving out labels that would overlap.
+constexpr double kLabelWidth = 34, kLabelHeight = 11;
+
+// The p50 and p99 curves, one point per step labelled with the step, and
+// their legend.
+void SvgCurves(const Report& r, const ChartFrame& f, std::ostringstream& o) {
   struct Curve {
     const char* name;
     const char* color;
@@ -422,28 +440,69 @@ std::string SvgText(const Report& r) {
   const Curve curves[] = {{"p50", "#1f77b4", &LatencySummary::p50_us}, {"p99", "#d62728", &LatencySummary::p99_us}};
   for (const auto& c : curves) {
     o << "<polyline fill=\"none\" stroke=\"" << c.color << "\" stroke-width=\"2\" points=\"";
-    for (const auto& s : r.steps) o << Fmt("%.1f", px(s.throughput_rps)) << "," << Fmt("%.1f", py(s.latency.*c.field / 1000.0)) << " ";
+    for (const auto& s : r.steps) {
+      o << Fmt("%.1f", f.px(s.throughput_rps)) << "," << Fmt("%.1f", f.py(s.latency.*c.field / 1000.0)) << " ";
+    }
     o << "\"/>\n";
     for (const auto& s : r.steps) {
-      o << "<circle cx=\"" << Fmt("%.1f", px(s.throughput_rps)) << "\" cy=\"" << Fmt("%.1f", py(s.latency.*c.field / 1000.0))
-        << "\" r=\"3.5\" fill=\"" << c.color << "\"><title>" << (s.open_loop ? "rate " : "concurrency ") << StepLabel(s)
-        << ": " << Fmt("%.1f", s.throughput_rps) << " req/s, " << c.name << " " << Fmt("%.3f", s.latency.*c.field / 1000.0)
-        << " ms</title></circle>\n";
+      // A step whose windows never agreed within --stability is drawn
+      // hollow: its figures are a mean over a moving target.
+      const bool unstable = !s.stable && !s.soak;
+      o << "<circle cx=\"" << Fmt("%.1f", f.px(s.throughput_rps)) << "\" cy=\""
+        << Fmt("%.1f", f.py(s.latency.*c.field / 1000.0)) << "\" r=\"3.5\" fill=\"" << (unstable ? "white" : c.color)
+        << "\" stroke=\"" << c.color << "\" stroke-width=\"1.5\"><title>" << (s.open_loop ? "rate " : "concurrency ")
+        << StepLabel(s) << ": " << Fmt("%.1f", s.throughput_rps) << " req/s, " << c.name << " "
+        << Fmt("%.3f", s.latency.*c.field / 1000.0) << " ms" << (unstable ? ", not stable" : "")
+        << "</title></circle>\n";
     }
   }
+  // Step labels by the p99 points; a label that would overlap one already
+  // drawn is left out (its point's tooltip still names it).
+  std::vector<std::pair<double, double>> drawn;
   for (const auto& s : r.steps) {
-    o << "<text x=\"" << Fmt("%.1f", px(s.throughput_rps) + 5) << "\" y=\"" << Fmt("%.1f", py(s.latency.p99_us / 1000.0) - 6)
-      << "\" font-size=\"10\" fill=\"#555\">" << (s.open_loop ? "r=" : "c=") << StepLabel(s) << "</text>\n";
+    const double x = f.px(s.throughput_rps) + 5, y = f.py(s.latency.p99_us / 1000.0) - 6;
+    const bool overlaps = std::any_of(drawn.begin(), drawn.end(), [&](const auto& d) {
+      return std::abs(d.first - x) < kLabelWidth && std::abs(d.second - y) < kLabelHeight;
+    });
+    if (overlaps) continue;
+    drawn.emplace_back(x, y);
+    o << "<text x=\"" << Fmt("%.1f", x) << "\" y=\"" << Fmt("%.1f", y) << "\" font-size=\"10\" fill=\"#555\">"
+      << (s.open_loop ? "r=" : "c=") << StepLabel(s) << "</text>\n";
   }
-  // Legend.
-  const double lx = kLeft + 14, ly = kTop + 8;
-  o << "<rect x=\"" << lx - 6 << "\" y=\"" << ly - 4 << "\" width=\"92\" height=\"44\" fill=\"white\" stroke=\"#bbb\"/>\n";
+  const bool any_unstable =
+      std::any_of(r.steps.begin(), r.steps.end(), [](const StepResult& s) { return !s.stable && !s.soak; });
+  const double lx = ChartFrame::kLeft + 14, ly = ChartFrame::kTop + 8;
+  o << "<rect x=\"" << lx - 6 << "\" y=\"" << ly - 4 << "\" width=\"" << (any_unstable ? 112 : 92)
+    << "\" height=\"" << (any_unstable ? 62 : 44) << "\" fill=\"white\" stroke=\"#bbb\"/>\n";
+  if (any_unstable) {
+    const double y = ly + 10 + 2 * 18;
+    o << "<circle cx=\"" << lx + 13 << "\" cy=\"" << y << "\" r=\"3.5\" fill=\"white\" stroke=\"#555\" "
+      << "stroke-width=\"1.5\"/>\n";
+    o << "<text x=\"" << lx + 32 << "\" y=\"" << y + 4 << "\">not stable</text>\n";
+  }
   for (size_t i = 0; i < 2; ++i) {
     const double y = ly + 10 + static_cast<double>(i) * 18;
     o << "<line x1=\"" << lx << "\" y1=\"" << y << "\" x2=\"" << lx + 26 << "\" y2=\"" << y << "\" stroke=\""
       << curves[i].color << "\" stroke-width=\"2\"/>\n";
     o << "<text x=\"" << lx + 32 << "\" y=\"" << y + 4 << "\">" << curves[i].name << " latency</text>\n";
   }
+}
+
+}  // namespace
+
+std::string SvgText(const Report& r) {
+  const ChartFrame f(r);
+  std::ostringstream o;
+  SvgHeader(r, f, o);
+  SvgAxes(f, o);
+  if (f.ceiling_on_chart) {
+    const double x = f.px(r.ceiling->throughput_rps);
+    o << "<line x1=\"" << x << "\" y1=\"" << ChartFrame::kTop << "\" x2=\"" << x << "\" y2=\""
+      << ChartFrame::kTop + ChartFrame::kPlotH << "\" stroke=\"#888\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
+    o << "<text x=\"" << x - 4 << "\" y=\"" << ChartFrame::kTop + 14 << "\" text-anchor=\"end\" fill=\"#666\">tool ceiling ("
+      << Xml(r.ceiling->model) << ")</text>\n";
+  }
+  SvgCurves(r, f, o);
   o << "</svg>\n";
   return o.str();
 }

@@ -1,5 +1,6 @@
 #include "server/hosts/completion_check.h"
 
+#include <span>
 #include <string>
 
 #include "common/checked_math.h"

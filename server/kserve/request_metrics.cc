@@ -131,20 +131,23 @@ ModelMetrics* RequestMetrics::Find(const std::string& model) const {
   return it == models_.end() ? nullptr : it->second.get();
 }
 
-std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
-  using prometheus::MetricType;
-  auto requests = Family("ensemble_requests_total",
-                         "ModelInfer calls by model and outcome (the gRPC status code name).", MetricType::Counter);
-  auto rows = Family("ensemble_inference_rows_total", "Rows (batch entries) of successful requests.",
-                     MetricType::Counter);
-  auto pending = Family("ensemble_pending_requests",
-                        "Requests accepted and not yet answered (queued, on a host, or combining).",
-                        MetricType::Gauge);
+struct RequestMetrics::Families {
+  using MetricType = prometheus::MetricType;
+  // A histogram every model (or every ensemble) has, read from its field.
   struct Hist {
     prometheus::MetricFamily family;
     AtomicHistogram ModelMetrics::*member;
     bool ensembles_only;
   };
+
+  prometheus::MetricFamily requests =
+      Family("ensemble_requests_total", "ModelInfer calls by model and outcome (the gRPC status code name).",
+             MetricType::Counter);
+  prometheus::MetricFamily rows =
+      Family("ensemble_inference_rows_total", "Rows (batch entries) of successful requests.", MetricType::Counter);
+  prometheus::MetricFamily pending =
+      Family("ensemble_pending_requests", "Requests accepted and not yet answered (queued, on a host, or combining).",
+             MetricType::Gauge);
   std::vector<Hist> hists = {
       {Family("ensemble_request_duration_seconds", "End-to-end time of successful requests in the router.",
               MetricType::Histogram),
@@ -169,82 +172,93 @@ std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
               MetricType::Histogram),
        &ModelMetrics::disagreement_, true},
   };
-  auto degraded = Family("ensemble_degraded_total",
-                         "Ensemble answers made without a member (failed, down or slower than member_timeout_ms) "
-                         "from a quorum of the others (ensemble.min_members), by the member missing.",
-                         MetricType::Counter);
-  auto member_latency = Family("ensemble_member_duration_seconds",
-                               "Time from an ensemble's fan-out to each member's answer (answers the ensemble "
-                               "waited for, successful or not).",
-                               MetricType::Histogram);
-  auto exits = Family("ensemble_cascade_exits_total",
-                      "Cascades (combine: cascade): rows answered at each stage (0 = the first).",
-                      MetricType::Counter);
-  auto saved = Family("ensemble_cascade_member_rows_saved_total",
-                      "Cascades: member calls of a row not made because the row left at an earlier stage.",
-                      MetricType::Counter);
-  auto served = Family("ensemble_overload_answers_total",
-                       "Ensembles with an overload ladder: answers by the rung (model) that made them.",
-                       MetricType::Counter);
-  auto accuracy = Family("ensemble_overload_expected_accuracy",
-                         "Ensembles with an overload ladder: mean held-out accuracy of the rungs that made the "
-                         "last minute's answers (those whose rung's accuracy the ladder gives).",
-                         MetricType::Gauge);
-  const int64_t now_second = SteadySecond();
-  ReaderLock lock(&mu_);
-  for (const auto& [name, m] : models_) {
-    const Labels labels = {{"model", m->name()}, {"version", m->version()}};
-    for (int code = 0; code < ModelMetrics::kCodes; ++code) {
-      const uint64_t n = m->outcomes_[static_cast<size_t>(code)].load(std::memory_order_relaxed);
-      // OK always (so rate() has a series from the start); errors once seen.
-      if (code != 0 && n == 0) continue;
-      Labels with_outcome = labels;
-      with_outcome.push_back({"outcome", CodeName(code)});
-      AddCounter(&requests, with_outcome, static_cast<double>(n));
-    }
-    AddCounter(&rows, labels, static_cast<double>(m->rows_.load(std::memory_order_relaxed)));
-    AddGauge(&pending, labels, static_cast<double>(m->pending_.load(std::memory_order_relaxed)));
-    for (auto& h : hists) {
-      if (h.ensembles_only && !m->ensemble()) continue;
-      (m.get()->*h.member).Fill(AddMetric(&h.family, labels));
-    }
-    MutexLock members_lock(&m->members_mu_);
-    for (const auto& [member, figures] : m->members_) {
-      const Labels of_member = {{"model", m->name()}, {"member", member}};
-      figures->latency.Fill(AddMetric(&member_latency, of_member));
-      AddCounter(&degraded, {{"model", m->name()}, {"missing_member", member}},
-                 static_cast<double>(figures->missing.load(std::memory_order_relaxed)));
-    }
-    for (const auto& [stage, left] : m->cascade_exits_) {
-      AddCounter(&exits, {{"model", m->name()}, {"stage", std::to_string(stage)}}, static_cast<double>(left));
-    }
-    if (!m->cascade_exits_.empty()) {
-      AddCounter(&saved, {{"model", m->name()}}, static_cast<double>(m->member_rows_saved_));
-    }
-    for (const auto& [rung, n] : m->served_by_) {
-      AddCounter(&served, {{"model", m->name()}, {"rung", rung}}, static_cast<double>(n));
-    }
-    if (const double mean = m->LastMinuteAccuracy(now_second); mean >= 0) {
-      AddGauge(&accuracy, {{"model", m->name()}}, mean);
-    }
-  }
-  auto unknown = Family("ensemble_unknown_model_requests_total", "ModelInfer calls naming a model that is not served.",
-                        MetricType::Counter);
-  AddCounter(&unknown, {}, static_cast<double>(unknown_model_.load(std::memory_order_relaxed)));
+  prometheus::MetricFamily degraded =
+      Family("ensemble_degraded_total",
+             "Ensemble answers made without a member (failed, down or slower than member_timeout_ms) "
+             "from a quorum of the others (ensemble.min_members), by the member missing.",
+             MetricType::Counter);
+  prometheus::MetricFamily member_latency =
+      Family("ensemble_member_duration_seconds",
+             "Time from an ensemble's fan-out to each member's answer (answers the ensemble "
+             "waited for, successful or not).",
+             MetricType::Histogram);
+  prometheus::MetricFamily exits =
+      Family("ensemble_cascade_exits_total",
+             "Cascades (combine: cascade): rows answered at each stage (0 = the first).", MetricType::Counter);
+  prometheus::MetricFamily saved =
+      Family("ensemble_cascade_member_rows_saved_total",
+             "Cascades: member calls of a row not made because the row left at an earlier stage.", MetricType::Counter);
+  prometheus::MetricFamily served =
+      Family("ensemble_overload_answers_total",
+             "Ensembles with an overload ladder: answers by the rung (model) that made them.", MetricType::Counter);
+  prometheus::MetricFamily accuracy =
+      Family("ensemble_overload_expected_accuracy",
+             "Ensembles with an overload ladder: mean held-out accuracy of the rungs that made the "
+             "last minute's answers (those whose rung's accuracy the ladder gives).",
+             MetricType::Gauge);
+  prometheus::MetricFamily unknown = Family("ensemble_unknown_model_requests_total",
+                                            "ModelInfer calls naming a model that is not served.", MetricType::Counter);
 
-  std::vector<prometheus::MetricFamily> out;
-  out.push_back(std::move(requests));
-  out.push_back(std::move(rows));
-  out.push_back(std::move(pending));
-  for (auto& h : hists) out.push_back(std::move(h.family));
-  out.push_back(std::move(degraded));
-  out.push_back(std::move(member_latency));
-  out.push_back(std::move(exits));
-  out.push_back(std::move(saved));
-  out.push_back(std::move(served));
-  out.push_back(std::move(accuracy));
-  out.push_back(std::move(unknown));
-  return out;
+  // The families in exposition order.
+  std::vector<prometheus::MetricFamily> Release() && {
+    std::vector<prometheus::MetricFamily> out;
+    out.push_back(std::move(requests));
+    out.push_back(std::move(rows));
+    out.push_back(std::move(pending));
+    for (auto& h : hists) out.push_back(std::move(h.family));
+    for (auto* f : {&degraded, &member_latency, &exits, &saved, &served, &accuracy, &unknown}) {
+      out.push_back(std::move(*f));
+    }
+    return out;
+  }
+};
+
+void RequestMetrics::AddModel(const ModelMetrics& m, int64_t now_second, Families* out) {
+  const Labels labels = {{"model", m.name()}, {"version", m.version()}};
+  for (int code = 0; code < ModelMetrics::kCodes; ++code) {
+    const uint64_t n = m.outcomes_[static_cast<size_t>(code)].load(std::memory_order_relaxed);
+    // OK always (so rate() has a series from the start); errors once seen.
+    if (code != 0 && n == 0) continue;
+    Labels with_outcome = labels;
+    with_outcome.push_back({"outcome", CodeName(code)});
+    AddCounter(&out->requests, with_outcome, static_cast<double>(n));
+  }
+  AddCounter(&out->rows, labels, static_cast<double>(m.rows_.load(std::memory_order_relaxed)));
+  AddGauge(&out->pending, labels, static_cast<double>(m.pending_.load(std::memory_order_relaxed)));
+  for (auto& h : out->hists) {
+    if (h.ensembles_only && !m.ensemble()) continue;
+    (m.*h.member).Fill(AddMetric(&h.family, labels));
+  }
+  MutexLock members_lock(&m.members_mu_);
+  for (const auto& [member, figures] : m.members_) {
+    const Labels of_member = {{"model", m.name()}, {"member", member}};
+    figures->latency.Fill(AddMetric(&out->member_latency, of_member));
+    AddCounter(&out->degraded, {{"model", m.name()}, {"missing_member", member}},
+               static_cast<double>(figures->missing.load(std::memory_order_relaxed)));
+  }
+  for (const auto& [stage, left] : m.cascade_exits_) {
+    AddCounter(&out->exits, {{"model", m.name()}, {"stage", std::to_string(stage)}}, static_cast<double>(left));
+  }
+  if (!m.cascade_exits_.empty()) {
+    AddCounter(&out->saved, {{"model", m.name()}}, static_cast<double>(m.member_rows_saved_));
+  }
+  for (const auto& [rung, n] : m.served_by_) {
+    AddCounter(&out->served, {{"model", m.name()}, {"rung", rung}}, static_cast<double>(n));
+  }
+  if (const double mean = m.LastMinuteAccuracy(now_second); mean >= 0) {
+    AddGauge(&out->accuracy, {{"model", m.name()}}, mean);
+  }
+}
+
+std::vector<prometheus::MetricFamily> RequestMetrics::Collect() const {
+  Families families;
+  const int64_t now_second = SteadySecond();
+  {
+    ReaderLock lock(&mu_);
+    for (const auto& [name, m] : models_) AddModel(*m, now_second, &families);
+  }
+  AddCounter(&families.unknown, {}, static_cast<double>(unknown_model_.load(std::memory_order_relaxed)));
+  return std::move(families).Release();
 }
 
 }  // namespace es

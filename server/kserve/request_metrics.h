@@ -120,6 +120,11 @@ class RequestMetrics final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  // The families one scrape fills (defined in the .cc).
+  struct Families;
+  // Adds one model's series to `out`.
+  static void AddModel(const ModelMetrics& m, int64_t now_second, Families* out);
+
   // Grows as models are loaded (Track), never shrinks: Find() holds the
   // shared lock only to look up, the ModelMetrics it returns live as long
   // as this.

@@ -377,30 +377,7 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
     loaded.push_back(v);
   }
   if (!failed.ok()) {
-    {
-      MutexLock lock(&mu_);
-      generation_.fetch_add(1);  // what hosts must hold changes
-      ModelState& state = models_[name];
-      state.loading = nullptr;
-      for (auto it = state.versions.begin(); it != state.versions.end();) {
-        const bool was_ready = std::binary_search(ready.begin(), ready.end(), it->first);
-        if (!was_ready) {
-          it = state.versions.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    // What it loaded goes again: new versions, or everything under a new
-    // key (the served key's versions were not touched).
-    for (const std::string& host : fresh->hosts) {
-      auto h = hosts_.find(host);
-      if (h == hosts_.end()) continue;
-      for (int64_t v : loaded) {
-        (void)h->second->Control(ipc::RequestKind::kUnload, {fresh->HostKey(), v, ""}, control_timeout_);
-      }
-    }
-    RecordFailure(name, failed);
+    AbandonLoad(name, *fresh, ready, loaded, failed);
     return failed;
   }
   // The switch: requests resolve against the new config and versions.
@@ -432,6 +409,35 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
     Retire(*fresh, leaving, fresh->hosts);
   }
   return Status::Ok();
+}
+
+void ModelRepository::AbandonLoad(const std::string& name, const ModelConfig& fresh,
+                                  const std::vector<int64_t>& ready, const std::vector<int64_t>& loaded,
+                                  const Status& failed) {
+  {
+    MutexLock lock(&mu_);
+    generation_.fetch_add(1);  // what hosts must hold changes
+    ModelState& state = models_[name];
+    state.loading = nullptr;
+    for (auto it = state.versions.begin(); it != state.versions.end();) {
+      const bool was_ready = std::binary_search(ready.begin(), ready.end(), it->first);
+      if (!was_ready) {
+        it = state.versions.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // What it loaded goes again: new versions, or everything under a new
+  // key (the served key's versions were not touched).
+  for (const std::string& host : fresh.hosts) {
+    auto h = hosts_.find(host);
+    if (h == hosts_.end()) continue;
+    for (int64_t v : loaded) {
+      (void)h->second->Control(ipc::RequestKind::kUnload, {fresh.HostKey(), v, ""}, control_timeout_);
+    }
+  }
+  RecordFailure(name, failed);
 }
 
 Status ModelRepository::LoadOnHosts(const ModelConfig& model, int64_t version) {

@@ -141,6 +141,11 @@ class ModelRepository : public ModelCatalog {
                    const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   Status LoadTorchScript(const std::string& name, std::unique_ptr<ModelConfig> fresh)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  // A load of `fresh` that failed with `failed` is undone: the versions it
+  // added leave the state (those `ready` before stay), what it `loaded` on
+  // the hosts is unloaded, and the failure is recorded.
+  void AbandonLoad(const std::string& name, const ModelConfig& fresh, const std::vector<int64_t>& ready,
+                   const std::vector<int64_t>& loaded, const Status& failed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   Status UnloadLocked(const std::string& name, bool unload_dependents) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // Takes `versions` of `model` out of routing, waits for their requests,
   // unloads them from `hosts`. With `hosts_only` (the model left those

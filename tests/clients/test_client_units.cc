@@ -207,5 +207,30 @@ TEST(LoadgenReport, CsvJsonAndSvg) {
   EXPECT_NE(svg.find("latency (ms)"), std::string::npos);
 }
 
+TEST(LoadgenReport, SvgMarksUnstableStepsAndKeepsLabelsApart) {
+  Report r = SampleReport();
+  EXPECT_EQ(SvgText(r).find("not stable"), std::string::npos) << "every step stable: no mark, no legend entry";
+  EXPECT_NE(SvgText(r).find(">c=2</text>"), std::string::npos);
+
+  r.steps[1].stable = false;
+  std::string svg = SvgText(r);
+  EXPECT_NE(svg.find("concurrency 2: 200.0 req/s, p50 1.600 ms, not stable"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">not stable</text>"), std::string::npos) << "the legend explains the hollow marks";
+  EXPECT_EQ(svg.find("concurrency 4: 400.0 req/s, p50 3.200 ms, not stable"), std::string::npos);
+  r.steps[1].soak = true;  // a soak has no stability check
+  EXPECT_EQ(SvgText(r).find("not stable"), std::string::npos);
+
+  // Two steps at nearly the same point: the second one's label would cover
+  // the first's and is left out; its tooltip still names it.
+  r = SampleReport();
+  r.steps[1].throughput_rps = r.steps[0].throughput_rps + 1;
+  r.steps[1].latency = r.steps[0].latency;
+  svg = SvgText(r);
+  EXPECT_NE(svg.find(">c=1</text>"), std::string::npos);
+  EXPECT_EQ(svg.find(">c=2</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">c=4</text>"), std::string::npos);
+  EXPECT_NE(svg.find("<title>concurrency 2: "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace es::loadgen
