@@ -2,7 +2,26 @@
 # Installs the Debian 12 packages ensemble-serve needs to build, test and run.
 # Idempotent: installs only what is missing (apt-get update first, as Debian
 # images ship without package lists). Needs root or sudo.
+#
+#   scripts/install-deps.sh                   # everything
+#   scripts/install-deps.sh --no-containers   # without podman and its tools
+#                                             # (docker/Dockerfile's build stage)
 set -euo pipefail
+
+CONTAINER_TOOLS=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-containers) CONTAINER_TOOLS=0 ;;
+    -h | --help)
+      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "install-deps: unknown argument '$arg' (see --help)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
@@ -20,9 +39,10 @@ PACKAGES=(
 
 # scripts/container-test.sh runs the image, the Kubernetes manifests and
 # compose with rootful podman (runc: crun refuses hybrid cgroups; the CNI
-# plugins and iptables publish ports). Not inside a container (the image's
-# build stage runs this script too), where podman would not run.
-if [ ! -e /run/.containerenv ] && [ ! -e /.dockerenv ]; then
+# plugins and iptables publish ports). The image's build stage, which runs
+# this script too, has no use for them and says --no-containers. (Not
+# guessed from /.dockerenv: some virtual machines have one and run podman.)
+if [ "$CONTAINER_TOOLS" = 1 ]; then
   PACKAGES+=(podman runc podman-compose containernetworking-plugins iptables catatonit)
 fi
 
