@@ -161,6 +161,46 @@ bool LastAgree(const std::vector<double>& values, int n, double tolerance) {
   return lo > 0 && hi <= lo * (1.0 + tolerance);
 }
 
+namespace {
+
+// Calls that ended while the engine stopped (`rest`) join the last window:
+// its figures (`last`) and its sample (`last_sample`); the window keeps its
+// measured length.
+void AddToLastWindow(Sample rest, WindowStats* last, Sample* last_sample) {
+  const WindowStats tail = MakeWindow(rest, rest.latencies_ns);
+  last->sent += tail.sent;
+  last->ok += tail.ok;
+  last->failed += tail.failed;
+  last->hung += tail.hung;
+  last->unanswered += tail.unanswered;
+  for (const auto& [code, count] : tail.errors) last->errors[code] += count;
+  for (const auto& [bucket, count] : tail.histogram) last->histogram[bucket] += count;
+  rest.elapsed = {};
+  last_sample->Merge(std::move(rest));
+}
+
+// The step's call counts, rates and latencies from its merged windows
+// (`result->seconds` already set).
+void SetCallFigures(Sample merged, int64_t batch, StepResult* result) {
+  result->sent = merged.sent;
+  result->ok = merged.ok();
+  result->failed = merged.failed();
+  result->hung = merged.hung;
+  result->unanswered = merged.unanswered;
+  result->skipped = merged.skipped;
+  for (const auto& [code, count] : merged.errors) result->errors[es::client::CodeName(code)] += count;
+  const double secs = std::max(1e-9, result->seconds);
+  result->throughput_rps = static_cast<double>(result->ok) / secs;
+  result->rows_per_s = result->throughput_rps * static_cast<double>(batch);
+  result->send_rate = static_cast<double>(result->sent) / secs;
+  if (result->open_loop && merged.sent > 0) {
+    result->mean_late_us = static_cast<double>(merged.late_ns_sum) / static_cast<double>(merged.sent) / 1000.0;
+  }
+  result->latency = Summarize(merged.latencies_ns);
+}
+
+}  // namespace
+
 StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const LoadPlan& plan,
                    const std::string& request_bytes, const StepSettings& settings, const ProgressFn& progress,
                    const std::atomic<bool>* interrupted) {
@@ -222,20 +262,7 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
     // What completed while stopping (unanswered calls among it) belongs to
     // the last window: a soak, or a step that lost the server, must not lose
     // the calls that ended it. (A sweep's steps leave them to the totals.)
-    Sample rest = engine.TakeSample();
-    {
-      const WindowStats tail = MakeWindow(rest, rest.latencies_ns);
-      auto& last = result.timeline.back();
-      last.sent += tail.sent;
-      last.ok += tail.ok;
-      last.failed += tail.failed;
-      last.hung += tail.hung;
-      last.unanswered += tail.unanswered;
-      for (const auto& [code, count] : tail.errors) last.errors[code] += count;
-      for (const auto& [bucket, count] : tail.histogram) last.histogram[bucket] += count;
-      rest.elapsed = {};  // the window's length stays the measured one
-      samples.back().Merge(std::move(rest));
-    }
+    AddToLastWindow(engine.TakeSample(), &result.timeline.back(), &samples.back());
   }
   if (samples.empty()) return result;
 
@@ -254,21 +281,7 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
     result.server_cpu_us_per_request = (server_cpu.back()->own_s - server_cpu_start->own_s) * 1e6 / ok;
     result.hosts_cpu_us_per_request = ChildrenCpuBetween(*server_cpu_start, *server_cpu.back()) * 1e6 / ok;
   }
-  result.sent = merged.sent;
-  result.ok = merged.ok();
-  result.failed = merged.failed();
-  result.hung = merged.hung;
-  result.unanswered = merged.unanswered;
-  result.skipped = merged.skipped;
-  for (const auto& [code, count] : merged.errors) result.errors[es::client::CodeName(code)] += count;
-  const double secs = std::max(1e-9, result.seconds);
-  result.throughput_rps = static_cast<double>(result.ok) / secs;
-  result.rows_per_s = result.throughput_rps * static_cast<double>(settings.batch);
-  result.send_rate = static_cast<double>(result.sent) / secs;
-  if (result.open_loop && merged.sent > 0) {
-    result.mean_late_us = static_cast<double>(merged.late_ns_sum) / static_cast<double>(merged.sent) / 1000.0;
-  }
-  result.latency = Summarize(merged.latencies_ns);
+  SetCallFigures(std::move(merged), settings.batch, &result);
   return result;
 }
 
