@@ -327,6 +327,14 @@ step "podman kube down removed pod $pod"
 if ! command -v podman-compose >/dev/null; then
   die "podman-compose missing (scripts/install-deps.sh installs it)"
 fi
+# Compose's services reach each other by name (Prometheus scrapes
+# server:8002): a network podman makes must have DNS.
+dns_probe=$RUN_ID-dns-probe
+podman network create "$dns_probe" >/dev/null || die "podman network create failed"
+dns_enabled=$(podman network inspect --format '{{.DNSEnabled}}' "$dns_probe")
+podman network rm "$dns_probe" >/dev/null
+[ "$dns_enabled" = true ] ||
+  die "podman's networks have no DNS, so compose's services cannot find each other by name (the CNI dnsname plugin, golang-github-containernetworking-plugin-dnsname, is missing: scripts/install-deps.sh installs it)"
 PROM_IMAGE=$(/usr/bin/python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["services"]["prometheus"]["image"])' docker/compose.yaml)
 step "compose: the Prometheus image $PROM_IMAGE, from Debian's prometheus package"
 podman build --format docker --network host --volume "$CACHE/apt-archives:/var/cache/apt/archives" \
@@ -394,7 +402,17 @@ PY
   fi
   sleep 1
 done
-[ "$prom_ok" = 1 ] || { compose logs prometheus 2>&1 | tail -n 20 >&2; die "Prometheus never had the server's target up with ensemble_* series"; }
+if [ "$prom_ok" != 1 ]; then
+  compose logs prometheus 2>&1 | tail -n 20 >&2
+  # Prometheus logs no scrape errors; its targets API has the last one.
+  /usr/bin/python3 - "$PROM" <<'PY' >&2 || true
+import json, sys, urllib.request
+targets = json.load(urllib.request.urlopen("http://" + sys.argv[1] + "/api/v1/targets", timeout=3))["data"]["activeTargets"]
+for t in targets:
+    print(f"  target {t['scrapeUrl']}: {t['health']} {t.get('lastError', '')}")
+PY
+  die "Prometheus never had the server's target up with ensemble_* series"
+fi
 compose down -v >"$WORK/compose-down.log" 2>&1 || { cat "$WORK/compose-down.log" >&2; die "podman-compose down failed"; }
 COMPOSE_UP=0
 [ -z "$(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}')" ] || die "podman-compose down left containers"

@@ -39,11 +39,14 @@ PACKAGES=(
 
 # scripts/container-test.sh runs the image, the Kubernetes manifests and
 # compose with rootful podman (runc: crun refuses hybrid cgroups; the CNI
-# plugins and iptables publish ports). The image's build stage, which runs
+# plugins and iptables publish ports; the dnsname plugin lets compose's
+# services find each other by name, as Prometheus finds `server:8002`: without
+# it podman's CNI networks have no DNS). The image's build stage, which runs
 # this script too, has no use for them and says --no-containers. (Not
 # guessed from /.dockerenv: some virtual machines have one and run podman.)
 if [ "$CONTAINER_TOOLS" = 1 ]; then
-  PACKAGES+=(podman runc podman-compose containernetworking-plugins iptables catatonit)
+  PACKAGES+=(podman runc podman-compose containernetworking-plugins golang-github-containernetworking-plugin-dnsname
+    iptables catatonit)
 fi
 
 # tests/deploy validates the container and Kubernetes files with
