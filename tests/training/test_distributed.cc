@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <barrier>
-
 #include "training/gradient_reducer.h"
 #include "tests/training/training_test_util.h"
 
@@ -38,7 +36,7 @@ class DistributedTest : public ::testing::Test {
 TEST_F(DistributedTest, TwoRanksKeepIdenticalParametersAfterEveryStep) {
   // Tiny buckets: several all-reduces per step, launched from the hooks.
   const TrainConfig config = SmallConfig("adam", /*bucket_mb=*/0.02);
-  std::barrier sync(2);
+  RankBarrier sync(2);
   int buckets = 0;
   RunRanks(2, config, kSteps, [&](std::vector<Rank>& ranks, int r) {
     Rank& me = ranks[r];
@@ -58,13 +56,13 @@ TEST_F(DistributedTest, TwoRanksKeepIdenticalParametersAfterEveryStep) {
       if (divergence.ok()) {
         EXPECT_LE(*divergence, 1e-6) << "step " << step;
       }
-      sync.arrive_and_wait();  // both stepped: compare
+      sync.ArriveAndWait();  // both stepped: compare
       if (r == 0) {
         const double diff =
             (FlatParameters(*ranks[0].trainer) - FlatParameters(*ranks[1].trainer)).abs().max().item<double>();
         EXPECT_LE(diff, 1e-6) << "step " << step;
       }
-      sync.arrive_and_wait();  // compared: step again
+      sync.ArriveAndWait();  // compared: step again
     }
   });
   EXPECT_GT(buckets, 2) << "the test meant to exercise several buckets";
@@ -100,7 +98,7 @@ TEST_F(DistributedTest, DivergenceCheckSeesADifferentRank) {
 
 TEST_F(DistributedTest, BroadcastGivesEveryRankRankZerosWeights) {
   const TrainConfig config = SmallConfig("sgd", 25.0);
-  std::barrier sync(2);
+  RankBarrier sync(2);
   RunRanks(2, config, 1, [&](std::vector<Rank>& ranks, int r) {
     if (r == 1) {  // as if rank 1 had loaded other weights
       torch::NoGradGuard no_grad;
@@ -108,7 +106,7 @@ TEST_F(DistributedTest, BroadcastGivesEveryRankRankZerosWeights) {
     }
     const at::Tensor before = FlatParameters(*ranks[r].trainer);
     ASSERT_TRUE(ranks[r].trainer->SyncInitialParameters().ok());
-    sync.arrive_and_wait();
+    sync.ArriveAndWait();
     if (r == 0) {
       const at::Tensor zero = FlatParameters(*ranks[0].trainer);
       EXPECT_TRUE(zero.equal(before)) << "rank 0 keeps its weights";

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/mutex.h"
 #include "training/batch_loader.h"
 #include "training/ensemble_trainer.h"
 #include "training/train_config.h"
@@ -44,5 +45,32 @@ std::optional<Batch> NextBatch(BatchLoader& loader);
 // look at the others' state between barriers of its own.
 void RunRanks(int world, const TrainConfig& config, int64_t total_steps,
               const std::function<void(std::vector<Rank>& ranks, int rank)>& body);
+
+// A reusable barrier for the ranks' threads: ArriveAndWait returns once
+// `parties` threads have arrived in the current round. (std::barrier would
+// do, but this file's sources must also parse as C++17 for the thread-safety
+// analysis, which LibTorch's headers need with Debian's clang.)
+class RankBarrier {
+ public:
+  explicit RankBarrier(int parties) : parties_(parties) {}
+  void ArriveAndWait() {
+    MutexLock lock(&mu_);
+    const int64_t round = round_;
+    if (++arrived_ == parties_) {
+      arrived_ = 0;
+      ++round_;
+      cv_.NotifyAll();
+      return;
+    }
+    cv_.Wait(&mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return round_ != round; });
+  }
+
+ private:
+  const int parties_;
+  Mutex mu_;
+  CondVar cv_;
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 }  // namespace es::training_test
