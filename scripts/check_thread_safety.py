@@ -18,11 +18,17 @@ extensions, such as defaulted comparisons, allowed), and if that fails too
 as failed. Sources that include LibTorch try C++17 first. What the checks
 find is reported from either parse.
 
-Usage: scripts/check_thread_safety.py [BUILD_DIR] [-j N] [--only PREFIX ...]
+Results are cached (scripts/lib/analysis_cache.py): a source that was clean
+or not analysable is not parsed again while it, every header it reads (from
+the build's dependency log), its flags, clang and this script are unchanged.
+--no-cache parses every source.
+
+Usage: scripts/check_thread_safety.py [BUILD_DIR] [-j N] [--only PREFIX ...] [--no-cache]
 Exit 1 and the compiler's messages when a source fails.
 """
 import argparse
 import concurrent.futures
+import hashlib
 import json
 import os
 import shlex
@@ -31,6 +37,8 @@ import sys
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+from analysis_cache import AnalysisCache  # noqa: E402
 CHECKS = ["-Wthread-safety", "-Werror=thread-safety", "-Wshadow", "-Werror=shadow"]
 # gcc-only flags clang would reject.
 DROP = {"-fno-fat-lto-objects"}
@@ -53,11 +61,29 @@ def clang_command(entry):
     return out[:-1] + ["-fsyntax-only", "-Wno-unknown-warning-option"] + CHECKS + [out[-1]]
 
 
+def object_of(entry):
+    """The object file the build compiles `entry` into (its -o argument)."""
+    args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+    return args[args.index("-o") + 1] if "-o" in args[:-1] else None
+
+
+def checker_identity():
+    """What the cached results depend on besides the sources: this script,
+    the cache's code and the clang that parses."""
+    h = hashlib.sha256()
+    for path in (__file__, os.path.join(ROOT, "scripts", "lib", "analysis_cache.py")):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    version = subprocess.run(["clang++", "--version"], capture_output=True, text=True).stdout
+    return h.hexdigest() + " " + version
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("build_dir", nargs="?", default=os.path.join(ROOT, "build"))
     parser.add_argument("-j", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--only", nargs="*", default=[], help="check only sources under these folders")
+    parser.add_argument("--no-cache", action="store_true", help="parse every source, reusing no earlier result")
     args = parser.parse_args()
     path = os.path.join(args.build_dir, "compile_commands.json")
     if not os.path.exists(path):
@@ -76,6 +102,7 @@ def main():
         entries.append((rel, e))
     failed, skipped = [], []
     start = time.monotonic()
+    cache = AnalysisCache("thread-safety", checker_identity(), args.build_dir, ROOT)
 
     def errors_only_in_system_headers(stderr):
         errors = [l for l in stderr.splitlines() if ": error:" in l]
@@ -85,6 +112,17 @@ def main():
         return any("-Wthread-safety" in l or "-Wshadow" in l for l in stderr.splitlines() if ": error:" in l)
 
     def check(item):
+        rel, e = item
+        key = None if args.no_cache else cache.key(object_of(e), clang_command(e), e["directory"])
+        cached = cache.get(key)
+        if cached is not None:
+            return rel, (0 if cached == "clean" else None), ""
+        rel, rc, err = parse(item)
+        if rc == 0 or rc is None:  # a property of the inputs; a failure is parsed again next time
+            cache.put(key, "clean" if rc == 0 else "not analysable")
+        return rel, rc, err
+
+    def parse(item):
         rel, e = item
         cxx20 = clang_command(e)
         # C++20 features clang accepts as C++17 extensions (defaulted
@@ -123,7 +161,8 @@ def main():
     for f in failed:
         print("FAILED:", f)
     print(f"check_thread_safety: {len(entries)} sources, {len(entries) - len(failed) - len(skipped)} analysed clean, "
-          f"{len(skipped)} not analysable, {len(failed)} failed")
+          f"{len(skipped)} not analysable, {len(failed)} failed ({cache.hits} unchanged since an earlier run, "
+          f"not parsed again)")
     return 1 if failed else 0
 
 

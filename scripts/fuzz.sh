@@ -14,6 +14,7 @@
 #   FUZZ_BUILD_DIR   build folder (default build-fuzz)
 #   FUZZ_WORK_DIR    scratch folder to use and keep (default: a fresh /tmp/es-fuzz.XXXXXX)
 #   FUZZ_JOBS        build parallelism (default: nproc)
+#   FUZZ_PARALLEL    targets fuzzed at a time (default: nproc)
 #   FUZZ_SKIP_BUILD  1: run the targets as built (e.g. several runs side by side)
 #   FUZZ_ARGS        extra libFuzzer flags for every target, e.g. "-runs=1000000"
 #                    (libFuzzer stops at whichever of -runs and SECONDS comes first)
@@ -23,6 +24,11 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "usage: $0 [SECONDS]   (seconds per target, default 60)" >&2
+  exit 2
+fi
+parallel=${FUZZ_PARALLEL:-$(nproc)}
+if ! [[ $parallel =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: FUZZ_PARALLEL must be a positive number of targets, not '$parallel'" >&2
   exit 2
 fi
 build=${FUZZ_BUILD_DIR:-build-fuzz}
@@ -62,40 +68,66 @@ dict_of() {
   return 0
 }
 
-failed=()
-summary=()
-for t in "${targets[@]}"; do
-  corpus="$work/corpus/$t"
-  artifacts="$work/artifacts/$t"
-  log="$work/$t.log"
+# run_target T: fuzzes T; its summary line goes to $work/T.line and, when it
+# failed, what to look at to $work/T.failed (printed in order at the end, as
+# targets run side by side).
+run_target() {
+  local t=$1 corpus="$work/corpus/$1" artifacts="$work/artifacts/$1" log="$work/$1.log"
   mkdir -p "$corpus" "$artifacts"
   cp -r "tests/fuzz/corpus/$t/." "$corpus/"
-  args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
-        -artifact_prefix="$artifacts/")
+  local args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
+              -artifact_prefix="$artifacts/")
+  local dict
   dict=$(dict_of "$t")
   [ -n "$dict" ] && args+=(-dict="$dict")
   # shellcheck disable=SC2206  # FUZZ_ARGS is a list of flags on purpose
   [ -n "${FUZZ_ARGS:-}" ] && args+=(${FUZZ_ARGS})
   echo "== fuzz_$t: ${seconds}s on $(ls "$corpus" | wc -l) seed(s)"
-  rc=0
+  local rc=0
   TMPDIR="$work/tmp" nice -n 10 "$build/bin/fuzz_$t" "${args[@]}" "$corpus" >"$log" 2>&1 || rc=$?
+  local execs rate cov line
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
   line=$(printf '%-18s %12s execs %8s exec/s  %s' "$t" "${execs:-?}" "${rate:-?}" "${cov:-}")
   if [ "$rc" -ne 0 ]; then
     line+="  FAILED (exit $rc)"
-    failed+=("$t")
-    echo "-- fuzz_$t failed (exit $rc); end of its log ($log):"
-    grep -vE '^#[0-9]+\s+(NEW|REDUCE|pulse|RELOAD)' "$log" | tail -40 || true
-    for repro in "$artifacts"/*; do
-      [ -e "$repro" ] || continue
-      echo "-- reproducer: $repro"
-      echo "   replay:     $build/bin/fuzz_$t $repro"
-    done
+    {
+      echo "-- fuzz_$t failed (exit $rc); end of its log ($log):"
+      grep -vE '^#[0-9]+\s+(NEW|REDUCE|pulse|RELOAD)' "$log" | tail -40 || true
+      for repro in "$artifacts"/*; do
+        [ -e "$repro" ] || continue
+        echo "-- reproducer: $repro"
+        echo "   replay:     $build/bin/fuzz_$t $repro"
+      done
+    } >"$work/$t.failed"
   fi
-  echo "$line"
-  summary+=("$line")
+  echo "$line" >"$work/$t.line"
+}
+
+# $parallel targets at a time (FUZZ_PARALLEL, default one per core), each on
+# its own core for its whole time: every target gets the fuzzing it would get
+# alone, in a fraction of the wall time.
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$parallel" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait
+
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+  if [ -f "$work/$t.failed" ]; then
+    cat "$work/$t.failed"
+    failed+=("$t")
+  fi
+  summary+=("$(cat "$work/$t.line" 2>/dev/null || echo "$t: no result (the fuzzing job ended early)")")
+  [ -f "$work/$t.line" ] || failed+=("$t")
 done
 
 echo

@@ -27,6 +27,8 @@ phase_done build
 
 # clang's thread-safety analysis (and -Wshadow) over every source of the build,
 # the LibTorch ones included, which the torch-free clang builds below leave out.
+# A source is parsed again only when it, a header it reads, its flags or clang
+# changed since a clean earlier run (the cache in ~/.cache/ensemble-serve).
 scripts/check_thread_safety.py build
 phase_done "thread-safety analysis"
 # clang-tidy (.clang-tidy) on the sources changed by the last commit
@@ -61,7 +63,7 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
   sanitizer_ctest() {  # sanitizer_ctest DIR [CTEST ARGS...]: the tests registered in build folder DIR
     local dir=$1
     shift
-    ctest --test-dir "$dir" --output-on-failure --timeout 600 --no-tests=error "$@"
+    ctest --test-dir "$dir" --output-on-failure --timeout 600 --no-tests=error -j "$(nproc)" "$@"
   }
 
   sanitizer_build build-asan ES_ENABLE_ASAN test_common test_ipc tests/server/all
@@ -100,8 +102,9 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
 fi
 
 # Then the libFuzzer targets (tests/fuzz), each for a short while on its
-# checked-in seeds: clang, its own build folder build-fuzz/. Skip with
-# ES_SKIP_FUZZ=1; ES_FUZZ_SECONDS sets the time per target (default 20).
+# checked-in seeds: clang, its own build folder build-fuzz/; one target per
+# core at a time. Skip with ES_SKIP_FUZZ=1; ES_FUZZ_SECONDS sets the time per
+# target (default 20).
 if [ "${ES_SKIP_FUZZ:-0}" != 1 ]; then
   scripts/fuzz.sh "${ES_FUZZ_SECONDS:-20}"
   phase_done fuzz
