@@ -33,7 +33,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist prometheus
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch python3-yaml
-  dpkg-dev debootstrap curl                       # scripts/package.sh (dpkg-shlibdeps), scripts/package-test.sh
+  dpkg-dev file debootstrap curl                  # scripts/package.sh (dpkg-shlibdeps; cpack needs file), scripts/package-test.sh
   iproute2                                        # tests/training/integration/test_multi_machine.cc: ip netns, veth
 )
 
