@@ -58,7 +58,11 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
     fi
     CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DES_BUILD_TORCH=OFF \
       -DES_ENABLE_BENCHMARKS=OFF -DES_WERROR=ON "-D$option=ON" >/dev/null
-    CCACHE_BASEDIR=$PWD cmake --build "$dir" -j "$(nproc)" --target "$@"
+    # These builds have debug info (-g), for which ccache hashes the working
+    # folder too, so a fresh clone elsewhere would miss every object; with
+    # CCACHE_NOHASHDIR it hits (an object from the cache may then name the
+    # other clone's folder in its debug info: sanitizer reports' file paths).
+    CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1 cmake --build "$dir" -j "$(nproc)" --target "$@"
   }
   sanitizer_ctest() {  # sanitizer_ctest DIR [CTEST ARGS...]: the tests registered in build folder DIR
     local dir=$1
