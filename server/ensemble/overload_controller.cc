@@ -66,11 +66,23 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       return ticket;
     }
     // The current rung missing its budget moves at once (down, or to a
-    // faster rung of a ladder measured out of order); a richer one is taken
-    // only after the dwell time.
-    if (fit != level.rung && (PredictLocked(level.rung) > budget || now - level.moved >= dwell_)) {
-      level.rung = fit;
-      level.moved = now;
+    // faster rung of a ladder measured out of order). Up, per dwell time, to
+    // the next richer rung within the budget: straight to the
+    // richest that fits, the full ensemble's admissions pushed the middle
+    // rungs (waiting behind the same hosts) over the budget as well, and
+    // the class swung between the two ends of the ladder once per dwell.
+    if (fit != level.rung) {
+      size_t next = level.rung;
+      if (PredictLocked(level.rung) > budget) {
+        next = fit;
+      } else if (now - level.moved >= dwell_ && fit < level.rung) {
+        next = level.rung - 1;
+        while (PredictLocked(next) > budget) --next;  // stops at `fit` at the latest
+      }
+      if (next != level.rung) {
+        level.rung = next;
+        level.moved = now;
+      }
     }
     rung = level.rung;
     // A probe: the richer rung measured again, unless the queue alone rules it out.

@@ -43,9 +43,10 @@
 // lower priorities step down first and the highest keep richer rungs longer.
 // Each of the two priority classes has a current rung: it moves at once
 // when the current one's prediction misses the budget (down, or to a faster
-// rung of a ladder measured out of order), and up (straight to the richest
-// rung that fits) only once `dwell_ms` have passed since its last move: the
-// ladder never oscillates faster than the dwell time. A request's own
+// rung of a ladder measured out of order), and up one step at a time (to the
+// next richer rung predicted within the budget) only once
+// `dwell_ms` have passed since its last move: the ladder never oscillates
+// faster than the dwell time, and the middle rungs are used on the way up. A request's own
 // deadline may then move it further down, to the richest rung predicted to
 // answer before it (never up). When no rung is predicted to meet the whole
 // target, the request is shed (kShed): shedding is the last resort. A request marked exact is always served at rung 0 and never shed.

@@ -68,6 +68,16 @@ class OverloadControllerTest : public ::testing::Test {
       controller_.Finish(t, false);
     }
   }
+  // At `at`, a highest-priority request moves the class up to `rung` (a
+  // move, not a probe).
+  void ExpectMoveUp(Clock::time_point at, size_t rung) {
+    now_ = at;
+    const Ticket t = Admit(1);
+    EXPECT_EQ(t.rung, rung);
+    EXPECT_EQ(t.probe_class, -1) << "a move up, not a probe";
+    EXPECT_EQ(controller_.CurrentRung(1), rung);
+    controller_.Finish(t, false);
+  }
   std::vector<double> Predictions() const {
     std::vector<double> p;
     for (size_t r = 0; r < controller_.rungs(); ++r) p.push_back(controller_.PredictMs(r));
@@ -148,6 +158,32 @@ class OverloadControllerTest : public ::testing::Test {
     controller_.Finish(t, true);
     ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 10);
     ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+  }
+
+  // Two rungs measured slow: s_0 = 60 and s_1 = 50 both miss the target
+  // (40), so the highest class moves to rung 2 at `*bottom` (s_2 = 2).
+  void DescendAColdLadder(Clock::time_point* bottom) {
+    Ticket t = Admit(1);
+    Advance(60);
+    controller_.Finish(t, true);
+    t = Admit(1);
+    ASSERT_EQ(t.rung, 1u);
+    Advance(50);
+    controller_.Finish(t, true);
+    *bottom = now_;
+    t = Admit(1);
+    ASSERT_EQ(t.rung, 2u);
+    Advance(2);
+    controller_.Finish(t, true);
+    ASSERT_EQ(controller_.CurrentRung(1), 2u);
+  }
+  // Two exact requests alone answer in 20 ms: s_0 60 -> 40 -> 30.
+  void RemeasureRungZeroAlone() {
+    for (int i = 0; i < 2; ++i) {
+      const Ticket t = AdmitExact();
+      Advance(20);
+      controller_.Finish(t, true);
+    }
   }
 
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
@@ -290,12 +326,43 @@ TEST_F(OverloadControllerTest, MovesBackUpOnlyAfterTheDwellTime) {
   // Drained, but within the dwell time: the class stays down (and sends no
   // probe either).
   ExpectHeldWithoutProbe(moved, {40, 500, 999}, 1, 1);
-  now_ = moved + std::chrono::milliseconds(1000);
-  const Ticket t = Admit(1);
-  EXPECT_EQ(t.rung, 0u);
-  EXPECT_EQ(t.probe_class, -1) << "a move up, not a probe";
-  EXPECT_EQ(controller_.CurrentRung(1), 0u);
-  controller_.Finish(t, false);
+  ExpectMoveUp(moved + std::chrono::milliseconds(1000), 0);
+}
+
+// Up one step per dwell time: a class at the bottom whose richer rungs both
+// fit again goes to the middle rung first and to rung 0 a dwell time later.
+// (Straight to the richest, the full ensemble's admissions pushed the middle
+// rung, waiting behind the same hosts, over the budget too, and the class
+// swung between the ladder's two ends once per dwell.)
+TEST_F(OverloadControllerTest, ClimbsOneRungPerDwellTime) {
+  Clock::time_point bottom;
+  ASSERT_NO_FATAL_FAILURE(DescendAColdLadder(&bottom));
+  // A dwell later, the probe measures rung 1 again (50 -> 30), and exact
+  // requests measure rung 0 (60 -> 40 -> 30): both fit the target now.
+  now_ = bottom + std::chrono::milliseconds(1000);
+  const Ticket probe = Admit(1);
+  ASSERT_EQ(probe.rung, 1u);
+  ASSERT_EQ(probe.probe_class, 0);
+  Advance(10);
+  controller_.Finish(probe, true);
+  RemeasureRungZeroAlone();
+  ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 30);
+  ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 30);
+  ASSERT_LE(controller_.PredictMs(0), kTargetMs);
+
+  const Clock::time_point middle = now_;
+  ExpectMoveUp(middle, 1);  // one step up, not straight to rung 0
+  ExpectHeldWithoutProbe(middle, {1, 500, 999}, 1, 1);
+  ExpectMoveUp(middle + std::chrono::milliseconds(1000), 0);
+}
+
+// When the next richer rung misses the budget and a richer one fits (a
+// ladder measured out of order), the step up skips it.
+TEST_F(OverloadControllerTest, StepUpSkipsARungThatMissesTheBudget) {
+  Clock::time_point bottom;
+  ASSERT_NO_FATAL_FAILURE(DescendAColdLadder(&bottom));
+  RemeasureRungZeroAlone();  // rung 1 stays 50
+  ExpectMoveUp(bottom + std::chrono::milliseconds(1000), 0);
 }
 
 TEST_F(OverloadControllerTest, HighestPriorityKeepsTheRichRungLonger) {
@@ -740,19 +807,9 @@ TEST_F(OverloadControllerTest, NoProbeWhileTheWorkInFlightAloneRulesTheRicherRun
 // rung is measured within the target it moves there, and only a dwell time
 // later probes rung 0.
 TEST_F(OverloadControllerTest, ProbeGoesOneRungUp) {
-  Ticket t = Admit(1);
-  Advance(60);
-  controller_.Finish(t, true);  // s_0 = 60
-  t = Admit(1);
-  ASSERT_EQ(t.rung, 1u);
-  Advance(50);
-  controller_.Finish(t, true);  // s_1 = 50, cold too
-  const Clock::time_point moved = now_;
-  t = Admit(1);
-  ASSERT_EQ(t.rung, 2u);
-  Advance(2);
-  controller_.Finish(t, true);  // s_2 = 2
-  ASSERT_EQ(controller_.CurrentRung(1), 2u);
+  Clock::time_point moved;
+  ASSERT_NO_FATAL_FAILURE(DescendAColdLadder(&moved));
+  Ticket t;
 
   now_ = moved + std::chrono::milliseconds(1000);
   const Ticket probe = Admit(1);
