@@ -15,8 +15,7 @@ size_t DatatypeSize(std::string_view datatype) {
 int64_t ElementCount(std::span<const int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) return -1;
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   }
   return n;
 }

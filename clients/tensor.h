@@ -34,7 +34,8 @@ namespace es::client {
 // Bytes per element of a KServe v2 datatype; 0 for BYTES or an unknown name.
 size_t DatatypeSize(std::string_view datatype);
 
-// Product of the dims (1 for a scalar shape []); -1 if a dim is negative.
+// Product of the dims (1 for a scalar shape []); -1 if a dim is negative or
+// the product overflows int64 (a shape from an answer is untrusted).
 int64_t ElementCount(std::span<const int64_t> shape);
 
 // A shape as the tools print it, in tables and in error messages alike:

@@ -150,6 +150,7 @@ es::StatusOr<Tensor> RandomInput(const std::string& datatype, const std::vector<
     shape[i] = batch;
   }
   const int64_t count = es::client::ElementCount(shape);
+  if (count < 0) return es::Status::InvalidArgument("random: the shape " + ShapeText(shape) + " is too large");
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::uniform_int_distribution<int> small(0, 9);
   const bool floating = datatype == "FP32" || datatype == "FP64";

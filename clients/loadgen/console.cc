@@ -91,13 +91,14 @@ std::vector<std::string> RunBanner(const Options& o, const Report& report) {
           (report.platform.empty() ? "" : " (" + report.platform + ")") + ", batch " + std::to_string(report.batch),
       "  inputs: " + InputsText(report) + "; request " + std::to_string(report.request_bytes) + " B; " +
           TransportText(o),
+      "  data: " + (report.data.empty() ? "seeded random, one request sent every time" : report.data),
       StepsText(o, report.open_loop),
       "  latencies and server stage times (srv_us = server success time, queue, c_in/c_infer/c_out = compute "
       "input/infer/output) in us" +
           std::string(o.server_pid > 0 ? "; srv_cpu_us/hosts_cpu_us = CPU per request of the server process " +
                                              std::to_string(o.server_pid) + "/of its model hosts, in core-us"
                                        : ""),
-      TableHeader(report.open_loop, o.server_pid > 0),
+      TableHeader(report.open_loop, o.server_pid > 0, !o.labelled.labels.empty()),
   };
 }
 

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "clients/loadgen/labelled_data.h"
 #include "clients/status.h"
 
 namespace es::loadgen {
@@ -109,6 +110,7 @@ struct LoadEngine::Call : Event {
   Clock::time_point scheduled;
   Clock::time_point sent;
   size_t channel = 0;
+  size_t request = 0;      // index in the RequestSet (its labels, with --labels)
   int slot = -1;           // closed loop: the slot that sends again on completion
   bool abandoned = false;  // cancelled by Stop() and counted unanswered (drainer thread only)
 };
@@ -169,7 +171,11 @@ struct LoadEngine::Stream {
 struct LoadEngine::Worker : Sender {
   int index = 0;
   grpc::CompletionQueue cq;
-  grpc::ByteBuffer request;  // this worker's reference to the serialized request
+  // This worker's references to the serialized requests, sent in turn:
+  // worker t sends t, t + threads, ... (next_request: the issuing thread's,
+  // the pacer's in open loop, the drainer's in closed loop).
+  std::vector<grpc::ByteBuffer> requests;
+  size_t next_request = 0;
   std::vector<int> slots;    // closed loop
   std::map<int, std::chrono::milliseconds> backoff;  // closed loop, per slot (drainer thread only)
   std::atomic<int64_t> retries{0};  // alarms set and not yet fired
@@ -195,12 +201,17 @@ LoadEngine::LoadEngine(std::vector<std::shared_ptr<grpc::Channel>> channels, int
 
 LoadEngine::~LoadEngine() { Stop(); }
 
-void LoadEngine::Start(const LoadPlan& plan, const std::string& request_bytes) {
+void LoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
   Stop();
   plan_ = plan;
+  set_ = &requests;
   BeginRun();
-  grpc::Slice slice(request_bytes);
-  const grpc::ByteBuffer request(&slice, 1);
+  std::vector<grpc::ByteBuffer> buffers;
+  for (const std::string& bytes : requests.requests) {
+    grpc::Slice slice(bytes);
+    buffers.emplace_back(&slice, 1);
+  }
+  const std::string& request_bytes = requests.requests.at(0);  // streaming sends the first
   const bool streaming = settings_.streams > 0 && plan.concurrency > 0;
   // A stream holds one of its connection's HTTP/2 streams for its whole life:
   // past the server's limit on concurrent streams (ensemble-server's default
@@ -213,7 +224,8 @@ void LoadEngine::Start(const LoadPlan& plan, const std::string& request_bytes) {
   for (int t = 0; t < threads; ++t) {
     auto w = std::make_unique<Worker>();
     w->index = t;
-    w->request = request;
+    w->requests = buffers;
+    w->next_request = static_cast<size_t>(t);
     w->rng.seed(plan.seed * 1000003ULL + static_cast<uint64_t>(t));
     w->next_channel = static_cast<size_t>(t);
     if (plan.concurrency > 0) {
@@ -295,7 +307,9 @@ void LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
   call->sent = Clock::now();
   call->slot = slot;
   call->channel = slot >= 0 ? static_cast<size_t>(slot) % stubs_.size() : w->next_channel++ % stubs_.size();
-  call->reader = stubs_[call->channel]->PrepareUnaryCall(&call->ctx, method_, w->request, &w->cq);
+  call->request = w->next_request % w->requests.size();
+  w->next_request = call->request + workers_.size();
+  call->reader = stubs_[call->channel]->PrepareUnaryCall(&call->ctx, method_, w->requests[call->request], &w->cq);
   CountSent(*w);
   {
     // Registered before it starts: its completion (on the drainer thread)
@@ -333,7 +347,12 @@ void LoadEngine::Completed(Worker* w, std::unique_ptr<Call> call) {
   CountEnded(*w);
   if (call->abandoned) return;  // counted unanswered when it was cancelled
   const grpc::StatusCode code = call->status.error_code();
-  CountAnswer(*w, code, call->scheduled, call->sent, done);
+  if (code == grpc::StatusCode::OK && set_->checked()) {
+    const CheckedAnswer checked = Check(*call);
+    CountAnswer(*w, code, call->scheduled, call->sent, done, &checked);
+  } else {
+    CountAnswer(*w, code, call->scheduled, call->sent, done);
+  }
   // UNAVAILABLE from a server that answers (a model's host restarting) is not
   // a connection failure; the channel then stays connected.
   CountConnection(
@@ -349,6 +368,20 @@ void LoadEngine::Completed(Worker* w, std::unique_ptr<Call> call) {
   }
   backoff = NextBackoff(backoff);
   RetryLater(w, call->slot, nullptr, backoff);
+}
+
+CheckedAnswer LoadEngine::Check(const Call& call) const {
+  std::vector<grpc::Slice> slices;
+  inference::ModelInferResponse answer;
+  bool parsed = call.response.Dump(&slices).ok();
+  if (parsed) {
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    parsed = answer.ParseFromString(bytes);
+  }
+  if (!parsed) return {};
+  const AnswerCheck check = CheckAnswer(answer, set_->output, set_->labels.at(call.request));
+  return {check.readable, LabelCounts{1, check.rows, check.correct}, check.served_by};
 }
 
 void LoadEngine::Pace(Worker* w) {

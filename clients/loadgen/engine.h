@@ -6,9 +6,12 @@
 // (clients/loadgen/engine_common.h), shared with HttpLoadEngine.
 //
 // Contract:
-//  - The request is serialized once (Start's caller gives the bytes); every
-//    call sends those bytes through a generic stub, and answers are not
-//    parsed: only the status and the latency count.
+//  - The requests are serialized once (Start's caller gives the bytes);
+//    calls send them in turn through a generic stub, and answers are not
+//    parsed (only the status and the latency count) unless the set has
+//    labels: then each successful answer is parsed and checked
+//    (CheckAnswer, clients/loadgen/labelled_data.h). Streaming sends the
+//    set's first request only.
 //  - Closed loop (plan.concurrency = N): N calls always in flight; slot k
 //    belongs to worker k % threads and uses channel k % channels, and sends
 //    its next call as soon as its previous one completes.
@@ -91,7 +94,7 @@ class LoadEngine final : public CountingEngine {
   LoadEngine(const LoadEngine&) = delete;
   LoadEngine& operator=(const LoadEngine&) = delete;
 
-  void Start(const LoadPlan& plan, const std::string& request_bytes) override;
+  void Start(const LoadPlan& plan, const RequestSet& requests) override;
   void Stop() override;
 
  private:
@@ -119,12 +122,14 @@ class LoadEngine final : public CountingEngine {
   void Issue(Worker* w, int slot, std::chrono::steady_clock::time_point scheduled);
   void Completed(Worker* w, std::unique_ptr<Call> call);
   void CancelOutstanding(Worker* w);  // Stop() waited `hung`: the rest are unanswered
+  CheckedAnswer Check(const Call& call) const;  // --labels: a successful answer against its rows' labels
 
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
   int threads_;
   std::string method_;
   LoadPlan plan_;
+  const RequestSet* set_ = nullptr;  // Start's; outlives the run
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<int64_t> stop_began_ns_{0};  // steady clock, when Stop() set stopping_
   std::vector<SlotState> slot_states_;  // streaming: per slot (each used by its stream's worker only)

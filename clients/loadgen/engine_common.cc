@@ -11,6 +11,12 @@ uint64_t Sample::failed() const {
   return n;
 }
 
+void LabelCounts::Add(const LabelCounts& other) {
+  answers += other.answers;
+  rows += other.rows;
+  correct += other.correct;
+}
+
 void Sample::Merge(Sample&& other) {
   if (latencies_ns.empty()) {
     latencies_ns = std::move(other.latencies_ns);
@@ -25,6 +31,9 @@ void Sample::Merge(Sample&& other) {
   late_ns_sum += other.late_ns_sum;
   elapsed += other.elapsed;
   end_wall = std::max(end_wall, other.end_wall);
+  checked.Add(other.checked);
+  for (const auto& [rung, counts] : other.checked_by_served_by) checked_by_served_by[rung].Add(counts);
+  unreadable += other.unreadable;
 }
 
 Sample Sender::Take() {
@@ -82,7 +91,7 @@ void CountingEngine::CountEnded(Sender& sender) {
 }
 
 void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::time_point scheduled,
-                                 Clock::time_point sent, Clock::time_point answered) {
+                                 Clock::time_point sent, Clock::time_point answered, const CheckedAnswer* checked) {
   const bool ok = code == grpc::StatusCode::OK;
   const bool hung = answered - sent > settings_.hung;
   {
@@ -94,6 +103,11 @@ void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::t
       ++sender.sample.errors[code];
     }
     if (hung) ++sender.sample.hung;
+    if (ok && checked != nullptr && !checked->readable) ++sender.sample.unreadable;
+    if (ok && checked != nullptr && checked->readable) {
+      sender.sample.checked.Add(checked->counts);
+      sender.sample.checked_by_served_by[checked->served_by].Add(checked->counts);
+    }
   }
   if (ok) {
     total_ok_.fetch_add(1, std::memory_order_relaxed);

@@ -31,6 +31,20 @@
 
 namespace es::loadgen {
 
+// Answers checked against labels (--labels): answers, rows and correct rows.
+struct LabelCounts {
+  uint64_t answers = 0, rows = 0, correct = 0;
+  void Add(const LabelCounts& other);
+};
+
+// One answer read against its labels: readable false when its output
+// could not be read (then `counts` and `served_by` are unused).
+struct CheckedAnswer {
+  bool readable = false;
+  LabelCounts counts;
+  std::string served_by;
+};
+
 struct Sample {
   std::vector<int64_t> latencies_ns;            // successful calls
   std::map<grpc::StatusCode, uint64_t> errors;  // failed calls by code
@@ -41,10 +55,26 @@ struct Sample {
   int64_t late_ns_sum = 0;  // open loop: sum of (actual - scheduled) send times
   std::chrono::steady_clock::duration elapsed{};     // since the previous sample
   std::chrono::system_clock::time_point end_wall{};  // wall-clock time the sample was taken
+  // --labels: the successful answers checked, in all and by the answer's
+  // `served_by` parameter (absent: ""); answers that could not be read
+  // (output missing or malformed) are counted apart.
+  LabelCounts checked;
+  std::map<std::string, LabelCounts> checked_by_served_by;
+  uint64_t unreadable = 0;
 
   uint64_t ok() const { return latencies_ns.size(); }
   uint64_t failed() const;
   void Merge(Sample&& other);
+};
+
+// What an engine sends: serialized ModelInferRequests, one after another in
+// turn; with labels (clients/loadgen/labelled_data.h), request i's rows are
+// labels[i] and each successful answer's `output` is checked against them.
+struct RequestSet {
+  std::vector<std::string> requests;
+  std::vector<std::vector<int64_t>> labels;  // empty: answers are not read
+  std::string output;
+  bool checked() const { return !labels.empty(); }
 };
 
 struct LoadPlan {
@@ -71,7 +101,8 @@ struct EngineSettings {
 class Engine {
  public:
   virtual ~Engine() = default;
-  virtual void Start(const LoadPlan& plan, const std::string& request_bytes) = 0;
+  // `requests` must outlive the run (until Stop returns).
+  virtual void Start(const LoadPlan& plan, const RequestSet& requests) = 0;
   virtual void Stop() = 0;
   virtual Sample TakeSample() = 0;
   virtual int64_t in_flight() const = 0;
@@ -146,8 +177,10 @@ class CountingEngine : public Engine {
   // An answer: OK counts its latency from `scheduled` (a call that waited
   // to be sent shows the wait: no coordinated omission), any other code is
   // a failure; hung when it came more than settings_.hung after `sent`.
+  // `checked` (--labels, OK only): the answer read against its labels,
+  // counted in the same sample as its latency.
   void CountAnswer(Sender& sender, grpc::StatusCode code, Clock::time_point scheduled, Clock::time_point sent,
-                   Clock::time_point answered);
+                   Clock::time_point answered, const CheckedAnswer* checked = nullptr);
   // `calls` that Stop gave up waiting for.
   void CountUnanswered(Sender& sender, uint64_t calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sender.mu);
   // The lost-server rule, after every counted outcome: a connection failure

@@ -23,11 +23,11 @@ HttpLoadEngine::HttpLoadEngine(std::string address, es::client::ClientOptions op
 
 HttpLoadEngine::~HttpLoadEngine() { Stop(); }
 
-void HttpLoadEngine::Start(const LoadPlan& plan, const std::string& request_bytes) {
+void HttpLoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
   Stop();
   plan_ = plan;
-  inference::ModelInferRequest request;
-  if (!request.ParseFromString(request_bytes) ||
+  inference::ModelInferRequest request;  // the set's first: --inputs is refused with --http
+  if (!request.ParseFromString(requests.requests.at(0)) ||
       !es::client::EncodeHttpInferRequest(request, &body_, &header_length_).ok()) {
     // The caller built and checked the request (one call made before the
     // sweep): not reachable with ensemble-loadgen's own requests.

@@ -54,7 +54,7 @@ class HttpLoadEngine final : public CountingEngine {
   HttpLoadEngine(const HttpLoadEngine&) = delete;
   HttpLoadEngine& operator=(const HttpLoadEngine&) = delete;
 
-  void Start(const LoadPlan& plan, const std::string& request_bytes) override;
+  void Start(const LoadPlan& plan, const RequestSet& requests) override;  // sends requests[0]
   void Stop() override;
 
  private:

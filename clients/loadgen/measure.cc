@@ -188,6 +188,9 @@ void SetCallFigures(Sample merged, int64_t batch, StepResult* result) {
   result->hung = merged.hung;
   result->unanswered = merged.unanswered;
   result->skipped = merged.skipped;
+  result->labelled = merged.checked;
+  result->labelled_by_served_by = std::move(merged.checked_by_served_by);
+  result->unreadable = merged.unreadable;
   for (const auto& [code, count] : merged.errors) result->errors[es::client::CodeName(code)] += count;
   const double secs = std::max(1e-9, result->seconds);
   result->throughput_rps = static_cast<double>(result->ok) / secs;
@@ -202,9 +205,10 @@ void SetCallFigures(Sample merged, int64_t batch, StepResult* result) {
 }  // namespace
 
 StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const LoadPlan& plan,
-                   const std::string& request_bytes, const StepSettings& settings, const ProgressFn& progress,
+                   const RequestSet& requests, const StepSettings& settings, const ProgressFn& progress,
                    const std::atomic<bool>* interrupted) {
   StepResult result;
+  result.checked = requests.checked();
   result.model = settings.model;
   result.open_loop = plan.concurrency <= 0;
   result.concurrency = plan.concurrency;
@@ -213,7 +217,7 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
 
   result.soak = settings.run_s > 0;
   const auto stop = [&] { return (interrupted && interrupted->load()) || engine.lost_server(); };
-  engine.Start(plan, request_bytes);
+  engine.Start(plan, requests);
   if (progress) progress(label + ": warm-up");
   SleepFor(settings.warmup_s, stop);
   engine.TakeSample();  // the warm-up, and whatever the previous step left

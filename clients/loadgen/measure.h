@@ -115,6 +115,12 @@ struct StepResult {
   // process was gone at either end, or when no request succeeded.
   double server_cpu_us_per_request = -1;
   double hosts_cpu_us_per_request = -1;
+  // --labels: the successful answers of the merged windows checked against
+  // their labels, in all and by the answer's `served_by` parameter.
+  bool checked = false;
+  LabelCounts labelled;
+  std::map<std::string, LabelCounts> labelled_by_served_by;
+  uint64_t unreadable = 0;  // successful answers whose output could not be read
   LatencySummary latency;
   ServerStages server;
 };
@@ -133,7 +139,7 @@ struct StepSettings {
 using ProgressFn = std::function<void(const std::string& line)>;
 
 StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const LoadPlan& plan,
-                   const std::string& request_bytes, const StepSettings& settings, const ProgressFn& progress,
+                   const RequestSet& requests, const StepSettings& settings, const ProgressFn& progress,
                    const std::atomic<bool>* interrupted);
 
 // True when the last `n` values agree: max <= min * (1 + tolerance), min > 0.

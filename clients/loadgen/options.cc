@@ -179,6 +179,16 @@ void AddFlags(CLI::App* app, Options* o, RawFlags* raw) {
                  "(the model hosts, hosts_cpu_us), in core-us; meaningless for a server on another machine")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   es::client::AddSecurityFlags(app, &raw->security);  // --ssl, --ssl-ca, --ssl-cert, --ssl-key, --token
+  // Labelled data.
+  app->add_option("--inputs", o->labelled.inputs,
+                 "NumPy .npy file of rows for the model's one input ([N, ...], its non-batch dims): requests of "
+                 "--batch rows each, sent in turn, instead of random data (not with --http, --streaming or --shm)");
+  app->add_option("--labels", o->labelled.labels,
+                 "NumPy .npy file of one class index per row of --inputs: every answer's rows are checked (the "
+                 "largest element of --label-output is the class) and each step reports the accuracy, in all and "
+                 "by the answer's served_by parameter");
+  app->add_option("--label-output", o->labelled.output,
+                 "the output --labels checks (default: the model's first output)");
   // KServe v2 HTTP/REST.
   app->add_flag("--http", o->http,
                "talk KServe v2 HTTP/REST to --server (the HTTP address): a keep-alive connection and thread per slot "
@@ -216,6 +226,15 @@ es::Status CompleteOptions(const RawFlags& raw, Options* o) {
       if (given) {
         return Refused(std::string("--http: ") + flag + " is not supported over HTTP (one connection per call in flight)");
       }
+    }
+  }
+  if (!o->labelled.labels.empty() && o->labelled.inputs.empty()) return Refused("--labels needs --inputs");
+  if (!o->labelled.output.empty() && o->labelled.labels.empty()) return Refused("--label-output needs --labels");
+  if (!o->labelled.inputs.empty()) {
+    for (const auto& [flag, given] : {std::pair<const char*, bool>{"--http", o->http},
+                                      {"--streaming", o->streaming},
+                                      {"--shm", o->shm}}) {
+      if (given) return Refused(std::string("--inputs: not supported with ") + flag + " (it sends one request)");
     }
   }
   // Refused now rather than reported as "-" at every step: a typo, or a

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clients/client.h"
+#include "clients/loadgen/labelled_data.h"
 #include "common/status.h"
 
 namespace es::loadgen {
@@ -68,6 +69,9 @@ struct Options {
   // model hosts', its child processes) the steps report per request
   // (process_cpu.h); 0 = not given. ParseArgs checks that it exists.
   int server_pid = 0;
+  // --inputs, --labels, --label-output: real rows sent in turn and every
+  // answer checked against its labels (clients/loadgen/labelled_data.h).
+  LabelledFiles labelled;
 };
 
 // Copies the measurement-window options (warm-up, window length, how many

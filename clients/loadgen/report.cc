@@ -45,6 +45,12 @@ std::string ErrorsText(const std::map<std::string, uint64_t>& errors) {
 
 nlohmann::json OrNull(double v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); }
 
+double Accuracy(const LabelCounts& c) { return c.rows == 0 ? -1 : static_cast<double>(c.correct) / static_cast<double>(c.rows); }
+
+nlohmann::json LabelJson(const LabelCounts& c) {
+  return {{"answers", c.answers}, {"rows", c.rows}, {"correct", c.correct}, {"accuracy", OrNull(Accuracy(c))}};
+}
+
 nlohmann::json StepJson(const StepResult& s) {
   nlohmann::json j;
   j["model"] = s.model;
@@ -76,6 +82,16 @@ nlohmann::json StepJson(const StepResult& s) {
   // --server-pid: core-µs per successful request; null without it, or with the process gone.
   j["server_cpu_us_per_request"] = OrNull(s.server_cpu_us_per_request);
   j["hosts_cpu_us_per_request"] = OrNull(s.hosts_cpu_us_per_request);
+  // --labels: the answers checked, in all and by their served_by parameter ("" when absent).
+  if (s.checked) {
+    j["labels"] = LabelJson(s.labelled);
+    j["labels"]["unreadable"] = s.unreadable;
+    nlohmann::json by = nlohmann::json::object();
+    for (const auto& [rung, counts] : s.labelled_by_served_by) by[rung] = LabelJson(counts);
+    j["labels"]["by_served_by"] = by;
+  } else {
+    j["labels"] = nullptr;
+  }
   const auto& l = s.latency;
   j["latency_us"] = {{"count", l.count}, {"mean", l.mean_us}, {"min", l.min_us}, {"max", l.max_us},
                      {"p50", l.p50_us},  {"p90", l.p90_us},   {"p95", l.p95_us}, {"p99", l.p99_us},
@@ -161,7 +177,10 @@ double PeakThroughput(const std::vector<StepResult>& steps) {
 // The --server-pid columns: CPU per request of the server and of its hosts.
 constexpr const char* kServerCpuColumns = " | %10s %12s";
 
-std::string TableHeader(bool open_loop, bool server_cpu) {
+// The --labels column: the accuracy of the answers checked, in percent.
+constexpr const char* kAccuracyColumn = " | %6s";
+
+std::string TableHeader(bool open_loop, bool server_cpu, bool labelled) {
   char buf[400];
   std::snprintf(buf, sizeof buf, "%7s %9s %10s %8s %8s %8s %8s %9s %7s %4s %6s%s | %8s %7s %6s %7s %6s %5s",
                 open_loop ? "rate" : "conc", "req/s", "rows/s", "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us",
@@ -170,6 +189,10 @@ std::string TableHeader(bool open_loop, bool server_cpu) {
   std::string header = buf;
   if (server_cpu) {
     std::snprintf(buf, sizeof buf, kServerCpuColumns, "srv_cpu_us", "hosts_cpu_us");
+    header += buf;
+  }
+  if (labelled) {
+    std::snprintf(buf, sizeof buf, kAccuracyColumn, "acc%");
     header += buf;
   }
   return header;
@@ -198,7 +221,32 @@ std::string TableRow(const StepResult& s, bool server_cpu) {
                   Stage(s.hosts_cpu_us_per_request).c_str());
     row += buf;
   }
+  if (s.checked) {
+    const double accuracy = Accuracy(s.labelled);
+    std::snprintf(buf, sizeof buf, kAccuracyColumn, accuracy < 0 ? "-" : Fmt("%.2f", 100 * accuracy).c_str());
+    row += buf;
+  }
   return row;
+}
+
+// "accuracy at rate 50: 91.20% of 500 rows (by served_by: a 93.00% of 300, ...)", and the unreadable answers.
+std::string LabelsText(const StepResult& s) {
+  std::ostringstream out;
+  auto figure = [](const LabelCounts& c) {
+    return (c.rows == 0 ? std::string("-") : Fmt("%.2f", 100 * Accuracy(c)) + "%") + " of " + std::to_string(c.rows) +
+           " rows";
+  };
+  out << "accuracy at " << (s.open_loop ? "rate " : "concurrency ") << StepLabel(s) << ": " << figure(s.labelled);
+  if (s.labelled_by_served_by.size() > 1 || (s.labelled_by_served_by.size() == 1 && !s.labelled_by_served_by.begin()->first.empty())) {
+    std::string by;
+    for (const auto& [rung, counts] : s.labelled_by_served_by) {
+      by += (by.empty() ? "" : "; ") + (rung.empty() ? std::string("(none)") : rung) + " " + figure(counts);
+    }
+    out << " (by served_by: " << by << ")";
+  }
+  if (s.unreadable > 0) out << "; " << s.unreadable << " answers without a readable output";
+  out << "\n";
+  return out.str();
 }
 
 std::string Summary(const Report& r) {
@@ -208,6 +256,7 @@ std::string Summary(const Report& r) {
     unstable = unstable || (!s.stable && !s.soak);
     if (!s.errors.empty()) out << "errors at " << (s.open_loop ? "rate " : "concurrency ") << StepLabel(s) << ": "
                                << ErrorsText(s.errors) << "\n";
+    if (s.checked) out << LabelsText(s);
   }
   if (unstable) {
     out << "* not stable: the last " << r.stable_windows << " windows differed by more than "
@@ -270,7 +319,9 @@ std::string CsvText(const Report& r) {
          "srv_success_us,srv_queue_us,srv_compute_input_us,srv_compute_infer_us,srv_compute_output_us,srv_avg_batch,"
          "srv_success,srv_fail,hung,unanswered,"
          // Appended last (--server-pid; empty without it) so that readers by position keep working.
-         "server_cpu_us_per_request,hosts_cpu_us_per_request\n";
+         "server_cpu_us_per_request,hosts_cpu_us_per_request,"
+         // --labels (empty without it).
+         "accuracy\n";
   auto num = [](double v) { return v < 0 ? std::string() : Fmt("%.3f", v); };
   auto row = [&](const StepResult& s) {
     const auto& l = s.latency;
@@ -287,7 +338,7 @@ std::string CsvText(const Report& r) {
         << num(v.compute_infer_us) << "," << num(v.compute_output_us) << "," << num(v.avg_batch) << ","
         << (v.available ? std::to_string(v.success) : "") << "," << (v.available ? std::to_string(v.fail) : "") << ","
         << s.hung << "," << s.unanswered << "," << num(s.server_cpu_us_per_request) << ","
-        << num(s.hosts_cpu_us_per_request) << "\n";
+        << num(s.hosts_cpu_us_per_request) << "," << (s.checked ? num(Accuracy(s.labelled)) : "") << "\n";
   };
   for (const auto& s : r.steps) row(s);
   return out.str();
@@ -308,6 +359,7 @@ std::string JsonText(const Report& r) {
                  {"arrivals", r.open_loop ? (r.poisson ? "poisson" : "constant") : "closed-loop"},
                  {"batch", r.batch},
                  {"request_bytes", r.request_bytes},
+                 {"data", r.data.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.data)},
                  {"channels", r.channels},
                  {"threads", r.threads},
                  {"timeout_ms", r.timeout_ms},

@@ -34,6 +34,8 @@ struct Report {
   int64_t batch = 1;
   std::vector<InputInfo> inputs;
   size_t request_bytes = 0;  // serialized ModelInferRequest
+  // --inputs (and --labels): what is sent and checked, in words; "" = one random request.
+  std::string data;
   bool open_loop = false;
   bool poisson = false;
   int channels = 1, threads = 1, timeout_ms = 0;
@@ -59,8 +61,10 @@ struct Report {
 double PeakThroughput(const std::vector<StepResult>& steps);
 
 // `server_cpu` (--server-pid): two more columns, the server's CPU per
-// request (srv_cpu_us) and its model hosts' (hosts_cpu_us).
-std::string TableHeader(bool open_loop, bool server_cpu = false);
+// request (srv_cpu_us) and its model hosts' (hosts_cpu_us); `labelled`
+// (--labels): the accuracy of the answers (acc%, as TableRow adds it to a
+// step that checked its answers).
+std::string TableHeader(bool open_loop, bool server_cpu = false, bool labelled = false);
 std::string TableRow(const StepResult& step, bool server_cpu = false);
 // Lines after the table: errors by code, ceiling, totals.
 std::string Summary(const Report& report);

@@ -107,6 +107,12 @@ bool BuildRequest(const es::client::Api& client, const std::string& model, const
       return false;
     }
     const int64_t count = es::client::ElementCount(shape);
+    if (count < 0) {
+      std::string message = "input '";
+      message.append(name).append("' of '").append(model).append("': shape ").append(ShapeText(shape));
+      *error = {message + " is too large", true};
+      return false;
+    }
     const std::string payload = RandomPayload(datatype, count, rng);
     es::client::Status s =
         es::client::AddRawInput(&out->request, name, datatype, shape, payload.data(), payload.size());

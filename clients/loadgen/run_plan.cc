@@ -10,6 +10,7 @@
 #include "clients/http_client.h"
 #include "clients/loadgen/engine.h"
 #include "clients/loadgen/http_engine.h"
+#include "clients/loadgen/labelled_data.h"
 #include "clients/security_flags.h"
 #include "clients/timestamp.h"
 
@@ -115,6 +116,35 @@ es::Status CheckRequests(const RunPlan& plan) {
   return es::Status::Ok();
 }
 
+// What the engine sends: the one request of each model, or (--inputs) the
+// labelled data's requests for the model measured, the first of them
+// checked by one call as the built request was.
+es::Status SetRequests(const Options& o, RunPlan* plan) {
+  plan->ceiling_requests.requests = {plan->ceiling_request.bytes};
+  if (o.labelled.inputs.empty()) {
+    plan->main_requests.requests = {plan->main_request.bytes};
+    return es::Status::Ok();
+  }
+  auto metadata = plan->client->ModelMetadata(o.model, o.model_version, Probe());
+  if (!metadata.ok()) return es::Status::Unavailable("ModelMetadata: " + metadata.status().ToString());
+  const std::string first_output = metadata->outputs_size() > 0 ? metadata->outputs(0).name() : "";
+  ES_ASSIGN_OR_RETURN(plan->main_requests, LoadLabelledRequests(o.labelled, plan->main_request, first_output));
+  inference::ModelInferRequest first;
+  first.ParseFromString(plan->main_requests.requests.front());
+  auto answer = plan->client->Infer(first);
+  if (!answer.ok()) {
+    return es::Status::FailedPrecondition("model '" + o.model + "' rejects the first request of --inputs " +
+                                          o.labelled.inputs + ": " + answer.status().ToString());
+  }
+  if (plan->main_requests.checked() &&
+      !CheckAnswer(*answer, plan->main_requests.output, plan->main_requests.labels.front()).readable) {
+    return es::Status::InvalidArgument("--label-output " + plan->main_requests.output + ": the answer of model '" +
+                                       o.model + "' has no such output of one row per label (" +
+                                       std::to_string(plan->main_request.rows) + " rows, a fixed-size datatype)");
+  }
+  return es::Status::Ok();
+}
+
 // The report's description of the model, its request and the settings.
 void DescribeRun(const Options& o, RunPlan* plan) {
   Report& report = plan->report;
@@ -124,6 +154,13 @@ void DescribeRun(const Options& o, RunPlan* plan) {
   report.batch = plan->main_request.rows;
   report.inputs = plan->main_request.inputs;
   report.request_bytes = plan->main_request.bytes.size();
+  if (!o.labelled.inputs.empty()) {
+    const RequestSet& set = plan->main_requests;
+    report.data = "--inputs " + o.labelled.inputs + ": " + std::to_string(set.requests.size()) + " requests of " +
+                  std::to_string(plan->main_request.rows) + " row(s), sent in turn" +
+                  (set.checked() ? "; every answer's '" + set.output + "' checked against --labels " + o.labelled.labels
+                                 : "");
+  }
   report.ceiling_request_bytes = plan->ceiling_request.bytes.size();
   if (plan->ceiling_model.empty()) {
     report.ceiling_not_measured =
@@ -171,6 +208,7 @@ es::StatusOr<RunPlan> PlanRun(const Options& options, const std::string& command
   ES_RETURN_IF_ERROR(PrepareRequests(options, &plan));
   if (options.shm) ES_RETURN_IF_ERROR(MoveInputsToShm(&plan));
   ES_RETURN_IF_ERROR(CheckRequests(plan));
+  ES_RETURN_IF_ERROR(SetRequests(options, &plan));
   DescribeRun(options, &plan);
   ES_ASSIGN_OR_RETURN(plan.engine, MakeEngine(options));
   return plan;

@@ -1,6 +1,7 @@
 // ensemble-loadgen before its first step: from the options to a plan.
 // PlanRun connects (gRPC, or HTTP with --http) and checks that the server is
-// live, builds the request of the model measured and of the ceiling model
+// live, builds the request of the model measured (or, with --inputs, the
+// requests of the labelled data: clients/loadgen/labelled_data.h) and of the ceiling model
 // (--ceiling-model; "auto" takes the server's "echo" when it has one), moves
 // their inputs into shared memory (--shm), sends each once (a request the
 // model rejects is a clear error, not a sweep full of failures), and makes
@@ -36,6 +37,9 @@ struct RunPlan {
   PreparedRequest main_request;
   PreparedRequest ceiling_request;  // no bytes: no request of its own (no ceiling, or the model measured)
   std::string ceiling_model;        // "": no ceiling step
+  // What the engine sends: main_request alone, or (--inputs) the labelled
+  // data's requests; the ceiling's request alone.
+  RequestSet main_requests, ceiling_requests;
   std::vector<std::unique_ptr<es::client::ShmInputs>> shm_inputs;  // --shm
   std::unique_ptr<Engine> engine;
   Report report;

@@ -48,7 +48,7 @@ void RunSteps(const Options& o, const StepSettings& settings, RunPlan& plan, Con
   Report& report = plan.report;
   const size_t steps = report.open_loop ? o.rates.size() : o.concurrency.size();
   for (size_t i = 0; i < steps && !interrupted->load(); ++i) {
-    StepResult step = RunStep(*plan.engine, *plan.client, StepPlan(o, i), plan.main_request.bytes, settings,
+    StepResult step = RunStep(*plan.engine, *plan.client, StepPlan(o, i), plan.main_requests, settings,
                               ProgressOn(console), interrupted);
     // An interrupted step is not reported, except a soak's: its windows are
     // what the run is for.
@@ -73,7 +73,7 @@ void RunCeiling(const Options& o, StepSettings settings, RunPlan& plan, Console&
   settings.version = "";
   settings.batch = plan.ceiling_request.rows;
   StepResult step =
-      RunStep(*plan.engine, *plan.client, load, plan.ceiling_request.bytes, settings, ProgressOn(console), interrupted);
+      RunStep(*plan.engine, *plan.client, load, plan.ceiling_requests, settings, ProgressOn(console), interrupted);
   if (step.windows > 0 && !interrupted->load()) plan.report.ceiling = std::move(step);
 }
 

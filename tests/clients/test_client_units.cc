@@ -39,6 +39,7 @@ TEST(ClientTensor, DatatypesAndCounts) {
   EXPECT_EQ(ElementCount(shape), 24);
   EXPECT_EQ(ElementCount(std::vector<int64_t>{}), 1);
   EXPECT_EQ(ElementCount(std::vector<int64_t>{-1, 3}), -1);
+  EXPECT_EQ(ElementCount(std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 30}), -1) << "overflow";
   EXPECT_STREQ(DatatypeOf<float>(), "FP32");
   EXPECT_STREQ(DatatypeOf<int64_t>(), "INT64");
 }

@@ -11,7 +11,8 @@
 // hung (answered late) or unanswered (cancelled at the end). --server-pid:
 // the /proc reading it rests on (process_cpu.h), the server's CPU per
 // request in the JSON, table and CSV over gRPC and HTTP, and a PID with no
-// process refused (exit 2).
+// process refused (exit 2). Labelled data (--inputs, --labels): every answer
+// checked, right and wrong labels told apart.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "clients/cli/input_source.h"
 #include "clients/client.h"
 #include "clients/loadgen/process_cpu.h"
 #include "tests/integration/server_process.h"
@@ -197,6 +199,57 @@ TEST_F(LoadgenTest, RunOnTheEchoModelIsTheCeiling) {
   EXPECT_GT(j["peak_throughput_rps"].get<double>(), 0);
 }
 
+// --inputs/--labels on the echo model: its answer is its input, so a row's
+// class is the index of its largest pixel. Labels that say so: every row
+// correct; labels shifted by one: none. Every answer is checked (rows =
+// answers x batch, all of the step's successful answers), the table shows
+// the accuracy, and a model with another input shape refuses the file.
+TEST_F(LoadgenTest, LabelledDataIsSentInTurnAndEveryAnswerChecked) {
+  WatchdogScope watchdog(seconds(90), "LabelledData");
+  constexpr size_t kRows = 20, kPixels = size_t{28} * 28;
+  std::vector<float> images(kRows * kPixels);
+  std::vector<float> labels(kRows), shifted(kRows);
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t p = 0; p < kPixels; ++p) images[r * kPixels + p] = static_cast<float>((p * 7 + r * 13) % 97) / 97.0F;
+    const size_t brightest = (r * 31 + 5) % kPixels;
+    images[r * kPixels + brightest] = 2.0F;
+    labels[r] = static_cast<float>(brightest);
+    shifted[r] = static_cast<float>((brightest + 1) % kPixels);
+  }
+  const std::string x = out_.Path("x.npy"), y = out_.Path("y.npy"), wrong = out_.Path("wrong.npy");
+  ASSERT_TRUE(es::cli::WriteNpyFloat32(x, {static_cast<int64_t>(kRows), 1, 28, 28}, images).ok());
+  ASSERT_TRUE(es::cli::WriteNpyFloat32(y, {static_cast<int64_t>(kRows)}, labels).ok());
+  ASSERT_TRUE(es::cli::WriteNpyFloat32(wrong, {static_cast<int64_t>(kRows)}, shifted).ok());
+  for (const auto& [file, accuracy] : {std::pair{y, 1.0}, {wrong, 0.0}}) {
+    const std::string json = out_.Path("labelled.json");
+    std::string output;
+    const int rc = RunCommand({kLoadgen, "--server", server_->address(), "--model", "echo", "--batch", "2",
+                               "--inputs", x, "--labels", file, "--concurrency", "2", "--duration-s", "0.3",
+                               "--warmup-s", "0.2", "--max-windows", "3", "--json", json},
+                              seconds(40), &output);
+    ASSERT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("10 requests of 2 row(s), sent in turn"), std::string::npos) << output;
+    EXPECT_NE(output.find("acc%"), std::string::npos) << output;
+    const auto j = nlohmann::json::parse(Slurp(json));
+    const auto& step = j["steps"][0];
+    const auto& l = step["labels"];
+    ASSERT_TRUE(l.is_object()) << step.dump();
+    EXPECT_EQ(l["answers"].get<uint64_t>(), step["ok"].get<uint64_t>()) << "every successful answer is checked";
+    EXPECT_EQ(l["rows"].get<uint64_t>(), 2 * l["answers"].get<uint64_t>());
+    EXPECT_GT(l["rows"].get<uint64_t>(), 0u);
+    EXPECT_EQ(l["unreadable"].get<uint64_t>(), 0u);
+    EXPECT_DOUBLE_EQ(l["accuracy"].get<double>(), accuracy) << file;
+    EXPECT_EQ(l["by_served_by"][""]["rows"], l["rows"]) << "echo names no rung";
+  }
+  std::string output;
+  EXPECT_EQ(RunCommand({kLoadgen, "--server", server_->address(), "--model", "echo", "--inputs", y, "--concurrency",
+                        "1"},
+                       seconds(40), &output),
+            2)
+      << output;
+  EXPECT_NE(output.find("does not fit the model"), std::string::npos) << output;
+}
+
 TEST(LoadgenExitCodes, UsageErrorsExitTwo) {
   WatchdogScope watchdog(seconds(60), "UsageErrorsExitTwo");
   const std::vector<std::vector<std::string>> cases = {
@@ -213,6 +266,11 @@ TEST(LoadgenExitCodes, UsageErrorsExitTwo) {
       // Output paths are checked before the run (the port is closed: a run would exit 1).
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--csv", "/nonexistent/dir/x.csv"},
       {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--json", "/nonexistent/dir/x.json"},
+      // Labelled data: labels need rows; the engines that send one request cannot send them.
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--labels", "y.npy"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--inputs", "x.npy", "--label-output", "p"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--inputs", "x.npy", "--http"},
+      {kLoadgen, "--server", "127.0.0.1:1", "--model", "m", "--inputs", "x.npy", "--streaming"},
   };
   for (const auto& argv : cases) {
     std::string output;
