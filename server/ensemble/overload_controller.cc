@@ -72,15 +72,20 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
     // rungs (waiting behind the same hosts) over the budget as well, and
     // the class swung between the two ends of the ladder once per dwell.
     if (fit != level.rung) {
-      size_t next = level.rung;
+      const bool held = now - level.moved >= dwell_;  // the last move held a dwell time
       if (PredictLocked(level.rung) > budget) {
-        next = fit;
-      } else if (now - level.moved >= dwell_ && fit < level.rung) {
-        next = level.rung - 1;
-        while (PredictLocked(next) > budget) --next;  // stops at `fit` at the latest
-      }
-      if (next != level.rung) {
-        level.rung = next;
+        // A climb undone within a dwell time failed: the next waits twice
+        // as long (up to 2^kMaxFailedClimbs dwells); one that held resets it.
+        if (level.climbed) level.failed_climbs = held ? 0 : std::min(level.failed_climbs + 1, kMaxFailedClimbs);
+        level.climbed = false;
+        level.rung = fit;
+        level.moved = now;
+      } else if (fit < level.rung && now - level.moved >= dwell_ * (1 << level.failed_climbs)) {
+        if (level.climbed) level.failed_climbs = 0;  // the previous climb held
+        size_t richer = level.rung - 1;
+        while (PredictLocked(richer) > budget) --richer;  // stops at `fit` at the latest
+        level.climbed = true;
+        level.rung = richer;
         level.moved = now;
       }
     }

@@ -46,7 +46,17 @@
 // rung of a ladder measured out of order), and up one step at a time (to the
 // next richer rung predicted within the budget) only once
 // `dwell_ms` have passed since its last move: the ladder never oscillates
-// faster than the dwell time, and the middle rungs are used on the way up. A request's own
+// faster than the dwell time, and the middle rungs are used on the way up.
+// A climb undone within a dwell time (the richer rung's admissions pushed
+// its prediction over the budget at once: the load cannot sustain it)
+// doubles the wait before the next climb, up to 8 dwell times; a climb that
+// holds a dwell time resets it. Without it, at twice the full ensemble's
+// capacity the class climbed to rung 0 once per dwell, whose admissions
+// filled the work in flight up to the budget before it moved down again,
+// and the cheaper rungs waiting behind that work were pushed over the
+// target too (requests shed). (A limit on the arrival rate a rung must
+// carry before a climb was tried first: it pinned closed-loop clients,
+// whose rate follows the cheap rung's speed, to the cheap rung.) A request's own
 // deadline may then move it further down, to the richest rung predicted to
 // answer before it (never up). When no rung is predicted to meet the whole
 // target, the request is shed (kShed): shedding is the last resort. A request marked exact is always served at rung 0 and never shed.
@@ -75,6 +85,7 @@ class OverloadController {
   static constexpr size_t kShed = std::numeric_limits<size_t>::max();
 
   static constexpr int kColdAnswers = 2;
+  static constexpr int kMaxFailedClimbs = 3;  // the wait before a climb: at most 2^3 dwell times
 
   // `now`: the clock (tests pass a fake one); `cold_answers`: see above.
   explicit OverloadController(const OverloadSpec& spec, Now now = Clock::now, int cold_answers = kColdAnswers);
@@ -113,6 +124,8 @@ class OverloadController {
     Clock::time_point moved{};   // last move down (or up)
     Clock::time_point probed{};  // last probe sent
     bool probing = false;        // a probe is in flight
+    bool climbed = false;        // the last move was up
+    int failed_climbs = 0;       // climbs undone within a dwell time, in a row (see above)
   };
   struct Rung {
     double service_ms = 0;  // 0 = not measured

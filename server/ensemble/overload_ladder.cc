@@ -75,6 +75,7 @@ void OverloadLadder::Run(const std::shared_ptr<const InferRequest>& request, Inf
     controller->Finish(ticket, status.ok() && !skipped);
     response.served_by = name;
     response.served_accuracy = accuracy;
+    response.served_predicted_ms = ticket.predicted_ms;
     done(status, std::move(response));
   };
   if (rung == &ensemble) {

@@ -365,6 +365,48 @@ TEST_F(OverloadControllerTest, StepUpSkipsARungThatMissesTheBudget) {
   ExpectMoveUp(bottom + std::chrono::milliseconds(1000), 0);
 }
 
+// A climb undone within a dwell time (the load cannot sustain the richer
+// rung) doubles the wait before the next one; a climb that holds a dwell
+// time brings the wait back to one dwell.
+TEST_F(OverloadControllerTest, AClimbUndoneWithinADwellTimeDoublesTheWaitBeforeTheNext) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());  // s_0 = 30, P_0 = 1: two rung-0 requests in flight miss the target
+  // Load: each time, two requests at once; the second finds rung 0 over the
+  // budget (30 + 30 > 40) and moves the class down (to rung 1) at once.
+  auto burst = [&] {
+    const Ticket a = Admit(1);
+    const Ticket b = Admit(1);
+    controller_.Finish(a, false);
+    controller_.Finish(b, false);
+  };
+  burst();
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  Clock::time_point down = now_;
+  auto rung_at = [&](int ms_after_down) {
+    now_ = down + std::chrono::milliseconds(ms_after_down);
+    const Ticket t = Admit(1);
+    controller_.Finish(t, false);
+    return controller_.CurrentRung(1);
+  };
+  EXPECT_EQ(rung_at(1000), 0u) << "the first climb after one dwell time";
+  burst();  // undone at once: a failed climb
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  down = now_;
+  EXPECT_EQ(rung_at(1000), 1u) << "one failed climb: the next waits two dwell times";
+  EXPECT_EQ(rung_at(1999), 1u);
+  EXPECT_EQ(rung_at(2000), 0u);
+  burst();  // failed again: four dwell times
+  down = now_;
+  EXPECT_EQ(rung_at(3999), 1u);
+  EXPECT_EQ(rung_at(4000), 0u);
+  // This climb holds a dwell time; the move down after it is no failure,
+  // and the next climb waits one dwell time again.
+  now_ += std::chrono::milliseconds(1000);
+  burst();
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  down = now_;
+  EXPECT_EQ(rung_at(1000), 0u);
+}
+
 TEST_F(OverloadControllerTest, HighestPriorityKeepsTheRichRungLonger) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
   const Ticket load = AdmitWithin(20);  // rung 1: W = 10
