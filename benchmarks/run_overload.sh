@@ -1,35 +1,47 @@
 #!/usr/bin/env bash
-# Overload, synthetic stand-in: one four-member ensemble (two members per
-# host, each a fixed amount of work) served three ways side by side in one
-# run, under open-loop Poisson arrivals at 0.5x, 1x, 2x, 4x and 8x the
-# full ensemble's measured capacity:
+# Overload: one ensemble served three ways side by side in one run, under
+# open-loop Poisson arrivals at 0.5x, 1x, 2x, 4x and 8x the full ensemble's
+# measured capacity (closed loop, 8 in flight):
 #   (a) plain   today's server: requests queue past capacity
 #   (b) shed    ensemble.max_in_flight: shedding only
-#   (c) ladder  an overload ladder [the ensemble, a two-member pair, one
-#               small model] keeping latency_target_ms (docs/overload.md)
+#   (c) ladder  an overload ladder keeping latency_target_ms (docs/overload.md)
 # Per step: answered share, p50/p99 of the answers, refusals by code, and
-# for (c) the share of answers by rung (the server's
-# ensemble_overload_answers_total). The members compute nothing meaningful,
-# so there is no accuracy here: the trained-ensemble version (answers
-# checked against labels) is not written yet.
+# for (c) the share of answers by rung.
 #
-#   benchmarks/run_overload.sh [--no-build] [--quick] [--target-ms MS] [--iterations N]
+#   --trained DIR  the ensemble ensemble-train wrote into DIR
+#                  (benchmarks/run_training.sh: build/fmnist, twelve CNNs on
+#                  Fashion-MNIST), served with the ladder the trainer wrote
+#                  (the ensemble, its cascade, its best member); every request
+#                  is one real test image and every answer is checked against
+#                  its label (ensemble-loadgen --inputs/--labels), each step
+#                  one pass over the 10,000 test images (at least 3 s), so
+#                  the accuracy of the answers compares with the test-set
+#                  accuracies of the rungs. Plus an SVG plot (p99 latency and
+#                  accuracy against offered load, a line per policy).
+#   (default)      a synthetic stand-in: four members of fixed work (two per
+#                  host), ladder [the ensemble, a two-member pair, one small
+#                  model]; no accuracy (the members compute nothing meaningful).
 #
-# --quick: 3 s steps instead of 6. Prints the table and writes it to
-# build/bench_overload/report.md. About 4 minutes (--quick: 2).
+#   benchmarks/run_overload.sh [--trained DIR] [--no-build] [--quick] [--target-ms MS] [--iterations N]
+#
+# --target-ms: the ladder's target (default: the trained ladder's; synthetic
+# 50); --quick: synthetic steps of 3 s instead of 6. Prints the table and
+# writes it to build/bench_overload/report.md (and overload.svg). About 4
+# minutes (synthetic --quick: 2; trained: 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 source benchmarks/lib/bench.sh
-BUILD=1 STEP=6 TARGET_MS=50 ITERATIONS=1000 MAX_IN_FLIGHT=6
+BUILD=1 STEP=6 TARGET_MS="" ITERATIONS=1000 MAX_IN_FLIGHT=6 TRAINED=""
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) BUILD=0 ;;
     --quick) STEP=3 ;;
     --target-ms) TARGET_MS=$2; shift ;;
     --iterations) ITERATIONS=$2; shift ;;
-    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --trained) TRAINED=$2; shift ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_overload.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -42,8 +54,21 @@ OUT=build/bench_overload
 rm -rf "$OUT" && mkdir -p "$OUT/repo"
 progress() { echo "[run_overload $(date +%H:%M:%S)] $*"; }
 
-progress "models: 4 members of $ITERATIONS sines each, target $TARGET_MS ms, max_in_flight $MAX_IN_FLIGHT"
-/usr/bin/python3 benchmarks/overload/make_models.py "$OUT/repo" "$ITERATIONS" "$TARGET_MS" "$MAX_IN_FLIGHT"
+DATA=()  # --trained: ensemble-loadgen's --inputs/--labels
+if [ -n "$TRAINED" ]; then
+  [ -d "$TRAINED" ] || { echo "--trained $TRAINED: no such folder (benchmarks/run_training.sh writes build/fmnist)" >&2; exit 1; }
+  if [ -z "$TARGET_MS" ]; then
+    TARGET_MS=$(sed -n 's/^  latency_target_ms: //p' "$TRAINED"/*/config.yaml | head -1)
+    [ -n "$TARGET_MS" ] || { echo "--trained $TRAINED: no ensemble with an overload ladder" >&2; exit 1; }
+  fi
+  progress "models: the trained ensemble of $TRAINED, target $TARGET_MS ms, max_in_flight $MAX_IN_FLIGHT"
+  /usr/bin/python3 benchmarks/overload/trained_repo.py "$TRAINED" "$OUT" "$TARGET_MS" "$MAX_IN_FLIGHT"
+  DATA=(--inputs "$OUT/x.npy" --labels "$OUT/y.npy")
+else
+  TARGET_MS=${TARGET_MS:-50}
+  progress "models: 4 members of $ITERATIONS sines each, target $TARGET_MS ms, max_in_flight $MAX_IN_FLIGHT"
+  /usr/bin/python3 benchmarks/overload/make_models.py "$OUT/repo" "$ITERATIONS" "$TARGET_MS" "$MAX_IN_FLIGHT"
+fi
 write_two_host_config "$OUT/server.yaml"
 start_server "$OUT/server.yaml" "$OUT/server.log" --grpc-port 0 --http-port 0 --metrics-port 0
 trap stop_server EXIT
@@ -54,9 +79,9 @@ loadgen() {  # loadgen NAME MODEL [flags...]
   local name=$1 model=$2
   shift 2
   "$BIN/ensemble-loadgen" --server "$SERVER_ADDR" --model "$model" --ceiling-model none --channels 4 --threads 2 \
-    --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 || { cat "$OUT/$name.txt" >&2; exit 1; }
+    --json "$OUT/$name.json" ${DATA[@]+"${DATA[@]}"} "$@" >"$OUT/$name.txt" 2>&1 || { cat "$OUT/$name.txt" >&2; exit 1; }
 }
-rungs() { curl -s "http://$METRICS/metrics" | grep '^ensemble_overload_answers_total' >"$OUT/$1.rungs" || true; }
+rungs() { curl -s "http://$METRICS/metrics" | grep '^ensemble_overload_' >"$OUT/$1.rungs" || true; }
 
 progress "idle latency and capacity of the full ensemble (ens_plain)"
 loadgen idle ens_plain --concurrency 1 --duration-s 2 --warmup-s 1 --max-windows 3
@@ -70,6 +95,8 @@ loadgen warmup ens_ladder --concurrency 1 --duration-s 2 --warmup-s 1 --max-wind
 progress "capacity $CAPACITY requests/s"
 for mult in 0.5 1 2 4 8; do
   rate=$(/usr/bin/python3 -c "print(max(1, round($CAPACITY * $mult)))")
+  # Trained: one pass over the test images per step (at least 3 s).
+  [ -z "$TRAINED" ] || STEP=$(/usr/bin/python3 -c "print(max(3.0, round(10000 / $rate, 2)))")
   for policy in plain shed ladder; do
     progress "$policy at ${mult}x ($rate requests/s, Poisson, $STEP s)"
     rungs "${policy}_${mult}_before"
@@ -81,4 +108,4 @@ for mult in 0.5 1 2 4 8; do
 done
 stop_server
 trap - EXIT
-/usr/bin/python3 benchmarks/overload/report.py "$OUT" "$TARGET_MS" "$CAPACITY" | tee "$OUT/report.md"
+/usr/bin/python3 benchmarks/overload/report.py "$OUT" "$TARGET_MS" "$CAPACITY" "${TRAINED:-synthetic}" | tee "$OUT/report.md"

@@ -1,27 +1,34 @@
 #!/usr/bin/python3
-"""The table of benchmarks/run_overload.sh from its step files.
+"""The table (and, with labels, the plot) of benchmarks/run_overload.sh.
 
-    report.py OUT_DIR TARGET_MS CAPACITY_RPS
+    report.py OUT_DIR TARGET_MS CAPACITY_RPS SOURCE
 
-Per policy and offered load: requests of the measured window, the share answered, p50 and p99
-of the answers (ms), failures by gRPC code, and for the ladder the share of
-answers by rung (ensemble_overload_answers_total, after minus before).
+SOURCE: "synthetic", or the trained folder (--trained). Per policy and
+offered load: requests of the measured window, the share answered, p50 and
+p99 of the answers (ms), failures by gRPC code, and for the ladder the share
+of answers by rung. With labels (--trained), the accuracy of the answers (all
+of them, and per rung: ensemble-loadgen's by-served_by counts), and
+OUT_DIR/overload.svg: p99 latency and accuracy of the answers against offered
+load, one line per policy. Without labels the rung shares come from the
+server's ensemble_overload_answers_total (after minus before).
 """
 import json
+import math
 import os
 import re
 import sys
 
 LOADS = ["0.5", "1", "2", "4", "8"]
 POLICIES = ["plain", "shed", "ladder"]
+COLOURS = {"plain": "#c0392b", "shed": "#7f8c8d", "ladder": "#2471a3"}
 
 
-def rung_counts(path):
+def metric_rungs(path, family="ensemble_overload_answers_total"):
     counts = {}
     if not os.path.exists(path):
         return counts
     for line in open(path):
-        m = re.match(r'ensemble_overload_answers_total\{(.*)\} ([0-9.e+]+)', line)
+        m = re.match(family + r'\{(.*)\} ([0-9.e+]+)', line)
         if not m or 'model="ens_ladder"' not in m.group(1):
             continue
         rung = re.search(r'rung="([^"]*)"', m.group(1)).group(1)
@@ -29,37 +36,129 @@ def rung_counts(path):
     return counts
 
 
-def main():
-    out, target, capacity = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-    idle = json.load(open(os.path.join(out, "idle.json")))["steps"][0]["latency_us"]
-    print("# Overload (synthetic stand-in: four members of fixed work, two per host)\n")
-    print(f"Full ensemble alone: p50 {idle['p50'] / 1000:.1f} ms; capacity {capacity:.0f} requests/s "
-          f"(closed loop, 8 in flight); ladder target {target:g} ms; open-loop Poisson arrivals.\n")
-    print("| policy | offered | sent | answered | p50 ms | p99 ms | failures | answers by rung (ladder) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+def rung_shares(out, load, step):
+    """[(rung, share of answers, accuracy or None)], largest share first."""
+    labels = step.get("labels")
+    if labels:
+        by = labels["by_served_by"]
+        total = sum(v["answers"] for v in by.values())
+        return sorted(((r or "(none)", v["answers"] / total, v["accuracy"]) for r, v in by.items() if v["answers"]),
+                      key=lambda x: -x[1]) if total else []
+    before = metric_rungs(os.path.join(out, f"ladder_{load}_before.rungs"))
+    after = metric_rungs(os.path.join(out, f"ladder_{load}_after.rungs"))
+    diff = {r: after.get(r, 0) - before.get(r, 0) for r in after}
+    total = sum(diff.values())
+    return sorted(((r, n / total, None) for r, n in diff.items() if n), key=lambda x: -x[1]) if total else []
+
+
+def rows(out):
     for load in LOADS:
         for policy in POLICIES:
             path = os.path.join(out, f"{policy}_{load}.json")
-            if not os.path.exists(path):
+            if os.path.exists(path):
+                yield load, policy, json.load(open(path))["steps"][0]
+
+
+def svg(points, target, path):
+    """Two panels side by side: p99 (log scale) and accuracy of the answers, against offered load (log 2)."""
+    w, h, pad = 360, 260, 50
+    xs = [math.log2(float(x)) for x in LOADS]
+
+    def x_of(load, left):
+        return left + pad + (math.log2(float(load)) - xs[0]) / (xs[-1] - xs[0]) * (w - 2 * pad)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w}" height="{h + 30}" font-family="sans-serif" '
+             f'font-size="11">', f'<rect width="{2 * w}" height="{h + 30}" fill="white"/>']
+    p99s = [p["p99_ms"] for p in points if p["p99_ms"] > 0] + [target]
+    lo, hi = math.log10(min(p99s)) - 0.1, math.log10(max(p99s)) + 0.1
+    accs = [p["accuracy"] for p in points if p["accuracy"] is not None]
+    alo, ahi = (min(accs) - 0.002, max(accs) + 0.002) if accs else (0, 1)
+    panels = [("p99 latency of the answers (ms, log)", 0, lambda p: p["p99_ms"] if p["p99_ms"] > 0 else None,
+               lambda v: h - pad - (math.log10(v) - lo) / (hi - lo) * (h - 2 * pad), lambda v: f"{v:.3g}",
+               [10 ** (lo + (hi - lo) * k / 4) for k in range(5)]),
+              ("accuracy of the answers (%)", w, lambda p: p["accuracy"],
+               lambda v: h - pad - (v - alo) / (ahi - alo) * (h - 2 * pad), lambda v: f"{100 * v:.2f}",
+               [alo + (ahi - alo) * k / 4 for k in range(5)])]
+    for title, left, value, y_of, label, ticks in panels:
+        parts.append(f'<text x="{left + w / 2}" y="18" text-anchor="middle" font-size="13">{title}</text>')
+        parts.append(f'<line x1="{left + pad}" y1="{h - pad}" x2="{left + w - pad}" y2="{h - pad}" stroke="black"/>')
+        parts.append(f'<line x1="{left + pad}" y1="{pad}" x2="{left + pad}" y2="{h - pad}" stroke="black"/>')
+        for t in ticks:
+            parts.append(f'<text x="{left + pad - 4}" y="{y_of(t) + 4:.1f}" text-anchor="end">{label(t)}</text>')
+        for load in LOADS:
+            parts.append(f'<text x="{x_of(load, left):.1f}" y="{h - pad + 14}" text-anchor="middle">{load}x</text>')
+        parts.append(f'<text x="{left + w / 2}" y="{h - pad + 30}" text-anchor="middle">offered load '
+                     f'(x the full ensemble\'s capacity)</text>')
+        if left == 0:
+            y = y_of(target)
+            parts.append(f'<line x1="{left + pad}" y1="{y:.1f}" x2="{left + w - pad}" y2="{y:.1f}" stroke="black" '
+                         f'stroke-dasharray="4 3"/><text x="{left + w - pad}" y="{y - 4:.1f}" text-anchor="end">'
+                         f'target {target:g} ms</text>')
+        for policy in POLICIES:
+            pts = [(x_of(p["load"], left), y_of(value(p))) for p in points
+                   if p["policy"] == policy and value(p) is not None]
+            if not pts:
                 continue
-            s = json.load(open(path))["steps"][0]
-            sent = s["ok"] + s["failed"] + s["unanswered"]  # the window's calls that ended (or never did)
-            answered = s["ok"] / sent if sent else 0
-            lat = s["latency_us"]
-            errors = ", ".join(f"{k} {v}" for k, v in sorted(s["errors"].items())) or "-"
-            rungs = "-"
-            if policy == "ladder":
-                before = rung_counts(os.path.join(out, f"{policy}_{load}_before.rungs"))
-                after = rung_counts(os.path.join(out, f"{policy}_{load}_after.rungs"))
-                diff = {r: after.get(r, 0) - before.get(r, 0) for r in after}
-                total = sum(diff.values())
-                if total:
-                    rungs = ", ".join(f"{r} {100 * n / total:.0f}%" for r, n in
-                                      sorted(diff.items(), key=lambda kv: -kv[1]) if n)
-            p99 = lat["p99"] / 1000
-            mark = " (over target)" if policy == "ladder" and p99 > target else ""
-            print(f"| {policy} | {load}x | {sent} | {100 * answered:.1f}% | {lat['p50'] / 1000:.1f} | "
-                  f"{p99:.1f}{mark} | {errors} | {rungs} |")
+            parts.append(f'<polyline fill="none" stroke="{COLOURS[policy]}" stroke-width="2" points="' +
+                         " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) + '"/>')
+            parts.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{COLOURS[policy]}"/>' for x, y in pts)
+    for i, policy in enumerate(POLICIES):
+        x = pad + i * 110
+        parts.append(f'<rect x="{x}" y="{h + 12}" width="14" height="4" fill="{COLOURS[policy]}"/>'
+                     f'<text x="{x + 18}" y="{h + 18}">{policy}</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+def main():
+    out, target, capacity, source = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    idle = json.load(open(os.path.join(out, "idle.json")))["steps"][0]["latency_us"]
+    labelled = source != "synthetic"
+    what = f"the trained ensemble of {source}" if labelled else \
+        "synthetic stand-in: four members of fixed work, two per host"
+    print(f"# Overload ({what})\n")
+    print(f"Full ensemble alone: p50 {idle['p50'] / 1000:.1f} ms; capacity {capacity:.0f} requests/s "
+          f"(closed loop, 8 in flight); ladder target {target:g} ms; open-loop Poisson arrivals.\n")
+    acc_head = " accuracy |" if labelled else ""
+    print(f"| policy | offered | sent | answered | p50 ms | p99 ms |{acc_head} failures | answers by rung (ladder) |")
+    print("| --- " * (8 + labelled) + "|")
+    points = []
+    for load, policy, s in rows(out):
+        sent = s["ok"] + s["failed"] + s["unanswered"]  # the window's calls that ended (or never did)
+        answered = s["ok"] / sent if sent else 0
+        lat = s["latency_us"]
+        errors = ", ".join(f"{k} {v}" for k, v in sorted(s["errors"].items())) or "-"
+        rungs = "-"
+        if policy == "ladder":
+            rungs = ", ".join(f"{r} {100 * share:.0f}%" + (f" ({100 * acc:.2f}%)" if acc is not None else "")
+                              for r, share, acc in rung_shares(out, load, s)) or "-"
+        p99 = lat["p99"] / 1000 if s["ok"] else 0
+        mark = " (over target)" if policy == "ladder" and p99 > target else ""
+        accuracy = s["labels"]["accuracy"] if labelled and s.get("labels") else None
+        acc_cell = (f" {100 * accuracy:.2f}% |" if accuracy is not None else " - |") if labelled else ""
+        p50 = f"{lat['p50'] / 1000:.1f}" if s["ok"] else "-"
+        print(f"| {policy} | {load}x | {sent} | {100 * answered:.1f}% | {p50} | "
+              f"{p99:.1f}{mark} |{acc_cell} {errors} | {rungs} |")
+        points.append({"load": load, "policy": policy, "p99_ms": p99, "accuracy": accuracy})
+    print("\nThe ladder's controller, per rung: mean latency predicted at admission and observed by the router "
+          "(ms), over the step's answers (the server's ensemble_overload_*_latency_seconds_total):\n")
+    print("| offered | rung | answers | predicted ms | observed ms |")
+    print("| --- | --- | --- | --- | --- |")
+    for load in LOADS:
+        diff = {}
+        for family in ("predicted_answers_total", "predicted_latency_seconds_total", "observed_latency_seconds_total"):
+            before = metric_rungs(os.path.join(out, f"ladder_{load}_before.rungs"), "ensemble_overload_" + family)
+            after = metric_rungs(os.path.join(out, f"ladder_{load}_after.rungs"), "ensemble_overload_" + family)
+            diff[family] = {r: after[r] - before.get(r, 0) for r in after}
+        for rung, n in sorted(diff["predicted_answers_total"].items(), key=lambda kv: -kv[1]):
+            if n > 0:
+                print(f"| {load}x | {rung} | {n:.0f} | "
+                      f"{1e3 * diff['predicted_latency_seconds_total'][rung] / n:.1f} | "
+                      f"{1e3 * diff['observed_latency_seconds_total'][rung] / n:.1f} |")
+    if labelled:
+        svg(points, target, os.path.join(out, "overload.svg"))
+        print(f"\nPlot: {os.path.join(out, 'overload.svg')}")
     return 0
 
 

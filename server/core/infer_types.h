@@ -141,6 +141,9 @@ struct InferResponse {
   // config gives one (`served_accuracy`; < 0 = not known). Empty otherwise.
   std::string served_by;
   double served_accuracy = -1;
+  // The latency the ladder's controller predicted for it at admission (ms;
+  // < 0 = none): /metrics sets it beside the latency observed.
+  double served_predicted_ms = -1;
 };
 
 // Called exactly once per request, from whichever thread finished it.

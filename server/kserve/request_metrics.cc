@@ -82,7 +82,13 @@ void ModelMetrics::Finished(int code, uint64_t elapsed_ns, const InferResponse& 
   }
   if (!response.served_by.empty()) {
     MutexLock lock(&members_mu_);
-    ++served_by_[response.served_by];
+    RungFigures& rung = served_by_[response.served_by];
+    ++rung.answers;
+    if (response.served_predicted_ms >= 0) {
+      ++rung.predicted;
+      rung.predicted_s += response.served_predicted_ms / 1e3;
+      rung.observed_s += static_cast<double>(elapsed_ns) / kNsPerSecond;
+    }
     if (response.served_accuracy >= 0) {
       const int64_t now = SteadySecond();
       AccuracySecond& bucket = accuracy_[static_cast<size_t>(now) % accuracy_.size()];
@@ -191,6 +197,22 @@ struct RequestMetrics::Families {
   prometheus::MetricFamily served =
       Family("ensemble_overload_answers_total",
              "Ensembles with an overload ladder: answers by the rung (model) that made them.", MetricType::Counter);
+  // Predicted against observed: sums over the same answers, so that
+  // rate(sum) / rate(count) is the mean of each over any range.
+  prometheus::MetricFamily predicted_count =
+      Family("ensemble_overload_predicted_answers_total",
+             "Ensembles with an overload ladder: answers whose latency the controller predicted, by rung.",
+             MetricType::Counter);
+  prometheus::MetricFamily predicted_sum =
+      Family("ensemble_overload_predicted_latency_seconds_total",
+             "Ensembles with an overload ladder: sum of the latencies the controller predicted at admission "
+             "(its choice of rung rests on them), by rung.",
+             MetricType::Counter);
+  prometheus::MetricFamily observed_sum =
+      Family("ensemble_overload_observed_latency_seconds_total",
+             "Ensembles with an overload ladder: sum of the router's observed latencies of the same answers, by "
+             "rung.",
+             MetricType::Counter);
   prometheus::MetricFamily accuracy =
       Family("ensemble_overload_expected_accuracy",
              "Ensembles with an overload ladder: mean held-out accuracy of the rungs that made the "
@@ -206,7 +228,8 @@ struct RequestMetrics::Families {
     out.push_back(std::move(rows));
     out.push_back(std::move(pending));
     for (auto& h : hists) out.push_back(std::move(h.family));
-    for (auto* f : {&degraded, &member_latency, &exits, &saved, &served, &accuracy, &unknown}) {
+    for (auto* f : {&degraded, &member_latency, &exits, &saved, &served, &predicted_count, &predicted_sum,
+                    &observed_sum, &accuracy, &unknown}) {
       out.push_back(std::move(*f));
     }
     return out;
@@ -242,8 +265,13 @@ void RequestMetrics::AddModel(const ModelMetrics& m, int64_t now_second, Familie
   if (!m.cascade_exits_.empty()) {
     AddCounter(&out->saved, {{"model", m.name()}}, static_cast<double>(m.member_rows_saved_));
   }
-  for (const auto& [rung, n] : m.served_by_) {
-    AddCounter(&out->served, {{"model", m.name()}, {"rung", rung}}, static_cast<double>(n));
+  for (const auto& [rung, figures] : m.served_by_) {
+    const Labels of_rung = {{"model", m.name()}, {"rung", rung}};
+    AddCounter(&out->served, of_rung, static_cast<double>(figures.answers));
+    if (figures.predicted == 0) continue;
+    AddCounter(&out->predicted_count, of_rung, static_cast<double>(figures.predicted));
+    AddCounter(&out->predicted_sum, of_rung, figures.predicted_s);
+    AddCounter(&out->observed_sum, of_rung, figures.observed_s);
   }
   if (const double mean = m.LastMinuteAccuracy(now_second); mean >= 0) {
     AddGauge(&out->accuracy, {{"model", m.name()}}, mean);

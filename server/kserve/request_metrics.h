@@ -101,7 +101,13 @@ class ModelMetrics {
     double sum = 0;
     uint64_t count = 0;
   };
-  std::map<std::string, uint64_t> served_by_ ABSL_GUARDED_BY(members_mu_);
+  struct RungFigures {
+    uint64_t answers = 0;
+    double predicted_s = 0;  // sums over the answers that carried a prediction
+    double observed_s = 0;
+    uint64_t predicted = 0;
+  };
+  std::map<std::string, RungFigures> served_by_ ABSL_GUARDED_BY(members_mu_);
   std::array<AccuracySecond, 60> accuracy_ ABSL_GUARDED_BY(members_mu_){};
   // The mean over the buckets of the minute before `now_second`; < 0 when empty.
   double LastMinuteAccuracy(int64_t now_second) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(members_mu_);

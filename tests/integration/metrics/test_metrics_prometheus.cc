@@ -126,9 +126,10 @@ TEST(MetricsPrometheusTest, PrometheusScrapesTheServerAndAnswersQueries) {
         for (size_t at = expr.find(var); at != std::string::npos; at = expr.find(var, at)) expr.replace(at, var.size(), value);
       }
       ++queries;
-      // No data without a GPU host, or without a cascade (the demo has none).
+      // No data without a GPU host, a cascade or an overload ladder (the demo has none).
       const bool may_be_empty = expr.find("device_memory") != std::string::npos ||
-                                expr.find("ensemble_cascade_") != std::string::npos;
+                                expr.find("ensemble_cascade_") != std::string::npos ||
+                                expr.find("ensemble_overload_") != std::string::npos;
       std::optional<size_t> series;
       const auto deadline = Clock::now() + seconds(5);
       do {

@@ -153,21 +153,24 @@ TEST(RequestMetricsTest, SeriesFollowTheRequests) {
       << text;
 }
 
-// An overload ladder's answers: counted by the rung that made them, and the
-// gauge is the mean accuracy of the answers whose rung's accuracy is known.
+// An overload ladder's answers: counted by the rung that made them, the
+// gauge is the mean accuracy of the answers whose rung's accuracy is known,
+// and the predicted and observed latencies are summed per rung over the
+// answers that carried a prediction.
 TEST(RequestMetricsTest, OverloadAnswersCountByRungAndAverageTheirAccuracy) {
   RequestMetrics metrics(Models());
   ModelMetrics* ens = metrics.Find("ens");
   ASSERT_NE(ens, nullptr);
-  auto answer = [&](const std::string& rung, double accuracy) {
+  auto answer = [&](const std::string& rung, double accuracy, double predicted_ms = -1, uint64_t took_ns = 1000) {
     InferResponse r;
     r.served_by = rung;
     r.served_accuracy = accuracy;
+    r.served_predicted_ms = predicted_ms;
     ens->Started();
-    ens->Finished(0, 1000, r, 1);
+    ens->Finished(0, took_ns, r, 1);
   };
-  answer("ens", 0.94);
-  answer("ens", 0.94);
+  answer("ens", 0.94, 20, 30'000'000);
+  answer("ens", 0.94, 10, 12'000'000);
   answer("small", 0.90);
   answer("unknown_accuracy", -1);
 
@@ -181,6 +184,15 @@ TEST(RequestMetricsTest, OverloadAnswersCountByRungAndAverageTheirAccuracy) {
   ASSERT_NE(accuracy, nullptr);
   ASSERT_EQ(accuracy->metric.size(), 1u) << "only the ensemble whose answers carry an accuracy";
   EXPECT_NEAR(accuracy->metric[0].gauge.value, (0.94 * 2 + 0.90) / 3, 1e-9);
+  for (const auto& [family, value] : {std::pair<const char*, double>{"ensemble_overload_predicted_answers_total", 2},
+                                      {"ensemble_overload_predicted_latency_seconds_total", 0.030},
+                                      {"ensemble_overload_observed_latency_seconds_total", 0.042}}) {
+    const auto* f = FindFamily(families, family);
+    ASSERT_NE(f, nullptr) << family;
+    ASSERT_EQ(f->metric.size(), 1u) << family << ": only the rung whose answers carried a prediction";
+    EXPECT_EQ(LabelOf(f->metric[0], "rung"), "ens");
+    EXPECT_NEAR(f->metric[0].counter.value, value, 1e-12) << family;
+  }
 }
 
 }  // namespace
