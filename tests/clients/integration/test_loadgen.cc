@@ -794,16 +794,19 @@ TEST_F(LoadgenTest, ServerPidReportsTheServersCpuPerRequest) {
       // Not seconds, nor a total: a request takes the router well under 100 ms of CPU.
       EXPECT_LT(s["server_cpu_us_per_request"].get<double>(), 1e5);
     }
-    // The CSV: the two columns last, filled.
+    // The CSV: the two columns after hung and unanswered, filled (then
+    // --labels' accuracy, empty without it).
     const std::string csv_text = Slurp(csv);
     const std::string header = csv_text.substr(0, csv_text.find('\n'));
-    const std::string tail = ",hung,unanswered,server_cpu_us_per_request,hosts_cpu_us_per_request";
+    const std::string tail = ",hung,unanswered,server_cpu_us_per_request,hosts_cpu_us_per_request,accuracy";
     ASSERT_GE(header.size(), tail.size());
     EXPECT_EQ(header.substr(header.size() - tail.size()), tail) << header;
     const size_t row_start = header.size() + 1;
     const std::string row = csv_text.substr(row_start, csv_text.find('\n', row_start) - row_start);
     EXPECT_EQ(std::count(row.begin(), row.end(), ','), std::count(header.begin(), header.end(), ',')) << row;
-    EXPECT_NE(row.back(), ',') << "the last column is filled: " << row;
+    ASSERT_GE(row.size(), 2u);
+    EXPECT_EQ(row.back(), ',') << "no accuracy without --labels: " << row;
+    EXPECT_NE(row[row.size() - 2], ',') << "hosts_cpu_us_per_request is filled: " << row;
   }
 
   const std::string json = out_.Path("no_pid.json");
