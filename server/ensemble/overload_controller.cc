@@ -12,6 +12,9 @@ constexpr double kAlpha = 0.2;
 // answers cannot make the prediction absurd.
 constexpr double kMinParallelism = 0.5;
 constexpr double kMaxParallelism = 1024;
+// A rung climbed to less than a dwell time ago may use this share of the
+// room between its service time and the budget (see Admit).
+constexpr double kProbationRoom = 0.5;
 
 double Ms(OverloadController::Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -71,14 +74,23 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
     // richest that fits, the full ensemble's admissions pushed the middle
     // rungs (waiting behind the same hosts) over the budget as well, and
     // the class swung between the two ends of the ladder once per dwell.
-    if (fit != level.rung) {
+    {
       const bool held = now - level.moved >= dwell_;  // the last move held a dwell time
-      if (PredictLocked(level.rung) > budget) {
+      // On probation (a dwell time after a climb) the new rung may fill only
+      // part of the room its service time leaves within the budget, and
+      // going back returns to where the climb came from: a climb the load
+      // cannot sustain fills the work in flight less, and the rung below,
+      // waiting behind that work, stays within its own budget.
+      const bool probation = level.climbed && !held;
+      const double service = rung_[level.rung].service_ms;
+      const double keep = probation ? service + kProbationRoom * std::max(0.0, budget - service) : budget;
+      const size_t back = probation ? RichestWithin(budget, level.rung + 1) : fit;
+      if (PredictLocked(level.rung) > keep && back != level.rung) {
         // A climb undone within a dwell time failed: the next waits twice
         // as long (up to 2^kMaxFailedClimbs dwells); one that held resets it.
         if (level.climbed) level.failed_climbs = held ? 0 : std::min(level.failed_climbs + 1, kMaxFailedClimbs);
         level.climbed = false;
-        level.rung = fit;
+        level.rung = back;
         level.moved = now;
       } else if (fit < level.rung && now - level.moved >= dwell_ * (1 << level.failed_climbs)) {
         if (level.climbed) level.failed_climbs = 0;  // the previous climb held

@@ -47,8 +47,11 @@
 // next richer rung predicted within the budget) only once
 // `dwell_ms` have passed since its last move: the ladder never oscillates
 // faster than the dwell time, and the middle rungs are used on the way up.
-// A climb undone within a dwell time (the richer rung's admissions pushed
-// its prediction over the budget at once: the load cannot sustain it)
+// For a dwell time after a climb the new rung is on probation: its
+// prediction may use only half of the room between its service time and
+// the budget, and when it passes that the class goes back below (to the
+// richest rung within the budget from the one it climbed from). A climb
+// undone within a dwell time (the load cannot sustain the richer rung)
 // doubles the wait before the next climb, up to 8 dwell times; a climb that
 // holds a dwell time resets it. Without it, at twice the full ensemble's
 // capacity the class climbed to rung 0 once per dwell, whose admissions

@@ -407,6 +407,43 @@ TEST_F(OverloadControllerTest, AClimbUndoneWithinADwellTimeDoublesTheWaitBeforeT
   EXPECT_EQ(rung_at(1000), 0u);
 }
 
+// For a dwell time after a climb, the new rung may use only half the room
+// between its service time and the budget (30 + 0.5 x 10 = 35 ms here):
+// 10 ms of work in flight (40 ms predicted, within the budget) sends the
+// class back below; once the climb has held a dwell time, the same work
+// does not.
+TEST_F(OverloadControllerTest, AFreshClimbIsUndoneBeforeItFillsTheBudget) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  const Ticket a = Admit(1);
+  const Ticket b = Admit(1);  // 30 + 30 > 40: down to rung 1
+  controller_.Finish(a, false);
+  controller_.Finish(b, false);
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  Advance(1000);
+  controller_.Finish(Admit(1), false);  // the climb
+  ASSERT_EQ(controller_.CurrentRung(1), 0u);
+  Ticket load = AdmitWithin(20, 1);  // rung 1 by its deadline: 10 ms in flight
+  ASSERT_EQ(load.rung, 1u);
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(0), 40);
+  const Ticket back = Admit(1);
+  EXPECT_EQ(back.rung, 1u) << "40 ms predicted on probation (room to 35): back to rung 1";
+  EXPECT_EQ(controller_.CurrentRung(1), 1u);
+  controller_.Finish(back, false);
+  controller_.Finish(load, false);
+  // The undone climb was a failed one: the next comes two dwell times later,
+  // and holds a dwell time; then the same load leaves it where it is.
+  Advance(2000);
+  controller_.Finish(Admit(1), false);
+  ASSERT_EQ(controller_.CurrentRung(1), 0u);
+  Advance(1000);
+  load = AdmitWithin(20, 1);
+  ASSERT_EQ(load.rung, 1u);
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 0u) << "40 ms is within the budget once the climb has held";
+  controller_.Finish(t, false);
+  controller_.Finish(load, false);
+}
+
 TEST_F(OverloadControllerTest, HighestPriorityKeepsTheRichRungLonger) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
   const Ticket load = AdmitWithin(20);  // rung 1: W = 10
