@@ -31,6 +31,7 @@ OverloadController::OverloadController(const OverloadSpec& spec, Now now, int co
       dwell_(std::chrono::milliseconds(spec.dwell_ms)),
       now_(std::move(now)),
       rung_(rungs_) {
+  for (Level& level : levels_) level.failed_climbs.assign(rungs_, 0);
   rung_[0].parallelism = 1;  // the full ensemble waits for all work until shown otherwise
   for (size_t r = 1; r < rungs_; ++r) rung_[r].parallelism = kMaxParallelism;  // a cheap rung for none
   rung_[0].cold_left = std::max(0, cold_answers);
@@ -86,19 +87,23 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       const double keep = probation ? service + kProbationRoom * std::max(0.0, budget - service) : budget;
       const size_t back = probation ? RichestWithin(budget, level.rung + 1) : fit;
       if (PredictLocked(level.rung) > keep && back != level.rung) {
-        // A climb undone within a dwell time failed: the next waits twice
-        // as long (up to 2^kMaxFailedClimbs dwells); one that held resets it.
-        if (level.climbed) level.failed_climbs = held ? 0 : std::min(level.failed_climbs + 1, kMaxFailedClimbs);
+        // A climb undone within a dwell time failed: the next climb to
+        // that rung waits twice as long (up to 2^kMaxFailedClimbs dwells);
+        // one that held resets it.
+        int& failed = level.failed_climbs[level.rung];
+        if (level.climbed) failed = held ? 0 : std::min(failed + 1, kMaxFailedClimbs);
         level.climbed = false;
         level.rung = back;
         level.moved = now;
-      } else if (fit < level.rung && now - level.moved >= dwell_ * (1 << level.failed_climbs)) {
-        if (level.climbed) level.failed_climbs = 0;  // the previous climb held
+      } else if (fit < level.rung && held) {
+        if (level.climbed) level.failed_climbs[level.rung] = 0;  // the climb to here held
         size_t richer = level.rung - 1;
         while (PredictLocked(richer) > budget) --richer;  // stops at `fit` at the latest
-        level.climbed = true;
-        level.rung = richer;
-        level.moved = now;
+        if (now - level.moved >= dwell_ * (1 << level.failed_climbs[richer])) {
+          level.climbed = true;
+          level.rung = richer;
+          level.moved = now;
+        }
       }
     }
     rung = level.rung;

@@ -52,8 +52,9 @@
 // the budget, and when it passes that the class goes back below (to the
 // richest rung within the budget from the one it climbed from). A climb
 // undone within a dwell time (the load cannot sustain the richer rung)
-// doubles the wait before the next climb, up to 8 dwell times; a climb that
-// holds a dwell time resets it. Without it, at twice the full ensemble's
+// doubles the wait before the next climb to that rung, up to 8 dwell times;
+// a climb that holds a dwell time resets it. Per rung: failed climbs to the
+// full ensemble must not hold the class below a middle rung it can carry. Without it, at twice the full ensemble's
 // capacity the class climbed to rung 0 once per dwell, whose admissions
 // filled the work in flight up to the budget before it moved down again,
 // and the cheaper rungs waiting behind that work were pushed over the
@@ -128,7 +129,7 @@ class OverloadController {
     Clock::time_point probed{};  // last probe sent
     bool probing = false;        // a probe is in flight
     bool climbed = false;        // the last move was up
-    int failed_climbs = 0;       // climbs undone within a dwell time, in a row (see above)
+    std::vector<int> failed_climbs;  // per rung: climbs to it undone within a dwell time, in a row (see above)
   };
   struct Rung {
     double service_ms = 0;  // 0 = not measured

@@ -68,6 +68,15 @@ class OverloadControllerTest : public ::testing::Test {
       controller_.Finish(t, false);
     }
   }
+  // Two highest-priority requests at once, both then failed: with rung 0 at
+  // 30 ms (P_0 = 1) the second finds it over the target and moves the class
+  // down.
+  void Burst() {
+    const Ticket a = Admit(1);
+    const Ticket b = Admit(1);
+    controller_.Finish(a, false);
+    controller_.Finish(b, false);
+  }
   // At `at`, a highest-priority request moves the class up to `rung` (a
   // move, not a probe).
   void ExpectMoveUp(Clock::time_point at, size_t rung) {
@@ -370,15 +379,9 @@ TEST_F(OverloadControllerTest, StepUpSkipsARungThatMissesTheBudget) {
 // time brings the wait back to one dwell.
 TEST_F(OverloadControllerTest, AClimbUndoneWithinADwellTimeDoublesTheWaitBeforeTheNext) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());  // s_0 = 30, P_0 = 1: two rung-0 requests in flight miss the target
-  // Load: each time, two requests at once; the second finds rung 0 over the
-  // budget (30 + 30 > 40) and moves the class down (to rung 1) at once.
-  auto burst = [&] {
-    const Ticket a = Admit(1);
-    const Ticket b = Admit(1);
-    controller_.Finish(a, false);
-    controller_.Finish(b, false);
-  };
-  burst();
+  // Load: each burst's second request finds rung 0 over the budget (30 + 30
+  // > 40) and moves the class down (to rung 1) at once.
+  Burst();
   ASSERT_EQ(controller_.CurrentRung(1), 1u);
   Clock::time_point down = now_;
   auto rung_at = [&](int ms_after_down) {
@@ -388,20 +391,20 @@ TEST_F(OverloadControllerTest, AClimbUndoneWithinADwellTimeDoublesTheWaitBeforeT
     return controller_.CurrentRung(1);
   };
   EXPECT_EQ(rung_at(1000), 0u) << "the first climb after one dwell time";
-  burst();  // undone at once: a failed climb
+  Burst();  // undone at once: a failed climb
   ASSERT_EQ(controller_.CurrentRung(1), 1u);
   down = now_;
   EXPECT_EQ(rung_at(1000), 1u) << "one failed climb: the next waits two dwell times";
   EXPECT_EQ(rung_at(1999), 1u);
   EXPECT_EQ(rung_at(2000), 0u);
-  burst();  // failed again: four dwell times
+  Burst();  // failed again: four dwell times
   down = now_;
   EXPECT_EQ(rung_at(3999), 1u);
   EXPECT_EQ(rung_at(4000), 0u);
   // This climb holds a dwell time; the move down after it is no failure,
   // and the next climb waits one dwell time again.
   now_ += std::chrono::milliseconds(1000);
-  burst();
+  Burst();
   ASSERT_EQ(controller_.CurrentRung(1), 1u);
   down = now_;
   EXPECT_EQ(rung_at(1000), 0u);
@@ -414,10 +417,7 @@ TEST_F(OverloadControllerTest, AClimbUndoneWithinADwellTimeDoublesTheWaitBeforeT
 // does not.
 TEST_F(OverloadControllerTest, AFreshClimbIsUndoneBeforeItFillsTheBudget) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  const Ticket a = Admit(1);
-  const Ticket b = Admit(1);  // 30 + 30 > 40: down to rung 1
-  controller_.Finish(a, false);
-  controller_.Finish(b, false);
+  Burst();  // 30 + 30 > 40: down to rung 1
   ASSERT_EQ(controller_.CurrentRung(1), 1u);
   Advance(1000);
   controller_.Finish(Admit(1), false);  // the climb
@@ -442,6 +442,32 @@ TEST_F(OverloadControllerTest, AFreshClimbIsUndoneBeforeItFillsTheBudget) {
   EXPECT_EQ(t.rung, 0u) << "40 ms is within the budget once the climb has held";
   controller_.Finish(t, false);
   controller_.Finish(load, false);
+}
+
+// The wait after failed climbs is per rung: climbs to the full ensemble
+// that failed do not hold the class below the middle rung, which it climbs
+// to a dwell time after it moved down to the bottom.
+TEST_F(OverloadControllerTest, FailedClimbsToOneRungDoNotDelayClimbsToAnother) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P_0 = P_1 = P_2 = 1
+  Burst();
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  Advance(1000);
+  controller_.Finish(Admit(1), false);  // climbs to rung 0...
+  ASSERT_EQ(controller_.CurrentRung(1), 0u);
+  Burst();  // ...and fails at once: the next climb to rung 0 waits two dwells
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  // 32 ms in flight: rung 1 (10 + 32) misses, rung 2 (2 + 32) fits.
+  const Ticket exact = AdmitExact();
+  const Ticket hurried = AdmitWithin(3, 1);
+  ASSERT_EQ(hurried.rung, 2u);
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 2u);
+  ASSERT_EQ(controller_.CurrentRung(1), 2u);
+  for (const Ticket& done : {exact, hurried, t}) controller_.Finish(done, false);
+  Advance(1000);
+  controller_.Finish(Admit(1), false);
+  EXPECT_EQ(controller_.CurrentRung(1), 1u) << "rung 1's climbs never failed: one dwell time";
 }
 
 TEST_F(OverloadControllerTest, HighestPriorityKeepsTheRichRungLonger) {
