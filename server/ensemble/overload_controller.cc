@@ -14,7 +14,7 @@ constexpr double kMinParallelism = 0.5;
 constexpr double kMaxParallelism = 1024;
 // A rung climbed to less than a dwell time ago may use this share of the
 // room between its service time and the budget (see Admit).
-constexpr double kProbationRoom = 0.5;
+constexpr double kProbationRoom = 0.25;
 
 double Ms(OverloadController::Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();

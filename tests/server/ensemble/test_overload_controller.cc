@@ -410,8 +410,8 @@ TEST_F(OverloadControllerTest, AClimbUndoneWithinADwellTimeDoublesTheWaitBeforeT
   EXPECT_EQ(rung_at(1000), 0u);
 }
 
-// For a dwell time after a climb, the new rung may use only half the room
-// between its service time and the budget (30 + 0.5 x 10 = 35 ms here):
+// For a dwell time after a climb, the new rung may use only a quarter of the
+// room between its service time and the budget (30 + 0.25 x 10 = 32.5 ms):
 // 10 ms of work in flight (40 ms predicted, within the budget) sends the
 // class back below; once the climb has held a dwell time, the same work
 // does not.
@@ -426,7 +426,7 @@ TEST_F(OverloadControllerTest, AFreshClimbIsUndoneBeforeItFillsTheBudget) {
   ASSERT_EQ(load.rung, 1u);
   EXPECT_DOUBLE_EQ(controller_.PredictMs(0), 40);
   const Ticket back = Admit(1);
-  EXPECT_EQ(back.rung, 1u) << "40 ms predicted on probation (room to 35): back to rung 1";
+  EXPECT_EQ(back.rung, 1u) << "40 ms predicted on probation (room to 32.5): back to rung 1";
   EXPECT_EQ(controller_.CurrentRung(1), 1u);
   controller_.Finish(back, false);
   controller_.Finish(load, false);
