@@ -13,8 +13,10 @@ constexpr double kAlpha = 0.2;
 constexpr double kMinParallelism = 0.5;
 constexpr double kMaxParallelism = 1024;
 // A rung climbed to less than a dwell time ago may use this share of the
-// room between its service time and the budget (see Admit).
+// room between its service time and the budget, and never less than this
+// many of its service times of waiting (see Admit).
 constexpr double kProbationRoom = 0.25;
+constexpr double kProbationServices = 2;
 
 double Ms(OverloadController::Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -84,7 +86,11 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // waiting behind that work, stays within its own budget.
       const bool probation = level.climbed && !held;
       const double service = rung_[level.rung].service_ms;
-      const double keep = probation ? service + kProbationRoom * std::max(0.0, budget - service) : budget;
+      // At least a couple of service times of waiting: what a rung the load
+      // can sustain sees anyway (a slow rung 0, 10 ms against a 40 ms
+      // budget, was undone by ordinary queueing at half its capacity).
+      const double room = std::max(kProbationRoom * std::max(0.0, budget - service), kProbationServices * service);
+      const double keep = probation ? std::min(budget, service + room) : budget;
       const size_t back = probation ? RichestWithin(budget, level.rung + 1) : fit;
       if (PredictLocked(level.rung) > keep && back != level.rung) {
         // A climb undone within a dwell time failed: the next climb to

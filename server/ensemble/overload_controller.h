@@ -51,8 +51,9 @@
 // prediction may use only a quarter of the room between its service time
 // and the budget (with half, the work a failed climb to the full ensemble
 // left in flight still pushed the middle rung over its budget: at 2x the
-// best member answered 29-54%), and when it passes that the class goes
-// back below (to the
+// best member answered 29-54%), but at least two service times of waiting
+// (ordinary queueing of a rung the load sustains), and when it passes that
+// the class goes back below (to the
 // richest rung within the budget from the one it climbed from). A climb
 // undone within a dwell time (the load cannot sustain the richer rung)
 // doubles the wait before the next climb to that rung, up to 8 dwell times;

@@ -411,41 +411,71 @@ TEST_F(OverloadControllerTest, AClimbUndoneWithinADwellTimeDoublesTheWaitBeforeT
 }
 
 // For a dwell time after a climb, the new rung may use only a quarter of the
-// room between its service time and the budget (30 + 0.25 x 10 = 32.5 ms):
-// 10 ms of work in flight (40 ms predicted, within the budget) sends the
-// class back below; once the climb has held a dwell time, the same work
-// does not.
+// room between its service time and the budget, or two service times of
+// waiting if more: rung 1 (10 ms, budget 40) keeps 10 + max(7.5, 20) = 30
+// ms. 30 ms of work in flight (40 ms predicted, within the budget) sends
+// the class back below; once the climb has held a dwell time, the same
+// work does not. (Rung 0, 30 ms, would keep the whole budget: two of its
+// service times are more than the room.)
 TEST_F(OverloadControllerTest, AFreshClimbIsUndoneBeforeItFillsTheBudget) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  Burst();  // 30 + 30 > 40: down to rung 1
-  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P_0 = P_1 = P_2 = 1
+  // Down to rung 2: 32 ms in flight, rung 1 predicted 42, rung 2 34.
+  auto push_down = [&] {
+    const Ticket exact = AdmitExact();
+    const Ticket hurried = AdmitWithin(3, 1);
+    const Ticket t = Admit(1);
+    for (const Ticket& done : {exact, hurried, t}) controller_.Finish(done, false);
+  };
+  push_down();
+  ASSERT_EQ(controller_.CurrentRung(1), 2u);
   Advance(1000);
-  controller_.Finish(Admit(1), false);  // the climb
-  ASSERT_EQ(controller_.CurrentRung(1), 0u);
-  Ticket load = AdmitWithin(20, 1);  // rung 1 by its deadline: 10 ms in flight
-  ASSERT_EQ(load.rung, 1u);
-  EXPECT_DOUBLE_EQ(controller_.PredictMs(0), 40);
+  controller_.Finish(Admit(1), false);  // the climb, one step: rung 1
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  Ticket load = AdmitExact();  // 30 ms in flight
+  EXPECT_DOUBLE_EQ(controller_.PredictMs(1), 40);
   const Ticket back = Admit(1);
-  EXPECT_EQ(back.rung, 1u) << "40 ms predicted on probation (room to 32.5): back to rung 1";
-  EXPECT_EQ(controller_.CurrentRung(1), 1u);
+  EXPECT_EQ(back.rung, 2u) << "40 ms predicted on probation (room to 30): back to rung 2";
+  EXPECT_EQ(controller_.CurrentRung(1), 2u);
   controller_.Finish(back, false);
   controller_.Finish(load, false);
-  // The undone climb was a failed one: the next comes two dwell times later,
-  // and holds a dwell time; then the same load leaves it where it is.
-  Advance(2000);
+  // The undone climb was a failed one: the next to rung 1 comes two dwell
+  // times later, and holds a dwell time; then the same load leaves it.
+  Advance(1999);
   controller_.Finish(Admit(1), false);
-  ASSERT_EQ(controller_.CurrentRung(1), 0u);
+  ASSERT_EQ(controller_.CurrentRung(1), 2u);
+  Advance(1);
+  controller_.Finish(Admit(1), false);
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
   Advance(1000);
-  load = AdmitWithin(20, 1);
-  ASSERT_EQ(load.rung, 1u);
-  const Ticket t = Admit(1);
-  EXPECT_EQ(t.rung, 0u) << "40 ms is within the budget once the climb has held";
+  load = AdmitExact();
+  const Ticket t = Admit(1);  // (it may be the dwell's probe of rung 0)
+  EXPECT_EQ(controller_.CurrentRung(1), 1u) << "40 ms is within the budget once the climb has held";
   controller_.Finish(t, false);
   controller_.Finish(load, false);
 }
 
 // The wait after failed climbs is per rung: climbs to the full ensemble
 // that failed do not hold the class below the middle rung, which it climbs
+// Probation allows at least two service times of waiting: rung 0 (30 ms,
+// budget 40) on probation keeps the whole budget, so 10 ms in flight (40
+// predicted) leaves it there (a quarter of the room alone, 32.5 ms, undid
+// ordinary queueing of a slow rung at half its capacity).
+TEST_F(OverloadControllerTest, ProbationAllowsTwoServiceTimesOfWaiting) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  Burst();  // down to rung 1
+  Advance(1000);
+  controller_.Finish(Admit(1), false);  // the climb to rung 0
+  ASSERT_EQ(controller_.CurrentRung(1), 0u);
+  const Ticket load = AdmitWithin(20, 1);  // rung 1 by its deadline: 10 ms in flight
+  ASSERT_EQ(load.rung, 1u);
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 0u);
+  EXPECT_EQ(controller_.CurrentRung(1), 0u);
+  controller_.Finish(t, false);
+  controller_.Finish(load, false);
+}
+
 // to a dwell time after it moved down to the bottom.
 TEST_F(OverloadControllerTest, FailedClimbsToOneRungDoNotDelayClimbsToAnother) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
