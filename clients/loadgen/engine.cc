@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 
 #include <grpcpp/alarm.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -371,15 +372,12 @@ void LoadEngine::Completed(Worker* w, std::unique_ptr<Call> call) {
 }
 
 CheckedAnswer LoadEngine::Check(const Call& call) const {
-  std::vector<grpc::Slice> slices;
+  // Parsed from the buffer's slices as they are (the reader wants a
+  // mutable buffer: a copy shares the slices).
+  grpc::ByteBuffer buffer = call.response;
+  grpc::ProtoBufferReader reader(&buffer);
   inference::ModelInferResponse answer;
-  bool parsed = call.response.Dump(&slices).ok();
-  if (parsed) {
-    std::string bytes;
-    for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    parsed = answer.ParseFromString(bytes);
-  }
-  if (!parsed) return {};
+  if (!reader.status().ok() || !answer.ParseFromZeroCopyStream(&reader)) return {};
   const AnswerCheck check = CheckAnswer(answer, set_->output, set_->labels.at(call.request));
   return {check.readable, LabelCounts{1, check.rows, check.correct}, check.served_by};
 }

@@ -103,10 +103,13 @@ void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::t
       ++sender.sample.errors[code];
     }
     if (hung) ++sender.sample.hung;
-    if (ok && checked != nullptr && !checked->readable) ++sender.sample.unreadable;
-    if (ok && checked != nullptr && checked->readable) {
-      sender.sample.checked.Add(checked->counts);
-      sender.sample.checked_by_served_by[checked->served_by].Add(checked->counts);
+    if (ok && checked != nullptr) {
+      if (checked->readable) {
+        sender.sample.checked.Add(checked->counts);
+        sender.sample.checked_by_served_by[checked->served_by].Add(checked->counts);
+      } else {
+        ++sender.sample.unreadable;
+      }
     }
   }
   if (ok) {

@@ -35,8 +35,7 @@ es::StatusOr<std::vector<int64_t>> ReadLabels(const std::string& path, int64_t r
 
 }  // namespace
 
-es::StatusOr<RequestSet> LoadLabelledRequests(const LabelledFiles& files, const PreparedRequest& base,
-                                              const std::string& first_output) {
+es::StatusOr<RequestSet> LoadLabelledRequests(const LabelledFiles& files, const PreparedRequest& base) {
   const std::string flag = "--inputs " + files.inputs;
   if (base.inputs.size() != 1) {
     return Refused(flag, "model '" + base.request.model_name() + "' has " + std::to_string(base.inputs.size()) +
@@ -59,7 +58,7 @@ es::StatusOr<RequestSet> LoadLabelledRequests(const LabelledFiles& files, const 
   }
   const size_t row_bytes = tensor->bytes.size() / static_cast<size_t>(rows);
   RequestSet set;
-  set.output = files.output.empty() ? first_output : files.output;
+  set.output = files.output.empty() ? base.first_output : files.output;
   std::vector<int64_t> labels;
   if (!files.labels.empty()) {
     if (set.output.empty()) return Refused(flag, "the model's metadata lists no output to check");

@@ -40,10 +40,8 @@ struct LabelledFiles {
 };
 
 // The requests of `files` for `base`'s model (one input), `base.rows` rows
-// each; `first_output` is the model's first output (the default of
-// files.output).
-es::StatusOr<RequestSet> LoadLabelledRequests(const LabelledFiles& files, const PreparedRequest& base,
-                                              const std::string& first_output);
+// each; `base.first_output` is the default of files.output.
+es::StatusOr<RequestSet> LoadLabelledRequests(const LabelledFiles& files, const PreparedRequest& base);
 
 struct AnswerCheck {
   bool readable = false;

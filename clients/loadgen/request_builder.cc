@@ -45,6 +45,7 @@ bool BuildRequest(const es::client::Api& client, const std::string& model, const
     return false;
   }
   out->platform = metadata->platform();
+  out->first_output = metadata->outputs_size() > 0 ? metadata->outputs(0).name() : "";
   out->version = version;
   if (version.empty() && metadata->versions_size() > 0) out->version = metadata->versions(metadata->versions_size() - 1);
   out->request = inference::ModelInferRequest();

@@ -25,6 +25,7 @@ struct PreparedRequest {
   std::vector<InputInfo> inputs;
   std::string version;   // from the metadata (the highest listed)
   std::string platform;
+  std::string first_output;  // the metadata's first output ("" if it lists none)
   int64_t rows = 1;      // rows per request (the batch, or 1 if the model has no batch dim)
 };
 

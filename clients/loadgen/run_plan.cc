@@ -125,10 +125,7 @@ es::Status SetRequests(const Options& o, RunPlan* plan) {
     plan->main_requests.requests = {plan->main_request.bytes};
     return es::Status::Ok();
   }
-  auto metadata = plan->client->ModelMetadata(o.model, o.model_version, Probe());
-  if (!metadata.ok()) return es::Status::Unavailable("ModelMetadata: " + metadata.status().ToString());
-  const std::string first_output = metadata->outputs_size() > 0 ? metadata->outputs(0).name() : "";
-  ES_ASSIGN_OR_RETURN(plan->main_requests, LoadLabelledRequests(o.labelled, plan->main_request, first_output));
+  ES_ASSIGN_OR_RETURN(plan->main_requests, LoadLabelledRequests(o.labelled, plan->main_request));
   inference::ModelInferRequest first;
   first.ParseFromString(plan->main_requests.requests.front());
   auto answer = plan->client->Infer(first);

@@ -72,6 +72,7 @@ class LabelledRequestsTest : public ::testing::Test {
     base_.request.set_model_version("2");
     base_.inputs = {{"x", "FP32", {2, 3}, 24}};
     base_.rows = 2;
+    base_.first_output = "probabilities";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string Npy(const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& values) {
@@ -89,7 +90,7 @@ TEST_F(LabelledRequestsTest, OneRequestPerBatchOfRowsInOrderWithTheirLabels) {
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i);  // 5 rows of 3
   const std::string inputs = Npy("x.npy", {5, 3}, rows);
   const std::string labels = Npy("y.npy", {5}, {0, 1, 2, 1, 0});
-  auto set = LoadLabelledRequests({inputs, labels, ""}, base_, "probabilities");
+  auto set = LoadLabelledRequests({inputs, labels, ""}, base_);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   ASSERT_EQ(set->requests.size(), 2u) << "5 rows make two requests of 2; the last row is dropped";
   ASSERT_EQ(set->labels.size(), 2u);
@@ -108,10 +109,10 @@ TEST_F(LabelledRequestsTest, OneRequestPerBatchOfRowsInOrderWithTheirLabels) {
   std::memcpy(values.data(), second.raw_input_contents(0).data(), 24);
   EXPECT_EQ(values, (std::vector<float>{6, 7, 8, 9, 10, 11}));
 
-  auto named = LoadLabelledRequests({inputs, labels, "logits"}, base_, "probabilities");
+  auto named = LoadLabelledRequests({inputs, labels, "logits"}, base_);
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(named->output, "logits");
-  auto unlabelled = LoadLabelledRequests({inputs, "", ""}, base_, "probabilities");
+  auto unlabelled = LoadLabelledRequests({inputs, "", ""}, base_);
   ASSERT_TRUE(unlabelled.ok());
   EXPECT_FALSE(unlabelled->checked());
   EXPECT_EQ(unlabelled->requests.size(), 2u);
@@ -120,7 +121,7 @@ TEST_F(LabelledRequestsTest, OneRequestPerBatchOfRowsInOrderWithTheirLabels) {
 TEST_F(LabelledRequestsTest, FilesThatDoNotFitTheModelAreRefusedNamingThem) {
   const std::string inputs = Npy("x.npy", {4, 3}, std::vector<float>(12, 0.5F));
   auto refused = [&](const LabelledFiles& files, const std::string& expected) {
-    auto set = LoadLabelledRequests(files, base_, "probabilities");
+    auto set = LoadLabelledRequests(files, base_);
     ASSERT_FALSE(set.ok()) << expected;
     EXPECT_EQ(set.status().code(), es::StatusCode::kInvalidArgument);
     EXPECT_NE(set.status().message().find(expected), std::string::npos) << set.status().message();
