@@ -11,9 +11,10 @@
 #   --trained DIR  the ensemble ensemble-train wrote into DIR
 #                  (benchmarks/run_training.sh: build/fmnist, twelve CNNs on
 #                  Fashion-MNIST), served with the ladder the trainer wrote
-#                  (the ensemble, its cascade, its best member); every request
-#                  is one real test image and every answer is checked against
-#                  its label (ensemble-loadgen --inputs/--labels), each step
+#                  (the ensemble, its cascade at a few thresholds, its best
+#                  member); every request is one real test image and every
+#                  answer is checked against its label (ensemble-loadgen
+#                  --inputs/--labels), each step
 #                  one pass over the 10,000 test images (at least 3 s), so
 #                  the accuracy of the answers compares with the test-set
 #                  accuracies of the rungs. Plus an SVG plot (p99 latency and
@@ -87,6 +88,12 @@ progress "idle latency and capacity of the full ensemble (ens_plain)"
 loadgen idle ens_plain --concurrency 1 --duration-s 2 --warmup-s 1 --max-windows 3
 loadgen capacity ens_plain --concurrency 8 --duration-s 2 --warmup-s 1 --max-windows 3
 CAPACITY=$(/usr/bin/python3 -c "import json; print(json.load(open('$OUT/capacity.json'))['steps'][0]['throughput_rps'])")
+# The cheapest rung's own capacity bounds what the ladder can answer at all:
+# past it even the cheapest rung queues, and shedding is what is left.
+CHEAPEST=$(tail -1 "$OUT/repo/ens_ladder/config.yaml" | sed -E 's/.*\{model: ([^,}]+).*/\1/; s/.*ladder: \[.*, ([^],]+)\]$/\1/')
+[ -d "$OUT/repo/$CHEAPEST" ] || { echo "cannot tell the ladder's cheapest rung (read '$CHEAPEST')" >&2; exit 1; }
+progress "capacity of the cheapest rung alone ($CHEAPEST)"
+loadgen capacity_cheapest "$CHEAPEST" --concurrency 8 --duration-s 2 --warmup-s 1 --max-windows 3
 # The ladder learns each rung's service time from its answers: a few
 # requests one at a time measure rung 0 (as traffic before a peak would);
 # the cheaper rungs are measured when first used.

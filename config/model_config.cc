@@ -1,6 +1,7 @@
 #include "config/model_config.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace es {
 
@@ -17,6 +18,13 @@ const char* CombineRuleName(CombineRule rule) {
 
 std::string ModelConfig::ModelPath(int64_t version) const {
   return directory + "/" + std::to_string(version) + "/model.pt";
+}
+
+std::string OverloadRung::label() const {
+  if (exit_threshold <= 0) return model;
+  char threshold[32];
+  std::snprintf(threshold, sizeof threshold, "@%g", exit_threshold);
+  return model + threshold;
 }
 
 std::vector<int64_t> VersionPolicy::Select(const std::vector<int64_t>& available) const {

@@ -92,9 +92,16 @@ struct EnsembleSpec {
 // at the richest rung whose predicted latency meets latency_target_ms
 // (server/ensemble/overload_controller.h); a request's own deadline may pick
 // a cheaper rung; parameter `exact: true` always gets rung 0.
+//
+// A cascade rung may carry its own exit_threshold: one cascade model then
+// serves as several rungs, each threshold a point of its accuracy/cost trade.
 struct OverloadRung {
   std::string model;
-  double accuracy = -1;  // held-out accuracy (e.g. from ensemble-train's report); < 0 = not known
+  double accuracy = -1;        // held-out accuracy (e.g. from ensemble-train's report); < 0 = not known
+  double exit_threshold = 0;   // > 0: the cascade answers with this threshold in place of its config's
+  // What answers and metrics call the rung: the model, and `@threshold`
+  // when the rung sets one ("fmnist_ensemble_cascade@0.85").
+  std::string label() const;
   bool operator==(const OverloadRung&) const = default;
 };
 struct OverloadSpec {

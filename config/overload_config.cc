@@ -14,9 +14,17 @@ Status ParseRung(const yaml::Field& item, OverloadRung* rung) {
   if (item.node.IsScalar()) {
     ES_ASSIGN_OR_RETURN(rung->model, yaml::ReadString(item));
   } else {
-    ES_RETURN_IF_ERROR(yaml::CheckMap(item, {"model", "accuracy"}));
+    ES_RETURN_IF_ERROR(yaml::CheckMap(item, {"model", "accuracy", "exit_threshold"}));
     ES_RETURN_IF_ERROR(yaml::ReadRequiredString(item, "model", &rung->model));
     ES_RETURN_IF_ERROR(yaml::ReadOptionalDouble(item, "accuracy", 0.0, 1.0, &rung->accuracy));
+    const yaml::Field threshold = yaml::Child(item, "exit_threshold");
+    if (threshold.present()) {
+      ES_ASSIGN_OR_RETURN(rung->exit_threshold, yaml::ReadDouble(threshold));
+      if (!(rung->exit_threshold > 0 && rung->exit_threshold <= 1)) {
+        return yaml::Error(threshold, "exit_threshold must be in (0, 1] (the cascade rung's top-class probability "
+                                      "at which a row leaves)");
+      }
+    }
   }
   if (rung->model.empty()) return yaml::Error(item, "a rung names a model");
   return Status::Ok();
@@ -51,8 +59,8 @@ Status ParseOverload(const yaml::Field& field, LoadedModel* model) {
   for (const yaml::Field& item : yaml::Items(ladder)) {
     OverloadRung rung;
     ES_RETURN_IF_ERROR(ParseRung(item, &rung));
-    if (!seen.insert(rung.model).second) return yaml::Error(item, "rung '" + rung.model + "' is listed twice");
-    if (spec.ladder.empty() && rung.model != model->config.name) {
+    if (!seen.insert(rung.label()).second) return yaml::Error(item, "rung '" + rung.label() + "' is listed twice");
+    if (spec.ladder.empty() && (rung.model != model->config.name || rung.exit_threshold > 0)) {
       return yaml::Error(item, "the ladder starts with the ensemble itself ('" + model->config.name +
                                    "'), then ever cheaper models; '" + rung.model + "' is first");
     }
@@ -68,7 +76,8 @@ Status ParseOverload(const yaml::Field& field, LoadedModel* model) {
 Status CheckOverload(const LoadedModel& ensemble, const LoadedRepository& repo) {
   const ModelConfig& config = ensemble.config;
   for (size_t i = 1; i < config.overload.ladder.size(); ++i) {
-    const std::string& name = config.overload.ladder[i].model;
+    const OverloadRung& spec = config.overload.ladder[i];
+    const std::string& name = spec.model;
     auto error = [&](const std::string& what) {
       return yaml::ErrorAt(ensemble.source.file, ensemble.source.rung_lines[i],
                            "overload.ladder[" + std::to_string(i) + "]", what);
@@ -78,6 +87,9 @@ Status CheckOverload(const LoadedModel& ensemble, const LoadedRepository& repo) 
     const ModelConfig& rung = it->second.config;
     if (rung.overload.enabled()) {
       return error("rung '" + name + "' has an overload ladder of its own; ladders do not nest");
+    }
+    if (spec.exit_threshold > 0 && !(rung.is_ensemble() && rung.ensemble.cascade())) {
+      return error("rung '" + name + "' sets exit_threshold but is not a cascade (an ensemble with combine: cascade)");
     }
     // A rung answers in the ensemble's place: the client's request must be
     // one the rung accepts, and the answer one the client expects.

@@ -2,6 +2,7 @@
 // need both (which hosts serve which model).
 #include "config/server_config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "config/model_source.h"
@@ -93,7 +94,7 @@ StatusOr<std::vector<std::string>> RepositoryLadderRungs(const ServerConfig& con
   ES_ASSIGN_OR_RETURN(LoadedModel model, ReadModelFolder(config, name));
   std::vector<std::string> rungs;
   for (const OverloadRung& r : model.config.overload.ladder) {
-    if (r.model != name) rungs.push_back(r.model);
+    if (r.model != name && std::find(rungs.begin(), rungs.end(), r.model) == rungs.end()) rungs.push_back(r.model);
   }
   return rungs;
 }

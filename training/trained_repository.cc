@@ -101,13 +101,40 @@ std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& va
          yaml;
 }
 
+std::vector<size_t> CascadeLadderThresholds(const CascadeSweep& sweep, double member_accuracy, double member_cost) {
+  const std::vector<CascadeThresholdResult>& t = sweep.thresholds;
+  if (t.empty() || sweep.chosen >= t.size()) return {};
+  constexpr double kStep = 2.0 / 3;  // each rung costs at most this share of the one above it
+  std::vector<size_t> rungs;
+  // Above the chosen threshold: the most accurate that still saves a third
+  // of the full ensemble and costs half again as much as the chosen.
+  const double chosen_cost = t[sweep.chosen].cost_fraction;
+  std::optional<size_t> richer;
+  for (size_t i = sweep.chosen + 1; i < t.size(); ++i) {
+    if (t[i].cost_fraction > kStep || t[i].cost_fraction < chosen_cost / kStep) continue;
+    if (!richer || t[i].accuracy > t[*richer].accuracy) richer = i;
+  }
+  if (richer) rungs.push_back(*richer);
+  rungs.push_back(sweep.chosen);
+  // Below it: ever cheaper thresholds, while they beat the best member on
+  // accuracy and cost more than it (else the member is the better rung).
+  double last_cost = chosen_cost;
+  for (size_t i = sweep.chosen; i-- > 0 && rungs.size() < 4;) {
+    if (t[i].cost_fraction > kStep * last_cost) continue;
+    if (t[i].accuracy <= member_accuracy || t[i].cost_fraction <= member_cost) break;
+    rungs.push_back(i);
+    last_cost = t[i].cost_fraction;
+  }
+  return rungs;
+}
+
 std::string OverloadLadderYaml(const TrainConfig& config, const TrainReport& report,
                                const std::optional<CascadeVariant>& cascade) {
   if (config.ensemble.latency_target_ms <= 0 || report.members.empty()) return "";
-  auto rung = [](const std::string& model, double accuracy) {
-    char text[160];
-    std::snprintf(text, sizeof text, "    - {model: %s, accuracy: %.4f}\n", model.c_str(), accuracy);
-    return std::string(text);
+  auto rung = [](const std::string& model, double accuracy, const std::string& threshold = "") {
+    char text[32];
+    std::snprintf(text, sizeof text, "accuracy: %.4f}\n", accuracy);
+    return "    - {model: " + model + ", " + (threshold.empty() ? "" : "exit_threshold: " + threshold + ", ") + text;
   };
   char target[64];
   std::snprintf(target, sizeof target, "%g", config.ensemble.latency_target_ms);
@@ -116,14 +143,22 @@ std::string OverloadLadderYaml(const TrainConfig& config, const TrainReport& rep
       "# from the cheaper rungs below (docs/overload.md); accuracies are the test set's (report.json).\n"
       "overload:\n  latency_target_ms: " + std::string(target) + "\n  ladder:\n";
   yaml += rung(config.ensemble.name, report.ensemble.scores.accuracy);
+  size_t best = 0;
+  for (size_t m = 1; m < report.members.size(); ++m) {
+    if (report.members[m].scores.accuracy > report.members[best].scores.accuracy) best = m;
+  }
+  const double best_accuracy = report.members[best].scores.accuracy;
   if (cascade && report.cascade) {
-    yaml += rung(cascade->name, report.cascade->thresholds[report.cascade->chosen].accuracy);
+    const CascadeSweep& sweep = *report.cascade;
+    const double best_cost =
+        best < sweep.costs.size() && sweep.full_cost > 0 ? sweep.costs[best] / sweep.full_cost : 0;
+    for (size_t i : CascadeLadderThresholds(sweep, best_accuracy, best_cost)) {
+      // The chosen threshold is the cascade's own (its config.yaml's).
+      const std::string threshold = i == sweep.chosen ? "" : Threshold(sweep.thresholds[i].threshold);
+      yaml += rung(cascade->name, sweep.thresholds[i].accuracy, threshold);
+    }
   }
-  const ScoredModel* best = &report.members[0];
-  for (const ScoredModel& m : report.members) {
-    if (m.scores.accuracy > best->scores.accuracy) best = &m;
-  }
-  return yaml + rung(best->name, best->scores.accuracy);
+  return yaml + rung(report.members[best].name, best_accuracy);
 }
 
 namespace {

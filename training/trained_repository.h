@@ -86,11 +86,22 @@ std::optional<CascadeVariant> ChosenCascade(const TrainReport& report);
 // threshold, the stages; members listed in stage order.
 std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& variant);
 
+// The sweep's thresholds the ladder serves the cascade at, richest first:
+// the chosen one; above it, the most accurate threshold costing at most
+// two thirds of the full ensemble and at least half again the chosen's;
+// below it, up to two ever cheaper ones, each costing at most two thirds of
+// the rung above, while they are more accurate than the best member
+// (`member_accuracy`) and cost more than it (`member_cost`, a fraction of
+// the full ensemble's cost, as the sweep's cost_fraction). Indices into
+// sweep.thresholds; empty when the sweep has none.
+std::vector<size_t> CascadeLadderThresholds(const CascadeSweep& sweep, double member_accuracy, double member_cost);
+
 // The `overload:` section written into the ensemble's config.yaml
 // (docs/overload.md): config.ensemble.latency_target_ms, and the ladder
-// the full ensemble, its cascade variant (when `cascade`), then the most
-// accurate member, each with its test accuracy from `report`. "" when the
-// target is 0.
+// the full ensemble, its cascade variant (when `cascade`) at the
+// thresholds CascadeLadderThresholds picks (the chosen one as the cascade's
+// own, the others as the rung's exit_threshold), then the most accurate
+// member, each with its test accuracy from `report`. "" when the target is 0.
 std::string OverloadLadderYaml(const TrainConfig& config, const TrainReport& report,
                                const std::optional<CascadeVariant>& cascade);
 

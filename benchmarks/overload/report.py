@@ -119,7 +119,14 @@ def main():
         "synthetic stand-in: four members of fixed work, two per host"
     print(f"# Overload ({what})\n")
     print(f"Full ensemble alone: p50 {idle['p50'] / 1000:.1f} ms; capacity {capacity:.0f} requests/s "
-          f"(closed loop, 8 in flight); ladder target {target:g} ms; open-loop Poisson arrivals.\n")
+          f"(closed loop, 8 in flight); ladder target {target:g} ms; open-loop Poisson arrivals.", end="")
+    cheapest = os.path.join(out, "capacity_cheapest.json")
+    if os.path.exists(cheapest):
+        step = json.load(open(cheapest))["steps"][0]
+        print(f" The cheapest rung ({step.get('model', 'last rung')}) alone: capacity "
+              f"{step['throughput_rps']:.0f} requests/s, {step['throughput_rps'] / capacity:.1f}x the full "
+              f"ensemble's: past that even the cheapest rung queues, and shedding is what is left.", end="")
+    print("\n")
     acc_head = " accuracy |" if labelled else ""
     print(f"| policy | offered | sent | answered | p50 ms | p99 ms |{acc_head} failures | answers by rung (ladder) |")
     print("| --- " * (8 + labelled) + "|")

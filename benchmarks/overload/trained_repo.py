@@ -5,8 +5,8 @@
 
 TRAINED_DIR is what `ensemble-train` wrote (benchmarks/run_training.sh:
 build/fmnist), whose ensemble's config.yaml carries the ladder the trainer
-wrote (the ensemble, its cascade variant, its best member, each with its
-test-set accuracy). Into OUT_DIR/repo go copies of the ensemble's members
+wrote (the ensemble, its cascade variant at a few thresholds, its best
+member, each with its test-set accuracy). Into OUT_DIR/repo go copies of the ensemble's members
 and of the ladder's rungs, and the ensemble three times, one per policy:
   ens_plain   as trained, without the ladder: today's server
   ens_shed    ensemble.max_in_flight MAX_IN_FLIGHT: shedding only
@@ -45,13 +45,18 @@ def main():
     trained, out, target_ms, max_in_flight = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
     name, text = trained_ensemble(trained)
     base = text[:text.index(LADDER_HEADER)] if LADDER_HEADER in text else text[:text.index("\noverload:") + 1]
-    rungs = re.findall(r"- \{model: ([A-Za-z0-9_.-]+), accuracy: ([0-9.]+)\}", text[len(base):])
+    # Each rung a flow mapping: model, accuracy, and exit_threshold on a
+    # cascade served at a threshold of its own.
+    rungs = [dict(kv.split(": ", 1) for kv in body.split(", "))
+             for body in re.findall(r"- \{(model: [^}]*)\}", text[len(base):])]
+    if any("accuracy" not in r for r in rungs):
+        raise SystemExit(f"{trained}/{name}/config.yaml: every rung of the ladder needs its accuracy")
     members = re.findall(r"- \{model: ([A-Za-z0-9_.-]+)\}", base)
     if len(rungs) < 2 or not members:
         raise SystemExit(f"{trained}/{name}/config.yaml: expected members and a ladder of at least two rungs")
     repo = os.path.join(out, "repo")
     os.makedirs(repo, exist_ok=True)
-    for model in sorted(set(members) | {r for r, _ in rungs[1:]}):
+    for model in sorted(set(members) | {r["model"] for r in rungs[1:]}):
         shutil.copytree(os.path.join(trained, model), os.path.join(repo, model), dirs_exist_ok=True)
 
     def write(model, config):
@@ -61,16 +66,18 @@ def main():
 
     write("ens_plain", base)
     write("ens_shed", base.replace("ensemble:\n", "ensemble:\n  max_in_flight: %d\n" % max_in_flight, 1))
-    ladder = [("ens_ladder", rungs[0][1])] + rungs[1:]
+    ladder = [dict(rungs[0], model="ens_ladder")] + rungs[1:]
     write("ens_ladder", base + "overload:\n  latency_target_ms: %g\n  dwell_ms: 1000\n  ladder:\n" % target_ms +
-          "".join("    - {model: %s, accuracy: %s}\n" % rung for rung in ladder))
+          "".join("    - {%s}\n" % ", ".join(f"{k}: {v}" for k, v in rung.items()) for rung in ladder))
 
     images = np.frombuffer(gzip.open(os.path.join(DATASET, "t10k-images-idx3-ubyte.gz")).read(), np.uint8, offset=16)
     labels = np.frombuffer(gzip.open(os.path.join(DATASET, "t10k-labels-idx1-ubyte.gz")).read(), np.uint8, offset=8)
     np.save(os.path.join(out, "x.npy"), (images.reshape(-1, 1, 28, 28) / 255.0).astype(np.float32))
     np.save(os.path.join(out, "y.npy"), labels.astype(np.int64))
+    def label(rung):
+        return rung["model"] + ("@" + rung["exit_threshold"] if "exit_threshold" in rung else "")
     print(f"ensemble {name}: {len(members)} members; ladder " +
-          ", ".join(f"{r} ({100 * float(a):.2f}%)" for r, a in ladder))
+          ", ".join(f"{label(r)} ({100 * float(r['accuracy']):.2f}%)" for r in ladder))
     return 0
 
 

@@ -65,6 +65,7 @@ struct InferRequest {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   int priority = 0;                                     // 1 = highest; 0 = the model's default
   bool exact = false;  // parameter `exact`: an ensemble with an overload ladder answers in full
+  double exit_threshold = 0;  // > 0: a cascade's threshold in place of its config's (an overload rung's)
   std::function<bool()> cancelled;                      // true once the client gave up (may be empty)
   std::vector<std::unique_ptr<std::string>> scratch;    // converted typed contents
   std::vector<std::unique_ptr<uint8_t[]>> shm_scratch;  // inputs read from shared memory

@@ -160,7 +160,8 @@ void CascadeCall::MemberAnswered(size_t stage, size_t m, int64_t version, const 
 }
 
 StatusOr<std::shared_ptr<InferRequest>> CascadeCall::EndStageLocked(size_t stage) {
-  const double threshold = request_->model->ensemble.exit_threshold;
+  const double threshold =
+      request_->exit_threshold > 0 ? request_->exit_threshold : request_->model->ensemble.exit_threshold;
   const bool last = stage + 1 == stages_.size();
   const double members = static_cast<double>(MembersThrough(request_->model->ensemble, stage));
   std::vector<int64_t> undecided;

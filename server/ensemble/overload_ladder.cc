@@ -13,15 +13,17 @@ std::string Millis(double ms) {
   return text;
 }
 
-// The request as the rung `rung` would receive it: the same inputs (their
-// bytes borrowed from `request`, which the caller keeps alive), outputs,
-// deadline and priority; served in full at the rung (ladders do not nest).
-std::shared_ptr<InferRequest> ForRung(const ModelConfig& rung, const InferRequest& request) {
+// The request as the rung `rung` (served by `model`) would receive it: the
+// same inputs (their bytes borrowed from `request`, which the caller keeps
+// alive), outputs, deadline and priority; served in full at the rung
+// (ladders do not nest), with the rung's exit threshold when it sets one.
+std::shared_ptr<InferRequest> ForRung(const ModelConfig& model, const OverloadRung& rung, const InferRequest& request) {
   auto out = std::make_shared<InferRequest>();
-  out->model = &rung;
-  out->version = rung.LatestVersion();
+  out->model = &model;
+  out->version = model.LatestVersion();
   CopyRequestContext(request, out.get());
   out->exact = true;
+  out->exit_threshold = rung.exit_threshold;
   out->inputs = request.inputs;
   out->requested_outputs = request.requested_outputs;
   return out;
@@ -69,7 +71,7 @@ void OverloadLadder::Run(const std::shared_ptr<const InferRequest>& request, Inf
   const bool skipped = rung == nullptr;  // not loaded now: the ensemble answers in full
   if (skipped) rung = &ensemble;
   const OverloadRung& served = spec.ladder[skipped ? 0 : ticket.rung];
-  InferDone answered = [controller, ticket, skipped, name = served.model, accuracy = served.accuracy,
+  InferDone answered = [controller, ticket, skipped, name = served.label(), accuracy = served.accuracy,
                         done = std::move(done)](const Status& status, InferResponse response) {
     // A skipped rung's answer says nothing of that rung's service time.
     controller->Finish(ticket, status.ok() && !skipped);
@@ -81,13 +83,13 @@ void OverloadLadder::Run(const std::shared_ptr<const InferRequest>& request, Inf
   if (rung == &ensemble) {
     run_composite_(request, std::move(answered));
   } else {
-    RunRung(*rung, request, std::move(answered));
+    RunRung(*rung, served, request, std::move(answered));
   }
 }
 
-void OverloadLadder::RunRung(const ModelConfig& rung, const std::shared_ptr<const InferRequest>& request,
-                             InferDone done) {
-  std::shared_ptr<InferRequest> at_rung = ForRung(rung, *request);
+void OverloadLadder::RunRung(const ModelConfig& rung, const OverloadRung& spec,
+                             const std::shared_ptr<const InferRequest>& request, InferDone done) {
+  std::shared_ptr<InferRequest> at_rung = ForRung(rung, spec, *request);
   if (rung.is_ensemble()) {
     run_composite_(at_rung, [request, done = std::move(done)](const Status& status, InferResponse response) {
       done(status, std::move(response));  // `request` owns the inputs' bytes until here

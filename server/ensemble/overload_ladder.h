@@ -2,8 +2,9 @@
 // ladder (config: OverloadSpec). Each request is admitted by the ensemble's
 // OverloadController, which picks the rung; rung 0 runs the ensemble itself,
 // a cheaper rung runs another model of the repository (an ensemble, a
-// cascade, a single model) on the same inputs in its place. The answer says
-// how it was served: `served_by` (the rung's model) and, when the config
+// cascade, a single model) on the same inputs in its place; a cascade rung
+// may set its own exit threshold. The answer says how it was served:
+// `served_by` (the rung's model, `@threshold` when it sets one) and, when the config
 // gives it, `served_accuracy` (InferResponse). When no rung is predicted to
 // meet the target the request is refused RESOURCE_EXHAUSTED.
 //
@@ -50,7 +51,8 @@ class OverloadLadder {
     OverloadSpec spec;  // the ladder it was made for
     std::shared_ptr<OverloadController> controller;
   };
-  void RunRung(const ModelConfig& rung, const std::shared_ptr<const InferRequest>& request, InferDone done);
+  void RunRung(const ModelConfig& rung, const OverloadRung& spec, const std::shared_ptr<const InferRequest>& request,
+               InferDone done);
 
   MemberCalls* const members_;
   const ModelCatalog* const catalog_;

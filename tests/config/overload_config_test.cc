@@ -202,6 +202,48 @@ TEST_F(OverloadConfigTest, NegativeAccuracy) {
                     "out of range");
 }
 
+// A cascade may serve as several rungs, each at its own exit_threshold.
+TEST_F(OverloadConfigTest, CascadeRungsAtTheirOwnThresholds) {
+  WriteModel("casc", R"(platform: ensemble
+max_batch_size: 32
+ensemble:
+  combine: cascade
+  exit_threshold: 0.9
+  members:
+    - model: cnn
+)");
+  WriteEns(kEnsYaml + R"(overload:
+  latency_target_ms: 40
+  ladder:
+    - ens
+    - casc
+    - {model: casc, exit_threshold: 0.7, accuracy: 0.9}
+    - mlp
+)");
+  StatusOr<ServerConfig> config = Load();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const OverloadSpec& spec = config->FindModel("ens")->overload;
+  ASSERT_EQ(spec.ladder.size(), 4u);
+  EXPECT_EQ(spec.ladder[1].exit_threshold, 0) << "the cascade's own threshold";
+  EXPECT_DOUBLE_EQ(spec.ladder[2].exit_threshold, 0.7);
+  EXPECT_EQ(spec.ladder[2].label(), "casc@0.7");
+  EXPECT_EQ(spec.ladder[1].label(), "casc");
+}
+
+TEST_F(OverloadConfigTest, ExitThresholdOnARungThatIsNotACascade) {
+  const std::string yaml = Replace(kLadderYaml, "- small", "- {model: small, exit_threshold: 0.8}");
+  const std::string file = WriteEns(yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "{model: small"), "overload.ladder[1]",
+                    "rung 'small' sets exit_threshold but is not a cascade");
+}
+
+TEST_F(OverloadConfigTest, ExitThresholdOutOfRange) {
+  const std::string yaml = Replace(kLadderYaml, "- small", "- {model: small, exit_threshold: 1.5}");
+  const std::string file = WriteEns(yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "{model: small"), "overload.ladder[1].exit_threshold",
+                    "exit_threshold must be in (0, 1]");
+}
+
 TEST_F(OverloadConfigTest, LadderOfOneRung) {
   const std::string yaml = kEnsYaml + "overload:\n  latency_target_ms: 40\n  ladder: [ens]\n";
   const std::string file = WriteEns(yaml);

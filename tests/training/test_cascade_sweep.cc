@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 
@@ -273,6 +274,50 @@ TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
   EXPECT_FALSE(fs::exists(dir.path() / (".publish-" + std::to_string(getpid()))));
 }
 
+// The sweep of a real run (Fashion-MNIST, twelve CNNs; report.json's
+// accuracy and cost_fraction per threshold), its chosen threshold 0.95; the
+// best member had 92.79% at 0.088 of the cost.
+CascadeSweep RealSweep() {
+  CascadeSweep sweep;
+  const std::vector<std::array<double, 3>> rows = {  // threshold, accuracy, cost_fraction
+      {0.5, 0.925, 0.049},    {0.55, 0.9263, 0.052}, {0.6, 0.9281, 0.057},  {0.65, 0.9301, 0.067},
+      {0.7, 0.9319, 0.080},   {0.75, 0.9328, 0.093}, {0.8, 0.9334, 0.109},  {0.85, 0.934, 0.1287},
+      {0.9, 0.9341, 0.155},   {0.95, 0.9347, 0.193}, {0.97, 0.9351, 0.220}, {0.99, 0.9355, 0.279},
+      {0.995, 0.9357, 0.316}, {1.0, 0.9356, 0.722}};
+  for (const auto& [threshold, accuracy, cost] : rows) {
+    CascadeThresholdResult r;
+    r.threshold = threshold;
+    r.accuracy = accuracy;
+    r.cost_fraction = cost;
+    sweep.thresholds.push_back(r);
+  }
+  sweep.chosen = 9;
+  sweep.full_cost = 1;
+  return sweep;
+}
+
+// The thresholds a trained ladder serves its cascade at.
+TEST(CascadeVariantTest, LadderThresholdsStepDownInCostWhileBeatingTheBestMember) {
+  CascadeSweep sweep = RealSweep();
+  auto thresholds = [&](double member_accuracy, double member_cost) {
+    std::vector<double> out;
+    for (size_t i : CascadeLadderThresholds(sweep, member_accuracy, member_cost)) {
+      out.push_back(sweep.thresholds[i].threshold);
+    }
+    return out;
+  };
+  // 0.995 costs under two thirds of the full ensemble and over half again
+  // the chosen's; 0.85 misses two thirds of 0.193 by a hair, 0.8 does not;
+  // the next step, 0.65, would cost less than the best member.
+  EXPECT_EQ(thresholds(0.9279, 0.088), (std::vector<double>{0.995, 0.95, 0.8}));
+  // A best member more accurate than every cheaper threshold: none below.
+  EXPECT_EQ(thresholds(0.9340, 0.088), (std::vector<double>{0.995, 0.95}));
+  // A cheap best member: the steps go on, two below the chosen at most.
+  EXPECT_EQ(thresholds(0.92, 0.01), (std::vector<double>{0.995, 0.95, 0.8, 0.65}));
+  sweep.chosen = 11;  // 0.99: nothing above it costs between 0.42 and 0.67
+  EXPECT_EQ(thresholds(0.9279, 0.088), (std::vector<double>{0.99, 0.9, 0.75}));
+}
+
 // The ladder ensemble-train writes: the ensemble, its cascade variant, the
 // most accurate member, each with its test accuracy; the server loads it
 // with every cross-check (each rung exists and matches the ensemble).
@@ -303,6 +348,26 @@ TEST(CascadeVariantTest, TheWrittenOverloadLadderLoadsAsTheServerLoadsIt) {
       report.members[0].scores.accuracy >= report.members[1].scores.accuracy ? report.members[0] : report.members[1];
   EXPECT_EQ(overload.ladder[2].model, best.name);
   EXPECT_FALSE(served->at("ens_cascade").overload.enabled()) << "rungs have no ladder of their own";
+
+  // A sweep with thresholds worth serving beside the chosen one: rungs of
+  // the same cascade at their own exit_threshold, which the server loads
+  // (the members tie: the first is the best).
+  TrainReport wide = report;
+  const std::vector<double> member_costs = {0.088, 0.088};
+  wide.cascade = RealSweep();
+  wide.cascade->costs = member_costs;
+  for (ScoredModel& m : wide.members) m.scores.accuracy = 0.9279;
+  const std::string wide_ladder = OverloadLadderYaml(config, wide, variant);
+  testing::TempDir wide_dir;
+  ASSERT_TRUE(
+      WriteTrainedRepository(wide_dir.root(), config, modules, {"cpu:0"}, {variant, std::nullopt, wide_ladder}).ok());
+  served = training_test::LoadServedEnsembles(wide_dir.Path("server.yaml"), /*server_yaml=*/true);
+  ASSERT_TRUE(served.ok()) << served.status().ToString() << "\n" << wide_ladder;
+  std::vector<std::string> labels;
+  for (const OverloadRung& r : served->at("ens").overload.ladder) labels.push_back(r.label());
+  EXPECT_EQ(labels, (std::vector<std::string>{"ens", "ens_cascade@0.995", "ens_cascade", "ens_cascade@0.8", "big"}))
+      << wide_ladder;
+  EXPECT_NEAR(served->at("ens").overload.ladder[3].accuracy, 0.9334, 1e-9);
 
   // Without a sweep: the ensemble, then the best member. Target 0: no ladder.
   EXPECT_EQ(OverloadLadderYaml(config, report, std::nullopt).find("ens_cascade"), std::string::npos);

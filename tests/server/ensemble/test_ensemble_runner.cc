@@ -5,7 +5,8 @@
 // from the quorum without a slow member, a cascade stops at the stage
 // where its rows are decided, and an overload ladder answers at a cheaper
 // rung when a request's deadline is nearer than the ensemble's measured
-// latency (and in full when the request says exact).
+// latency (and in full when the request says exact), a cascade rung at the
+// rung's own exit threshold.
 #include "server/ensemble/ensemble_runner.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -150,6 +152,21 @@ class EnsembleRunnerTest : public ::testing::Test {
     in.bytes = values->size() * sizeof(float);
     request->inputs.push_back(in);
     return request;
+  }
+
+  // Runs `request` with its deadline 5 ms away (nearer than a learnt rung
+  // 0 of about 40 ms) and waits for its answer, which must be OK.
+  void RunHurried(EnsembleRunner* runner, const std::shared_ptr<InferRequest>& request, Answer* answer) {
+    request->deadline = std::chrono::steady_clock::now() + milliseconds(5);
+    runner->Run(request, answer->Done());
+    ASSERT_TRUE(answer->Wait());
+    ASSERT_TRUE(answer->status.ok()) << answer->status.ToString();
+  }
+
+  // The member calls made after the first `before` calls.
+  std::vector<std::pair<std::string, int64_t>> CallsSince(size_t before) const {
+    const auto calls = members_.calls();
+    return {calls.begin() + static_cast<long>(before), calls.end()};
   }
 
   static float At(const InferOutput& o, size_t i) {
@@ -302,16 +319,20 @@ struct Laddered {
   }
 };
 
-// One request of the laddered trio answered in about 40 ms (member c held):
-// rung 0's service time measured. Returns its answer.
-void MeasureRungZero(EnsembleRunner* runner, FakeMembers* members, std::shared_ptr<InferRequest> request,
-                     Answer* answer) {
-  members->held = {{"c", true}};
-  runner->Run(std::move(request), answer->Done());
-  std::this_thread::sleep_for(milliseconds(40));
-  members->ReleaseHeld();
-  ASSERT_TRUE(answer->Wait());
-  members->held.clear();
+// Requests of the laddered trio answered in about 40 ms each (member c
+// held): rung 0's service time learnt (a rung's first two answers are cold,
+// not learnt: three measured). `last` gets the third answer.
+void LearnRungZero(EnsembleRunner* runner, FakeMembers* members,
+                   const std::function<std::shared_ptr<InferRequest>()>& request, Answer* last) {
+  Answer cold[2];
+  for (Answer* answer : {&cold[0], &cold[1], last}) {
+    members->held = {{"c", true}};
+    runner->Run(request(), answer->Done());
+    std::this_thread::sleep_for(milliseconds(40));
+    members->ReleaseHeld();
+    ASSERT_TRUE(answer->Wait());
+    members->held.clear();
+  }
 }
 
 // Rung 0's latency measured (about 40 ms: member c held), then a request
@@ -322,30 +343,20 @@ TEST_F(EnsembleRunnerTest, LadderAnswersANearDeadlineFromACheaperRungUnlessExact
   catalog_.models = {{"trio", &models.trio}, {"a", &models.a}};
   EnsembleRunner runner(&members_, &catalog_);
 
-  // The first two answers of a rung are cold (not learnt): three measured.
-  Answer cold1, cold2, slow;
-  for (Answer* answer : {&cold1, &cold2, &slow}) {
-    ASSERT_NO_FATAL_FAILURE(MeasureRungZero(&runner, &members_, Request(models.trio, 1), answer));
-  }
+  Answer slow;
+  ASSERT_NO_FATAL_FAILURE(LearnRungZero(&runner, &members_, [&] { return Request(models.trio, 1); }, &slow));
   ASSERT_TRUE(slow.status.ok()) << slow.status.ToString();
   EXPECT_EQ(slow.response.served_by, "trio");
   EXPECT_DOUBLE_EQ(slow.response.served_accuracy, 0.9);
   ASSERT_GE(runner.ladder().ControllerFor(models.trio)->ServiceMs(0), 30.0);
 
   const size_t calls_before = members_.calls().size();
-  std::shared_ptr<InferRequest> hurried = Request(models.trio, 2);
-  hurried->deadline = std::chrono::steady_clock::now() + milliseconds(5);
   Answer cheap;
-  runner.Run(hurried, cheap.Done());
-  ASSERT_TRUE(cheap.Wait());
-  ASSERT_TRUE(cheap.status.ok()) << cheap.status.ToString();
+  ASSERT_NO_FATAL_FAILURE(RunHurried(&runner, Request(models.trio, 2), &cheap));
   EXPECT_EQ(cheap.response.served_by, "a");
   EXPECT_DOUBLE_EQ(cheap.response.served_accuracy, 0.8);
   EXPECT_EQ(cheap.response.member_versions, "a:1");
-  const auto calls = members_.calls();
-  const std::vector<std::pair<std::string, int64_t>> new_calls(calls.begin() + static_cast<long>(calls_before),
-                                                                calls.end());
-  EXPECT_EQ(new_calls, (std::vector<std::pair<std::string, int64_t>>{{"a", 2}}));
+  EXPECT_EQ(CallsSince(calls_before), (std::vector<std::pair<std::string, int64_t>>{{"a", 2}}));
   EXPECT_FLOAT_EQ(At(cheap.response.outputs[0], 0), 1.0f) << "member a's own answer";
 
   std::shared_ptr<InferRequest> exact = Request(models.trio, 1);
@@ -359,22 +370,42 @@ TEST_F(EnsembleRunnerTest, LadderAnswersANearDeadlineFromACheaperRungUnlessExact
   EXPECT_EQ(full.response.member_versions, "a:1,b:1,c:1");
 }
 
+// A cascade rung with its own exit_threshold: the cascade answers with the
+// rung's threshold, not its config's, and the answer names the rung so.
+TEST_F(EnsembleRunnerTest, LadderServesACascadeRungAtTheRungsExitThreshold) {
+  Laddered models;
+  ModelConfig casc = Trio();
+  casc.name = "casc";
+  casc.ensemble.combine = CombineRule::kCascade;
+  casc.ensemble.stages = {{0}, {1, 2}};
+  casc.ensemble.exit_threshold = 0.9;  // member a's 0.7 alone would not decide a row
+  models.trio.overload.ladder = {{"trio", 0.9}, {"casc", 0.85, 0.6}};
+  catalog_.models = {{"trio", &models.trio}, {"casc", &casc}};
+  EnsembleRunner runner(&members_, &catalog_);
+  members_.answers["a"] = {0.7f, 0.3f};
+  Answer slow;
+  ASSERT_NO_FATAL_FAILURE(LearnRungZero(&runner, &members_, [&] { return Request(models.trio, 1); }, &slow));
+
+  const size_t calls_before = members_.calls().size();
+  Answer answer;
+  ASSERT_NO_FATAL_FAILURE(RunHurried(&runner, Request(models.trio, 2), &answer));
+  EXPECT_EQ(answer.response.served_by, "casc@0.6");
+  EXPECT_DOUBLE_EQ(answer.response.served_accuracy, 0.85);
+  EXPECT_EQ(CallsSince(calls_before), (std::vector<std::pair<std::string, int64_t>>{{"a", 2}}))
+      << "at the rung's threshold 0.6, member a's 0.7 decides both rows in the first stage";
+  EXPECT_FLOAT_EQ(At(answer.response.outputs[0], 0), 0.7f);
+}
+
 // A rung that is not loaded when chosen is skipped: the ensemble answers.
 TEST_F(EnsembleRunnerTest, LadderAnswersInFullWhenTheChosenRungIsNotLoaded) {
   Laddered models;
   catalog_.models = {{"trio", &models.trio}};
   EnsembleRunner runner(&members_, &catalog_);
-  Answer cold1, cold2, slow;
-  for (Answer* answer : {&cold1, &cold2, &slow}) {
-    ASSERT_NO_FATAL_FAILURE(MeasureRungZero(&runner, &members_, Request(models.trio, 1), answer));
-  }
+  Answer slow;
+  ASSERT_NO_FATAL_FAILURE(LearnRungZero(&runner, &members_, [&] { return Request(models.trio, 1); }, &slow));
 
-  std::shared_ptr<InferRequest> hurried = Request(models.trio, 1);
-  hurried->deadline = std::chrono::steady_clock::now() + milliseconds(5);
   Answer answer;
-  runner.Run(hurried, answer.Done());
-  ASSERT_TRUE(answer.Wait());
-  ASSERT_TRUE(answer.status.ok()) << answer.status.ToString();
+  ASSERT_NO_FATAL_FAILURE(RunHurried(&runner, Request(models.trio, 1), &answer));
   EXPECT_EQ(answer.response.served_by, "trio");
   EXPECT_EQ(answer.response.member_versions, "a:1,b:1,c:1");
 }
