@@ -93,7 +93,7 @@ CAPACITY=$(/usr/bin/python3 -c "import json; print(json.load(open('$OUT/capacity
 CHEAPEST=$(tail -1 "$OUT/repo/ens_ladder/config.yaml" | sed -E 's/.*\{model: ([^,}]+).*/\1/; s/.*ladder: \[.*, ([^],]+)\]$/\1/')
 [ -d "$OUT/repo/$CHEAPEST" ] || { echo "cannot tell the ladder's cheapest rung (read '$CHEAPEST')" >&2; exit 1; }
 progress "capacity of the cheapest rung alone ($CHEAPEST)"
-loadgen capacity_cheapest "$CHEAPEST" --concurrency 8 --duration-s 2 --warmup-s 1 --max-windows 3
+loadgen capacity_cheapest "$CHEAPEST" --concurrency 32 --duration-s 2 --warmup-s 1 --max-windows 3
 # The ladder learns each rung's service time from its answers: a few
 # requests one at a time measure rung 0 (as traffic before a peak would);
 # the cheaper rungs are measured when first used.

@@ -124,8 +124,9 @@ def main():
     if os.path.exists(cheapest):
         step = json.load(open(cheapest))["steps"][0]
         print(f" The cheapest rung ({step.get('model', 'last rung')}) alone: capacity "
-              f"{step['throughput_rps']:.0f} requests/s, {step['throughput_rps'] / capacity:.1f}x the full "
-              f"ensemble's: past that even the cheapest rung queues, and shedding is what is left.", end="")
+              f"{step['throughput_rps']:.0f} requests/s (closed loop, 32 in flight), "
+              f"{step['throughput_rps'] / capacity:.1f}x the full ensemble's: past that even the cheapest rung "
+              f"queues, and shedding is what is left.", end="")
     print("\n")
     acc_head = " accuracy |" if labelled else ""
     print(f"| policy | offered | sent | answered | p50 ms | p99 ms |{acc_head} failures | answers by rung (ladder) |")
