@@ -108,6 +108,8 @@ struct ServerConfig {
   TlsConfig tls;
   AuthConfig auth;
   std::string log_level = "info";
+  std::string log_format = "default";  // default, ISO8601 or json (common/log_setup.h)
+  std::string log_file;                // "": standard error; else appended to (absolute)
   std::vector<HostConfig> hosts;
   Limits limits;
   std::map<std::string, ModelConfig> models;  // by name: the loaded repository

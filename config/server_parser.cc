@@ -224,6 +224,23 @@ Status ParseLogLevel(const yaml::Field& root, std::string* level) {
                          "' (expected trace, debug, info, warn, error or off)");
 }
 
+// log_format: the names of common/log_setup.h; log_file: relative to the
+// config file's folder, as the repository is.
+Status ParseLogOutput(const yaml::Field& root, ServerConfig* config) {
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "log_format", &config->log_format));
+  if (config->log_format != "default" && config->log_format != "ISO8601" && config->log_format != "json") {
+    return yaml::Error(yaml::Child(root, "log_format"),
+                       "unknown log format '" + config->log_format + "' (expected default, ISO8601 or json)");
+  }
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "log_file", &config->log_file));
+  if (!config->log_file.empty()) {
+    fs::path path(config->log_file);
+    if (path.is_relative()) path = fs::path(root.file).parent_path() / path;
+    config->log_file = path.lexically_normal().string();
+  }
+  return Status::Ok();
+}
+
 Status ParseModelControlMode(const yaml::Field& root, ModelControlMode* mode) {
   std::string name = ModelControlModeName(*mode);
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "model_control_mode", &name));
@@ -326,7 +343,7 @@ Status ParseMetricsAddress(const yaml::Field& root, std::string* address) {
 
 Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"repository", "listen_address", "grpc_port",
-                                           "metrics_port", "http_port", "log_level", "hosts",
+                                           "metrics_port", "http_port", "log_level", "log_format", "log_file", "hosts",
                                            "limits", "model_control_mode", "repository_poll_secs",
                                            "metrics_address", "tls", "auth"}));
   ES_RETURN_IF_ERROR(ResolveRepository(root, &config->repository));
@@ -337,6 +354,7 @@ Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
       yaml::ReadOptionalInt(root, "metrics_port", 0, kMaxPort, &config->metrics_port));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "http_port", 0, kMaxPort, &config->http_port));
   ES_RETURN_IF_ERROR(ParseLogLevel(root, &config->log_level));
+  ES_RETURN_IF_ERROR(ParseLogOutput(root, config));
   ES_RETURN_IF_ERROR(ParseModelControlMode(root, &config->model_control_mode));
   // At most a day: a poll that rare is no poll.
   ES_RETURN_IF_ERROR(

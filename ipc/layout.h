@@ -25,8 +25,8 @@
 namespace es::ipc {
 
 inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
-inline constexpr uint32_t kLayoutVersion = 5;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind;
-                                               // 5: RingControl::wake_pending
+inline constexpr uint32_t kLayoutVersion = 6;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind;
+                                               // 5: RingControl::wake_pending; 6: kLogSettings
 inline constexpr size_t kMaxExecutors = 64;  // executor threads per host (hosts[].executors)
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
@@ -56,6 +56,8 @@ enum class RequestKind : uint32_t {
   kLoad = 1,    // load `model` (version): input 0 holds its spec (UINT8,
                 // config/host_model_spec.h); answered with no outputs
   kUnload = 2,  // drop `model` (version) once its running requests end; no inputs, no outputs
+  kLogSettings = 3,  // log with the settings in input 0 (UINT8, EncodeLogSettings's text,
+                     // common/log_setup.h); no model, no outputs
 };
 
 // Router -> host: run `model` (version) on the inputs and write the outputs

@@ -15,13 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/cfg/env.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #if defined(ES_TORCH_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "common/log_setup.h"
 #include "ipc/channel.h"
 #include "ipc/channel_ends.h"
 #include "model_host/device_setup.h"
@@ -36,14 +35,24 @@ std::atomic<bool> g_stop{false};
 // before that and on CPU hosts: the heartbeat thread reads device memory only then.
 std::atomic<int> g_cuda_device{-1};
 
-// One line per event on stderr (the router's log), leveled by SPDLOG_LEVEL,
-// which the router sets to its own effective level (so its config's
-// log_level and its --log-level reach the hosts).
+// One line per event on stderr (the router's log), with the settings the
+// router passes in ES_LOG_SETTINGS (common/log_setup.h; later changes come
+// as control requests), else at SPDLOG_LEVEL's level when it is set.
+// getenv is not thread-safe against setenv; this runs first, before the
+// host starts any thread, and nothing here sets the environment.
 void SetUpLogging(const std::string& host_name) {
-  auto logger = spdlog::stderr_color_mt("ensemble-model-host");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [host " + host_name + "] %v");
-  spdlog::cfg::load_env_levels();
+  InstallProcessLogger("ensemble-model-host", "host " + host_name);
+  if (const char* encoded = std::getenv("ES_LOG_SETTINGS")) {  // NOLINT(concurrency-mt-unsafe): see above
+    StatusOr<LogSettings> settings = DecodeLogSettings(encoded);
+    if (settings.ok()) {
+      ApplyLogSettings(*settings);
+    } else {
+      spdlog::warn("ES_LOG_SETTINGS ignored: {}", settings.status().message());
+    }
+  } else if (const char* level = std::getenv("SPDLOG_LEVEL")) {  // NOLINT(concurrency-mt-unsafe): see above
+    StatusOr<LogSettings> settings = SettingsForLevel(level);
+    if (settings.ok()) ApplyLogSettings(*settings);
+  }
 }
 
 // host_message: while starting, what the host is doing (the router quotes

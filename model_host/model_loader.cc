@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "common/log_setup.h"
 #include "config/host_model_spec.h"
 
 namespace es {
@@ -11,6 +12,7 @@ namespace {
 
 // A spec is a few hundred bytes; anything far larger is not one.
 constexpr uint64_t kMaxSpecBytes = 1 << 20;
+constexpr uint64_t kMaxLogSettingsBytes = 256;  // as DecodeLogSettings allows
 
 }  // namespace
 
@@ -78,10 +80,26 @@ Status ModelLoader::Carry(const ipc::RequestDesc& request) {
     case ipc::RequestKind::kUnload:
       if (executor_->RemoveModel(name, request.version)) spdlog::info("unloaded {}", what);
       return Status::Ok();
+    case ipc::RequestKind::kLogSettings:
+      return ApplyLogSettingsRequest(request);
     case ipc::RequestKind::kInfer:
       break;
   }
   return Status::InvalidArgument("request kind " + std::to_string(request.kind) + " is not a control request");
+}
+
+Status ModelLoader::ApplyLogSettingsRequest(const ipc::RequestDesc& request) {
+  if (request.num_inputs != 1) return Status::InvalidArgument("a log settings request carries exactly one input");
+  const ipc::TensorDesc& desc = request.inputs[0];
+  if (desc.bytes > kMaxLogSettingsBytes || !executor_->channel()->ArenaRangeValid(desc.offset, desc.bytes)) {
+    return Status::InvalidArgument("the log settings lie outside the arena or are too large");
+  }
+  const auto* bytes = reinterpret_cast<const char*>(executor_->channel()->arena() + desc.offset);
+  const std::string text(bytes, bytes + desc.bytes);  // copied before parsing: the arena is shared memory
+  ES_ASSIGN_OR_RETURN(LogSettings settings, DecodeLogSettings(text));
+  ApplyLogSettings(settings);
+  spdlog::debug("log settings: {}", text);
+  return Status::Ok();
 }
 
 Status ModelLoader::Load(const ipc::RequestDesc& request) {

@@ -1,5 +1,5 @@
 // ModelLoader: the host's side of the control path. Executor threads hand
-// it the load and unload requests they take from the ring
+// it the load, unload and log settings requests they take from the ring
 // (ipc::RequestKind); its own thread carries them out one at a time and
 // answers each with a status-only completion, so a load (reading model.pt,
 // warming it up: seconds) never holds up the executors serving requests.
@@ -10,7 +10,8 @@
 // device, then added to the executor's table: requests for it find it from
 // then on. Unload: the version leaves the table; requests already running
 // on it finish first. Unloading a version that is not loaded succeeds (the
-// router may retry after a restart).
+// router may retry after a restart). Log settings: input 0 is the text
+// common/log_setup.h encodes; the host logs with them from then on.
 //
 // Thread safety: Enqueue() from any thread; Stop() once, from the thread
 // that owns the loader.
@@ -44,6 +45,7 @@ class ModelLoader {
   void Loop();
   Status Carry(const ipc::RequestDesc& request);
   Status Load(const ipc::RequestDesc& request);
+  Status ApplyLogSettingsRequest(const ipc::RequestDesc& request);  // kLogSettings
 
   ipc::HostEnd* end_;
   RequestExecutor* executor_;

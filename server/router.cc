@@ -30,8 +30,9 @@ constexpr std::chrono::milliseconds kHttpWriteGrace{1000};
 StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   std::unique_ptr<Router> router(new Router());
   ES_RETURN_IF_ERROR(router->LoadConfig(options));
-  // Before the hosts start: they inherit the router's level.
-  spdlog::set_level(spdlog::level::from_str(options.log_level.value_or(router->config_.log_level)));
+  // Before the hosts start: they inherit the router's settings and its
+  // standard error.
+  ES_RETURN_IF_ERROR(router->SetUpLogging(options));
   // TLS files are checked before any host starts: a bad one fails at once.
   if (router->config_.tls.enabled()) {
     ES_ASSIGN_OR_RETURN(TlsFiles tls, LoadTlsFiles(router->config_.tls));
@@ -60,6 +61,21 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
 }
 
 Router::~Router() { Shutdown(); }
+
+Status Router::SetUpLogging(const RouterOptions& options) {
+  ES_ASSIGN_OR_RETURN(LogSettings settings, SettingsForLevel(options.log_level.value_or(config_.log_level)));
+  ES_ASSIGN_OR_RETURN(settings.format, ParseLogFormat(options.log_format.value_or(config_.log_format)));
+  const std::string file = options.log_file.value_or(config_.log_file);
+  if (!file.empty()) ES_RETURN_IF_ERROR(RedirectStandardError(file));
+  ApplyLogSettings(settings);
+  return Status::Ok();
+}
+
+void Router::ApplyLogSettingsEverywhere(const LogSettings& settings) {
+  ApplyLogSettings(settings);
+  for (const std::unique_ptr<HostSupervisor>& host : hosts_) host->SendLogSettings(settings);
+  spdlog::info("log settings: {}", EncodeLogSettings(settings));
+}
 
 // The server config, the flags over it, and (except in explicit mode,
 // which loads model by model) the whole repository, checked.
@@ -167,7 +183,9 @@ Status Router::StartGrpc(const RouterOptions& options) {
                                         request_metrics_.get(), shm_.get());
   answers_ = std::make_unique<KServeAnswers>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
                                              shm_.get());
-  kserve_ = std::make_unique<KServeService>(answers_.get(), calls_.get(), auth_.get(), shm_.get());
+  log_settings_ =
+      std::make_unique<LogSettingsReply>([this](const LogSettings& settings) { ApplyLogSettingsEverywhere(settings); });
+  kserve_ = std::make_unique<KServeService>(answers_.get(), calls_.get(), auth_.get(), shm_.get(), log_settings_.get());
   health_ = std::make_unique<HealthService>(answers_.get(), auth_.get());
   listen_address_ = options.listen.value_or(config_.listen_address);
   const int port = options.grpc_port.value_or(config_.grpc_port);
@@ -252,7 +270,8 @@ std::string Router::grpc_address() const { return listen_address_ + ":" + std::t
 
 Status Router::StartHttp(const RouterOptions& options) {
   if (!options.http || !config_.http_enabled) return Status::Ok();
-  http_routes_ = std::make_unique<HttpRoutes>(answers_.get(), calls_.get(), auth_.get(), shm_.get());
+  http_routes_ =
+      std::make_unique<HttpRoutes>(answers_.get(), calls_.get(), auth_.get(), shm_.get(), log_settings_.get());
   HttpServerOptions http;
   http.address = listen_address_;
   http.port = options.http_port.value_or(config_.http_port);

@@ -62,7 +62,9 @@ struct RouterOptions {
   std::string host_binary;            // ensemble-model-host; default: beside this binary
   std::optional<int> metrics_port;    // overrides the config; 0 picks a free port
   bool metrics = true;                // false: no /metrics endpoint, nothing recorded
-  std::optional<std::string> log_level;  // overrides the config; set before the hosts start
+  std::optional<std::string> log_level;   // overrides the config; set before the hosts start
+  std::optional<std::string> log_format;  // likewise: default, ISO8601 or json
+  std::optional<std::string> log_file;    // likewise: standard error is appended to it
   std::optional<ModelControlMode> model_control_mode;  // overrides the config
   std::vector<std::string> load_models;                // explicit mode: loaded at start
   std::optional<int64_t> repository_poll_secs;         // overrides the config
@@ -91,6 +93,10 @@ class Router {
  private:
   Router() = default;
   Status LoadConfig(const RouterOptions& options);
+  // The flags and config's log level, format and file, before the hosts start.
+  Status SetUpLogging(const RouterOptions& options);
+  // A log settings call's: the router's logger, then every host's.
+  void ApplyLogSettingsEverywhere(const LogSettings& settings);
   // The models served at start (explicit mode: the --load-model ones).
   std::map<std::string, ModelConfig> StartupModels() const;
   Status StartHosts(const RouterOptions& options);
@@ -124,6 +130,7 @@ class Router {
   std::unique_ptr<SharedMemoryRegistry> shm_;
   std::unique_ptr<InferCalls> calls_;  // every front end's inference calls
   std::unique_ptr<KServeAnswers> answers_;  // both front ends' non-inference answers
+  std::unique_ptr<LogSettingsReply> log_settings_;  // both front ends' logging extension
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;

@@ -7,11 +7,11 @@
 #include <iostream>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "common/command_line.h"
 #include "common/grpc_process.h"
+#include "common/log_setup.h"
 #include "server/router.h"
 
 namespace {
@@ -63,6 +63,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 3600));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: config, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  std::string log_format;
+  app.add_option("--log-format", log_format,
+                 "default, ISO8601 (the same line here) or json (one JSON object a line); default: config, else "
+                 "default")
+      ->check(CLI::IsMember({"default", "ISO8601", "json"}));
+  std::string log_file;
+  app.add_option("--log-file", log_file,
+                 "append the log (everything written on standard error, the hosts' lines and start-up errors "
+                 "included) to this file; default: config, else standard error");
   app.add_option("--host-binary", options.host_binary,
                  "the model-host program for hosts without their own `binary:` (default: ensemble-model-host "
                  "beside this binary)")
@@ -90,10 +99,10 @@ int main(int argc, char** argv) {
   if (http_timeout_secs > 0) options.http_request_timeout = std::chrono::seconds(http_timeout_secs);
   options.metrics = !no_metrics;
   if (!log_level.empty()) options.log_level = log_level;
+  if (!log_format.empty()) options.log_format = log_format;
+  if (!log_file.empty()) options.log_file = log_file;
 
-  auto logger = spdlog::stderr_color_mt("ensemble-server");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  es::InstallProcessLogger("ensemble-server", "");
 
   const sigset_t signals = BlockTerminationSignals();
   auto router = es::Router::Start(options);

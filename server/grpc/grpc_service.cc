@@ -68,8 +68,8 @@ grpc::Status ToGrpcStatus(const Status& status) {
 }
 
 KServeService::KServeService(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth,
-                             SharedMemoryRegistry* shm)
-    : answers_(answers), calls_(calls), auth_(auth), shm_(shm) {}
+                             SharedMemoryRegistry* shm, LogSettingsReply* log_settings)
+    : answers_(answers), calls_(calls), auth_(auth), shm_(shm), log_settings_(log_settings) {}
 
 grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* ctx,
                                                     const inference::ServerLiveRequest*,
@@ -99,6 +99,7 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerCont
                                                         inference::ServerMetadataResponse* resp) {
   if (Status s = Authorize(*ctx, *auth_, Access::kInfer); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
   answers_->AnswerServerMetadata(resp);
+  if (log_settings_ != nullptr) resp->add_extensions("logging");
   return Reply(ctx, grpc::Status::OK);
 }
 
@@ -212,6 +213,19 @@ grpc::ServerUnaryReactor* KServeService::SystemSharedMemoryUnregister(
   Status s = shm_->Unregister(req->name());
   if (s.code() == StatusCode::kNotFound) s = Status::Ok();
   return Reply(ctx, ToGrpcStatus(s));
+}
+
+// ---- logging (Triton's extension; kserve/log_settings_reply.h) ----
+
+grpc::ServerUnaryReactor* KServeService::LogSettings(grpc::CallbackServerContext* ctx,
+                                                     const inference::LogSettingsRequest* req,
+                                                     inference::LogSettingsResponse* resp) {
+  if (log_settings_ == nullptr) {
+    return Reply(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server has no logging extension"));
+  }
+  const Access access = req->settings().empty() ? Access::kInfer : Access::kAdmin;
+  if (Status s = Authorize(*ctx, *auth_, access); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
+  return Reply(ctx, ToGrpcStatus(log_settings_->Update(*req, resp)));
 }
 
 grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,

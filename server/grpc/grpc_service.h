@@ -24,6 +24,7 @@
 #include "proto/health.grpc.pb.h"
 #include "server/kserve/infer_calls.h"
 #include "server/kserve/kserve_answers.h"
+#include "server/kserve/log_settings_reply.h"
 #include "server/security/auth_policy.h"
 #include "server/shm/shm_registry.h"
 
@@ -42,9 +43,11 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   // `answers`: the transport-free answers (kserve/kserve_answers.h); `auth`
   // checks each call's token (see auth_policy.h for who may call what);
   // `shm`: the system shared-memory regions (null: the RPCs answer
-  // UNAVAILABLE). Every pointer must outlive the service.
+  // UNAVAILABLE); `log_settings`: the logging extension (null: LogSettings
+  // answers UNIMPLEMENTED and ServerMetadata does not announce "logging").
+  // Every pointer must outlive the service.
   KServeService(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth,
-                SharedMemoryRegistry* shm = nullptr);
+                SharedMemoryRegistry* shm = nullptr, LogSettingsReply* log_settings = nullptr);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* req,
                                        inference::ServerLiveResponse* resp) override;
@@ -93,12 +96,17 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
                                                          const inference::SystemSharedMemoryUnregisterRequest* req,
                                                          inference::SystemSharedMemoryUnregisterResponse* resp) override;
+  // Triton's logging extension (kserve/log_settings_reply.h): no settings
+  // reads them (infer role), any setting changes them (admin role).
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const inference::LogSettingsRequest* req,
+                                        inference::LogSettingsResponse* resp) override;
 
  private:
   KServeAnswers* answers_;
   InferCalls* calls_;
   const AuthPolicy* auth_;
-  SharedMemoryRegistry* shm_;  // may be null
+  SharedMemoryRegistry* shm_;        // may be null
+  LogSettingsReply* log_settings_;  // may be null
 };
 
 // grpc.health.v1.Health: SERVING when the server is ready (service "" or

@@ -82,7 +82,8 @@ struct ControlAnswer {
 // Submits one control request; `answer` is filled when it is answered.
 Status SubmitControl(HostConnection* conn, ipc::RequestKind kind, const HostModelLoad& load,
                      std::chrono::milliseconds limit, const std::shared_ptr<ControlAnswer>& answer) {
-  return conn->SubmitControl(kind, load.model, load.version, kind == ipc::RequestKind::kLoad ? load.spec : "", limit,
+  const bool payload = kind == ipc::RequestKind::kLoad || kind == ipc::RequestKind::kLogSettings;
+  return conn->SubmitControl(kind, load.model, load.version, payload ? load.spec : "", limit,
                              [answer](const Status& status, const ipc::CompletionDesc*, const uint8_t*) {
                                MutexLock lock(&answer->mu);
                                answer->done = true;
@@ -115,6 +116,18 @@ Status HostSupervisor::Control(ipc::RequestKind kind, const HostModelLoad& load,
   }
   return Status::DeadlineExceeded("host '" + host_.name + "' did not answer for " + Describe(load) + " within " +
                                   std::to_string(timeout.count()) + " ms");
+}
+
+void HostSupervisor::SendLogSettings(const LogSettings& settings) const {
+  const std::shared_ptr<HostConnection> conn = connection();
+  if (conn == nullptr) return;
+  const std::string name = host_.name;
+  const Status submitted = conn->SubmitControl(
+      ipc::RequestKind::kLogSettings, "", 0, EncodeLogSettings(settings), milliseconds(5000),
+      [name](const Status& status, const ipc::CompletionDesc*, const uint8_t*) {
+        if (!status.ok()) spdlog::warn("host '{}' did not take the new log settings: {}", name, status.message());
+      });
+  if (!submitted.ok()) spdlog::warn("host '{}': cannot send the log settings: {}", name, submitted.message());
 }
 
 Status HostSupervisor::LoadAssignment(std::shared_ptr<HostConnection> conn, pid_t pid, int pidfd,
@@ -354,9 +367,9 @@ bool HostSupervisor::RunIncarnation() {
   // OpenBLAS starts its own thread pool when it loads, before the host can
   // configure LibTorch; size it to the host's share of the machine.
   spec.env = {{"OPENBLAS_NUM_THREADS", std::to_string(std::max(1, host_.threads))}};
-  // The host logs at the router's level (its --log-level, else the config's).
-  const auto level = spdlog::level::to_string_view(spdlog::get_level());
-  spec.env.emplace_back("SPDLOG_LEVEL", std::string(level.data(), level.size()));
+  // The host logs with the router's settings (its flags, its config, the
+  // last log settings call).
+  spec.env.emplace_back("ES_LOG_SETTINGS", EncodeLogSettings(CurrentLogSettings()));
   auto spawned = Spawn(spec);
   stderr_tail_->CloseWriteEnd();  // the host holds it now: end of file comes when it is gone
   stderr_tail_->Start();

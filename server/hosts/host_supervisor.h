@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log_setup.h"
 #include "common/mutex.h"
 #include "config/server_config.h"
 #include "server/hosts/host_connection.h"
@@ -106,6 +107,11 @@ class HostSupervisor {
   // UNAVAILABLE while the host is down or starting (its next start asks the
   // assignment anyway).
   Status Control(ipc::RequestKind kind, const HostModelLoad& load, std::chrono::milliseconds timeout) const;
+
+  // Sends the live host `settings` (kind kLogSettings) without waiting; a
+  // refusal is logged. A host down or starting gets the router's current
+  // settings in its environment when it starts (ES_LOG_SETTINGS).
+  void SendLogSettings(const LogSettings& settings) const;
 
   // The live connection, or nullptr while the host is down or starting.
   std::shared_ptr<HostConnection> connection() const;

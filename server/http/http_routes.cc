@@ -163,8 +163,9 @@ HttpResponse HttpError(const Status& status) {
   return r;
 }
 
-HttpRoutes::HttpRoutes(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm)
-    : answers_(answers), calls_(calls), auth_(auth), shm_(shm) {}
+HttpRoutes::HttpRoutes(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm,
+                       LogSettingsReply* log_settings)
+    : answers_(answers), calls_(calls), auth_(auth), shm_(shm), log_settings_(log_settings) {}
 
 namespace {
 
@@ -207,7 +208,12 @@ void HttpRoutes::Handle(std::shared_ptr<HttpRequest> request, Reply reply) {
     answers_->AnswerServerMetadata(&meta);
     json body = ProtoToJson(meta);
     body["extensions"].push_back("binary_tensor_data");  // this front end's own
+    if (log_settings_ != nullptr) body["extensions"].push_back("logging");
     return reply(JsonResponse(body));
+  }
+  if (s[1] == "logging" && s.size() == 2 && log_settings_ != nullptr) {
+    if (!Admit(req, get || post, "GET, POST", post ? Access::kAdmin : Access::kInfer, reply)) return;
+    return reply(Logging(req, post));
   }
   if (s[1] == "health" && s.size() == 3 && (s[2] == "live" || s[2] == "ready")) {
     if (!Admit(req, get, "GET", Access::kHealth, reply)) return;
@@ -309,6 +315,39 @@ void HttpRoutes::ModelControl(const HttpRequest& req, const std::string& model, 
   r.set_model_name(model);
   if (Status st = RepositoryParameters(*body, r.mutable_parameters()); !st.ok()) return reply(HttpError(st));
   answers_->UnloadModel(r, std::move(done));
+}
+
+HttpResponse HttpRoutes::Logging(const HttpRequest& req, bool update) const {
+  inference::LogSettingsRequest r;
+  if (update) {
+    StatusOr<json> body = JsonBody(req);
+    if (!body.ok()) return HttpError(body.status());
+    if (!body->is_object()) return HttpError(Status::InvalidArgument("the log settings must be a JSON object"));
+    for (const auto& [name, value] : body->items()) {
+      auto& v = (*r.mutable_settings())[name];
+      if (value.is_boolean()) {
+        v.set_bool_param(value.get<bool>());
+      } else if (value.is_number_unsigned() && value.get<uint64_t>() <= UINT32_MAX) {
+        v.set_uint32_param(static_cast<uint32_t>(value.get<uint64_t>()));
+      } else if (value.is_string()) {
+        v.set_string_param(value.get<std::string>());
+      } else {
+        return HttpError(Status::InvalidArgument("log setting '" + name + "': expected a bool, a string or a " +
+                                                 "whole number from 0 to 4294967295, got " + value.dump()));
+      }
+    }
+  }
+  inference::LogSettingsResponse settings;
+  if (Status st = log_settings_->Update(r, &settings); !st.ok()) return HttpError(st);
+  json out = json::object();
+  for (const auto& [name, v] : settings.settings()) {
+    switch (v.parameter_choice_case()) {
+      case inference::LogSettingsResponse::SettingValue::kBoolParam: out[name] = v.bool_param(); break;
+      case inference::LogSettingsResponse::SettingValue::kUint32Param: out[name] = v.uint32_param(); break;
+      default: out[name] = v.string_param(); break;
+    }
+  }
+  return JsonResponse(out);
 }
 
 HttpResponse HttpRoutes::SharedMemory(const HttpRequest& request, const std::string& region,

@@ -33,6 +33,7 @@
 #include "common/status.h"
 #include "server/security/auth_policy.h"
 #include "server/kserve/kserve_answers.h"
+#include "server/kserve/log_settings_reply.h"
 #include "server/kserve/infer_calls.h"
 #include "server/shm/shm_registry.h"
 
@@ -81,8 +82,10 @@ class HttpRoutes {
   using Reply = std::function<void(HttpResponse)>;
 
   // `auth` and `shm` may be null (no authentication; shared-memory routes
-  // answer UNAVAILABLE). The pointers must outlive the routes.
-  HttpRoutes(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm);
+  // answer UNAVAILABLE); so may `log_settings` (no /v2/logging route, no
+  // "logging" extension). The pointers must outlive the routes.
+  HttpRoutes(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm,
+             LogSettingsReply* log_settings = nullptr);
 
   // Answers `request` through `reply`, exactly once, from any thread (maybe
   // before Handle returns).
@@ -100,11 +103,15 @@ class HttpRoutes {
   // POST /v2/repository/models/{m}/load or /unload.
   void ModelControl(const HttpRequest& req, const std::string& model, bool load, const Reply& reply);
   HttpResponse SharedMemory(const HttpRequest& request, const std::string& region, const std::string& action);
+  // GET /v2/logging (read) or POST (`update`: the body's settings), Triton's
+  // logging extension (kserve/log_settings_reply.h).
+  HttpResponse Logging(const HttpRequest& req, bool update) const;
 
   KServeAnswers* answers_;
   InferCalls* calls_;
   const AuthPolicy* auth_;
   SharedMemoryRegistry* shm_;
+  LogSettingsReply* log_settings_;  // may be null
 };
 
 }  // namespace es

@@ -64,6 +64,13 @@ TEST_F(ConfigTest, BadLogLevel) {
                     LineOf(yaml, "log_level"), "log_level", "unknown log level 'verbose'");
 }
 
+TEST_F(ConfigTest, BadLogFormat) {
+  const std::string yaml = Replace(kServerYaml, "log_level: debug", "log_level: debug\nlog_format: xml");
+  ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_,
+                    LineOf(yaml, "log_format"), "log_format",
+                    "unknown log format 'xml' (expected default, ISO8601 or json)");
+}
+
 TEST_F(ConfigTest, NonPositiveLimit) {
   const std::string yaml = Replace(kServerYaml, "drain_timeout_ms: 500", "drain_timeout_ms: 0");
   ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_,

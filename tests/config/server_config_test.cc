@@ -19,6 +19,12 @@ TEST_F(ConfigTest, LoadsServerFields) {
   EXPECT_EQ(config->http_port, 0);
   EXPECT_EQ(config->log_level, "debug");
   ASSERT_EQ(config->hosts.size(), 2u);
+  // The log's format and file; the file relative to the config's folder.
+  WriteServer(Replace(kServerYaml, "log_level: debug", "log_level: debug\nlog_format: json\nlog_file: logs/es.log"));
+  StatusOr<ServerConfig> logged = Load();
+  ASSERT_TRUE(logged.ok()) << logged.status().ToString();
+  EXPECT_EQ(logged->log_format, "json");
+  EXPECT_EQ(logged->log_file, (std::filesystem::path(server_path_).parent_path() / "logs/es.log").string());
   EXPECT_EQ(config->hosts[0].name, "cpu0");
   EXPECT_EQ(config->hosts[0].device, "cpu");
   EXPECT_EQ(config->hosts[0].cpu_affinity, (std::vector<int>{0, 1}));
@@ -94,6 +100,8 @@ TEST_F(ConfigTest, DefaultsWhenOptionalFieldsAreOmitted) {
   EXPECT_EQ(config->metrics_port, 8002);
   EXPECT_EQ(config->http_port, 8000);
   EXPECT_EQ(config->log_level, "info");
+  EXPECT_EQ(config->log_format, "default");
+  EXPECT_EQ(config->log_file, "") << "standard error";
   EXPECT_EQ(config->hosts[0].device, "cpu");
   EXPECT_EQ(config->limits.heartbeat_timeout_ms, Limits{}.heartbeat_timeout_ms);
   EXPECT_EQ(config->FindModel("cnn")->hosts, (std::vector<std::string>{"cpu0"}));

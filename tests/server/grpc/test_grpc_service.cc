@@ -4,18 +4,21 @@
 // KServe answers as gRPC replies (live, ready, metadata, unknown models
 // NOT_FOUND), draining, the token an AuthPolicy requires (UNAUTHENTICATED,
 // PERMISSION_DENIED, open health), grpc.health.v1 Check for "", "liveness"
-// and an unknown service, the shared-memory RPCs without a registry, and
+// and an unknown service, the shared-memory RPCs without a registry, the
+// LogSettings RPC (read with an infer token, changed with an admin one), and
 // ToGrpcStatus.
 #include "server/grpc/grpc_service.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/common/temp_dir.h"
 #include "tests/server/kserve/hostless_parts.h"
@@ -44,7 +47,8 @@ class GrpcServiceTest : public ::testing::Test {
     auth_ = std::move(auth).value();
     parts_ = std::make_unique<HostlessParts>(&config_);
     ASSERT_TRUE(parts_->started.ok()) << parts_->started.ToString();
-    kserve_ = std::make_unique<KServeService>(parts_->answers.get(), parts_->calls.get(), auth_.get(), nullptr);
+    kserve_ = std::make_unique<KServeService>(parts_->answers.get(), parts_->calls.get(), auth_.get(), nullptr,
+                                              &log_settings_);
     health_ = std::make_unique<HealthService>(parts_->answers.get(), auth_.get());
 
     grpc::ServerBuilder builder;
@@ -69,6 +73,7 @@ class GrpcServiceTest : public ::testing::Test {
     health_.reset();
     kserve_.reset();
     parts_.reset();
+    ApplyLogSettings(LogSettings{});  // what a test changed does not reach the next
   }
 
   // A client context with a bounded deadline and, when given, a token.
@@ -97,6 +102,11 @@ class GrpcServiceTest : public ::testing::Test {
   ServerConfig config_;
   std::unique_ptr<HostlessParts> parts_;
   std::unique_ptr<AuthPolicy> auth_;
+  std::vector<LogSettings> applied_;  // by LogSettings calls
+  LogSettingsReply log_settings_{[this](const LogSettings& settings) {
+    applied_.push_back(settings);
+    ApplyLogSettings(settings);
+  }};
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
@@ -304,6 +314,35 @@ TEST_F(GrpcServiceTest, AnInferTokenMayNotMakeAdministrativeCalls) {
   // An admin token passes the check and gets the call's own answer.
   EXPECT_EQ(stub_->RepositoryModelLoad(Context(kTestAdminToken).get(), load, &load_resp).error_code(),
             grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(GrpcServiceTest, LogSettingsAreReadWithAnInferTokenAndChangedOnlyWithAnAdminOne) {
+  Start(/*tokens=*/true);
+  inference::LogSettingsResponse read;
+  ASSERT_TRUE(stub_->LogSettings(Context(kTestInferToken).get(), inference::LogSettingsRequest(), &read).ok());
+  EXPECT_EQ(read.settings().size(), 6u);
+  EXPECT_EQ(read.settings().at("log_verbose_level").uint32_param(), 0u);
+
+  inference::LogSettingsRequest verbose;
+  (*verbose.mutable_settings())["log_verbose_level"].set_uint32_param(2);
+  inference::LogSettingsResponse changed;
+  EXPECT_EQ(stub_->LogSettings(Context(kTestInferToken).get(), verbose, &changed).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(applied_.empty());
+  ASSERT_TRUE(stub_->LogSettings(Context(kTestAdminToken).get(), verbose, &changed).ok());
+  EXPECT_EQ(changed.settings().at("log_verbose_level").uint32_param(), 2u);
+  ASSERT_EQ(applied_.size(), 1u);
+  EXPECT_EQ(applied_[0].verbose_level, 2u);
+
+  inference::LogSettingsRequest file;
+  (*file.mutable_settings())["log_file"].set_string_param("/tmp/elsewhere.log");
+  const grpc::Status refused = stub_->LogSettings(Context(kTestAdminToken).get(), file, &changed);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("log_file"), std::string::npos) << refused.error_message();
+
+  inference::ServerMetadataResponse meta;
+  ASSERT_TRUE(stub_->ServerMetadata(Context(kTestInferToken).get(), inference::ServerMetadataRequest(), &meta).ok());
+  EXPECT_NE(std::find(meta.extensions().begin(), meta.extensions().end(), "logging"), meta.extensions().end());
 }
 
 TEST_F(GrpcServiceTest, HealthNeedsNoTokenWhenOpenAndAValidOneWhenClosed) {

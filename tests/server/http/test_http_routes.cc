@@ -5,17 +5,21 @@
 // the health routes, server and model metadata, model ready/config/stats,
 // the repository index and its `ready` filter, load/unload outside explicit
 // mode (503 with the error JSON), the shared-memory routes without a
-// registry, and the token checks (401/403, open health).
+// registry, /v2/logging (Triton's logging extension: JSON types, errors
+// naming the setting, admin to change), and the token checks (401/403, open
+// health).
 #include "server/http/http_routes.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tests/common/temp_dir.h"
 #include "tests/server/kserve/hostless_parts.h"
@@ -47,12 +51,14 @@ class HttpRoutesTest : public ::testing::Test {
     }
     parts_ = std::make_unique<HostlessParts>(&config_);
     ASSERT_TRUE(parts_->started.ok()) << parts_->started.ToString();
-    routes_ = std::make_unique<HttpRoutes>(parts_->answers.get(), parts_->calls.get(), auth_.get(), nullptr);
+    routes_ = std::make_unique<HttpRoutes>(parts_->answers.get(), parts_->calls.get(), auth_.get(), nullptr,
+                                           &log_settings_);
   }
 
   void TearDown() override {
     routes_.reset();
     parts_.reset();
+    ApplyLogSettings(LogSettings{});  // what a test changed does not reach the next
   }
 
   // Handles one request; every route used here answers before Handle
@@ -97,6 +103,11 @@ class HttpRoutesTest : public ::testing::Test {
   ServerConfig config_;
   std::unique_ptr<HostlessParts> parts_;
   std::unique_ptr<AuthPolicy> auth_;
+  std::vector<LogSettings> applied_;  // by /v2/logging updates
+  LogSettingsReply log_settings_{[this](const LogSettings& settings) {
+    applied_.push_back(settings);
+    ApplyLogSettings(settings);
+  }};
   std::unique_ptr<HttpRoutes> routes_;
 };
 
@@ -343,6 +354,43 @@ TEST_F(HttpRoutesTest, ATokenPolicyAnswers401WithoutAValidTokenAnd403ForAWrongRo
   // Health is open by default (probes).
   EXPECT_EQ(Call("GET", "/v2/health/live").status, 200);
   EXPECT_EQ(Call("GET", "/v2/models/mlp/ready").status, 400);
+}
+
+TEST_F(HttpRoutesTest, LoggingReadsAndChangesTheSettingsWithTritonsJsonTypes) {
+  Start(/*tokens=*/true);
+  HttpResponse r = Call("GET", "/v2/logging", "", kTestInferToken);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json read = Body(r);
+  EXPECT_EQ(read, json::parse(R"({"log_file":"","log_info":true,"log_warning":true,"log_error":true,)"
+                              R"("log_verbose_level":0,"log_format":"default"})"));
+  EXPECT_EQ(Call("POST", "/v2/logging", R"({"log_verbose_level":1})", kTestInferToken).status, 403);
+  EXPECT_TRUE(applied_.empty());
+
+  r = Call("POST", "/v2/logging", R"({"log_verbose_level":1,"log_format":"json","log_info":false})", kTestAdminToken);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["log_verbose_level"], 1);
+  EXPECT_EQ(Body(r)["log_format"], "json");
+  EXPECT_EQ(Body(r)["log_info"], false);
+  ASSERT_EQ(applied_.size(), 1u);
+  EXPECT_EQ(applied_[0].format, LogFormat::kJson);
+
+  for (const auto& [body, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"log_verbose_level":-1})", "log setting 'log_verbose_level': expected a bool, a string or a whole"},
+           {R"({"log_verbose_level":1.5})", "log setting 'log_verbose_level'"},
+           {R"({"log_info":"yes"})", "'log_info' takes a bool"},
+           {R"({"log_file":"/tmp/elsewhere.log"})", "'log_file' is set when the server starts"},
+           {R"({"log_colour":true})", "unknown log setting 'log_colour'"},
+           {R"([1, 2])", "must be a JSON object"},
+           {R"({"log_info":)", ""}}) {
+    r = Call("POST", "/v2/logging", body, kTestAdminToken);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_NE(Error(r).find(expected), std::string::npos) << body << ": " << r.body;
+  }
+  EXPECT_EQ(applied_.size(), 1u) << "a refused update applies nothing";
+  EXPECT_EQ(Call("PUT", "/v2/logging", "{}", kTestAdminToken).status, 405);
+  r = Call("GET", "/v2", "", kTestInferToken);
+  const json extensions = Body(r)["extensions"];
+  EXPECT_NE(std::find(extensions.begin(), extensions.end(), "logging"), extensions.end()) << r.body;
 }
 
 TEST_F(HttpRoutesTest, ClosedHealthNeedsAToken) {
