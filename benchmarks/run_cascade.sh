@@ -22,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
+source benchmarks/lib/bench.sh
 OUT=build/fmnist_cascade CONFIG=config/train-fashion-mnist-cascade.yaml
 RETRAIN=0 CONCURRENCY=4 ROUNDS=3 BATCH=64
 while [ $# -gt 0 ]; do
@@ -37,9 +38,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-for tool in ensemble-train ensemble-server; do
-  [ -x "$BIN/$tool" ] || { echo "$BIN/$tool not built (scripts/build.sh)" >&2; exit 1; }
-done
+require_tools ensemble-train ensemble-server
 
 if [ "$RETRAIN" = 1 ] || [ ! -f "$OUT/report.json" ]; then
   echo "[run_cascade] training into $OUT ($CONFIG, 2 CPU ranks)"

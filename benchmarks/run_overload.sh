@@ -48,9 +48,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "$BUILD" = 0 ] || scripts/build.sh >/dev/null
-for tool in ensemble-server ensemble-loadgen ensemble-model-host; do
-  [ -x "$BIN/$tool" ] || { echo "$BIN/$tool not built (scripts/build.sh)" >&2; exit 1; }
-done
+require_tools ensemble-server ensemble-loadgen ensemble-model-host
 OUT=build/bench_overload
 rm -rf "$OUT" && mkdir -p "$OUT/repo"
 progress() { echo "[run_overload $(date +%H:%M:%S)] $*"; }

@@ -35,9 +35,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-for tool in ensemble-train ensemble-server ensemble-loadgen; do
-  [ -x "$BIN/$tool" ] || { echo "benchmarks/run_packed.sh: $BIN/$tool not built (scripts/build.sh)" >&2; exit 1; }
-done
+require_tools ensemble-train ensemble-server ensemble-loadgen
 if [ "$QUICK" = 1 ]; then DUR=1 WARM=0.5 WIN=3; else DUR=3 WARM=1 WIN=3; fi
 STARTED=$(date +%s)
 progress() { printf '[%4ds] %s\n' $(($(date +%s) - STARTED)) "$*" >&2; }

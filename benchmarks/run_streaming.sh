@@ -43,6 +43,7 @@ export ES_STREAMING_ARGS="$*"  # for the report's header
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
+source benchmarks/lib/bench.sh
 
 ROUNDS=2 DURATION=1.5 MODELS="mlp demo_ensemble" CONCURRENCY="1 16 64" OUT="" ECHO=0 BATCHED=0 THREADS=1
 while [ $# -gt 0 ]; do
@@ -60,9 +61,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-for tool in ensemble-server ensemble-loadgen ensemble-make-demo; do
-  [ -x "$BIN/$tool" ] || { echo "$BIN/$tool not built (scripts/build.sh)" >&2; exit 1; }
-done
+require_tools ensemble-server ensemble-loadgen ensemble-make-demo
 [ -d build/demo_repo ] || "$BIN/ensemble-make-demo" --out build/demo_repo
 mkdir -p build/benchmarks
 OUT=${OUT:-build/benchmarks/streaming-$(date -u +%Y%m%d-%H%M%S).md}

@@ -162,6 +162,9 @@ struct ModelConfig {
   // Execution limit of one request (batch) on a host; 0 = limits.max_compute_ms.
   int64_t max_compute_ms = 0;
   DynamicBatching dynamic_batching;  // torchscript models with max_batch_size > 0
+  // `response_cache: {enable: true}` (torchscript models): answers kept in
+  // the server's response cache (server/core/response_cache.h).
+  bool response_cache = false;
   EnsembleSpec ensemble;             // only for platform == "ensemble"
   OverloadSpec overload;             // ensembles only; empty ladder = none
   // The name the hosts hold this config's versions under; "" = `name`. A

@@ -341,6 +341,14 @@ Status ParseVersionPolicy(const yaml::Field& field, VersionPolicy* policy) {
   return Status::Ok();
 }
 
+// `response_cache: {enable: BOOL}` (Triton's spelling).
+Status ParseResponseCache(const yaml::Field& field, LoadedModel* model) {
+  if (!field.present()) return Status::Ok();
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"enable"}));
+  model->source.response_cache_line = field.line;
+  return yaml::ReadOptionalBool(field, "enable", &model->config.response_cache);
+}
+
 // The fields that only one of the two platforms may have.
 Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
   const yaml::Field ensemble = yaml::Child(root, "ensemble");
@@ -351,6 +359,7 @@ Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
     ES_RETURN_IF_ERROR(ParseHosts(yaml::Child(root, "hosts"), model));
     ES_RETURN_IF_ERROR(ParseDynamicBatching(yaml::Child(root, "dynamic_batching"), &model->config));
     ES_RETURN_IF_ERROR(ParseVersionPolicy(yaml::Child(root, "version_policy"), &model->config.version_policy));
+    ES_RETURN_IF_ERROR(ParseResponseCache(yaml::Child(root, "response_cache"), model));
     // 0 (the default) takes the server's limits.max_compute_ms.
     ES_RETURN_IF_ERROR(
         yaml::ReadOptionalInt(root, "max_compute_ms", int64_t{0}, kMaxComputeMs, &model->config.max_compute_ms));
@@ -364,6 +373,9 @@ Status ParsePlatformSections(const yaml::Field& root, LoadedModel* model) {
     if (field.present()) {
       return yaml::Error(field, "an ensemble runs on its members' hosts; set this on the members");
     }
+  }
+  if (const yaml::Field cache = yaml::Child(root, "response_cache"); cache.present()) {
+    return yaml::Error(cache, "an ensemble's answers are cached through its members' caches; set this on the members");
   }
   if (!ensemble.present()) {
     return yaml::Error(ensemble, "missing required field (platform 'ensemble' needs members)");
@@ -393,7 +405,8 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
                         LoadedModel* model) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"name", "platform", "max_batch_size", "inputs",
                                            "outputs", "hosts", "instances_per_host", "dynamic_batching",
-                                           "max_compute_ms", "version_policy", "ensemble", "overload"}));
+                                           "max_compute_ms", "version_policy", "ensemble", "overload",
+                                           "response_cache"}));
   model->source.file = root.file;
   model->config.name = folder_name;
   std::string name = folder_name;

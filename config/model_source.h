@@ -25,6 +25,7 @@ struct ModelSource {
   std::vector<int> member_lines;  // one per ensemble member
   int combine_line = 1;
   std::vector<int> rung_lines;    // one per overload.ladder entry
+  int response_cache_line = 0;    // of `response_cache:`, when present
   bool inputs_declared = false;   // ensembles may omit inputs/outputs
   bool outputs_declared = false;
 };

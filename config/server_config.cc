@@ -21,6 +21,11 @@ std::string HostNames(const ServerConfig& config) {
 Status PlaceModel(const ServerConfig& config, LoadedModel* model) {
   ModelConfig& model_config = model->config;
   if (model_config.is_ensemble()) return Status::Ok();
+  if (model_config.response_cache && config.response_cache_bytes == 0) {
+    return yaml::ErrorAt(model->source.file, model->source.response_cache_line, "response_cache.enable",
+                         "the server has no response cache: give it one in " + config.path +
+                             " (response_cache: {size_bytes: N})");
+  }
   if (model_config.hosts.empty()) {
     for (const HostConfig& host : config.hosts) model_config.hosts.push_back(host.name);
     return Status::Ok();

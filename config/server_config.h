@@ -110,6 +110,9 @@ struct ServerConfig {
   std::string log_level = "info";
   std::string log_format = "default";  // default, ISO8601 or json (common/log_setup.h)
   std::string log_file;                // "": standard error; else appended to (absolute)
+  // `response_cache: {size_bytes: N}`: the response cache's bound (0 = no
+  // cache; a model enabling it is then an error).
+  int64_t response_cache_bytes = 0;
   std::vector<HostConfig> hosts;
   Limits limits;
   std::map<std::string, ModelConfig> models;  // by name: the loaded repository

@@ -343,7 +343,8 @@ Status ParseMetricsAddress(const yaml::Field& root, std::string* address) {
 
 Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"repository", "listen_address", "grpc_port",
-                                           "metrics_port", "http_port", "log_level", "log_format", "log_file", "hosts",
+                                           "metrics_port", "http_port", "log_level", "log_format", "log_file",
+                                           "response_cache", "hosts",
                                            "limits", "model_control_mode", "repository_poll_secs",
                                            "metrics_address", "tls", "auth"}));
   ES_RETURN_IF_ERROR(ResolveRepository(root, &config->repository));
@@ -355,6 +356,12 @@ Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "http_port", 0, kMaxPort, &config->http_port));
   ES_RETURN_IF_ERROR(ParseLogLevel(root, &config->log_level));
   ES_RETURN_IF_ERROR(ParseLogOutput(root, config));
+  if (const yaml::Field cache = yaml::Child(root, "response_cache"); cache.present()) {
+    ES_RETURN_IF_ERROR(yaml::CheckMap(cache, {"size_bytes"}));
+    // At most 1 TiB: a bound, not a wish.
+    ES_RETURN_IF_ERROR(
+        yaml::ReadOptionalInt(cache, "size_bytes", int64_t{0}, int64_t{1} << 40, &config->response_cache_bytes));
+  }
   ES_RETURN_IF_ERROR(ParseModelControlMode(root, &config->model_control_mode));
   // At most a day: a poll that rare is no poll.
   ES_RETURN_IF_ERROR(

@@ -10,6 +10,7 @@
 
 #include "common/launcher.h"
 #include "server/port_check.h"
+#include "server/core/cache_metrics.h"
 #include "server/repository/repository_metrics.h"
 #include "server/security/tls_files.h"
 
@@ -93,6 +94,9 @@ Status Router::LoadConfig(const RouterOptions& options) {
   // (the start-up set has them from the start: StartHosts, StartMetrics).
   repository_->SetOnServed([this](const ModelConfig& model) {
     if (stats_) stats_->Track(model);
+    // A reload may replace a version's model.pt in place (same key): its
+    // kept answers go.
+    if (cache_) cache_->EraseModel(model.name);
     if (request_metrics_) request_metrics_->Track(model);
   });
   return repository_->Begin(options.load_models);
@@ -128,7 +132,10 @@ Status Router::StartHosts(const RouterOptions& options) {
     if (!h->WaitFirstStart()) return Status::Unavailable(h->last_error());
   }
   stats_ = std::make_unique<es::ModelStatistics>(StartupModels());
-  core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get());
+  if (config_.response_cache_bytes > 0) {
+    cache_ = std::make_unique<ResponseCache>(static_cast<uint64_t>(config_.response_cache_bytes));
+  }
+  core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get(), cache_.get());
   ensembles_ = std::make_unique<EnsembleRunner>(core_.get(), repository_.get());
   core_->SetCompositeRunner(ensembles_.get());
   repository_->Attach(by_name, [core = core_.get()](const std::string& model, int64_t version) {
@@ -168,10 +175,12 @@ Status Router::StartMetrics(const RouterOptions& options) {
   std::vector<const HostSupervisor*> hosts;
   for (const auto& h : hosts_) hosts.push_back(h.get());
   host_metrics_ = std::make_shared<HostMetrics>(std::move(hosts));
-  ES_ASSIGN_OR_RETURN(
-      metrics_,
-      MetricsEndpoint::Start(MetricsHost(options), options.metrics_port.value_or(config_.metrics_port),
-                             {request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())}));
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
+      request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())};
+  if (cache_) collectables.push_back(std::make_shared<CacheMetrics>(cache_.get()));
+  ES_ASSIGN_OR_RETURN(metrics_, MetricsEndpoint::Start(MetricsHost(options),
+                                                       options.metrics_port.value_or(config_.metrics_port),
+                                                       collectables));
   return Status::Ok();
 }
 

@@ -116,6 +116,8 @@ class Router {
   // Before core_, so destroyed after it: the core's member calls in flight
   // hold the runner's admission counts until the core is gone.
   std::unique_ptr<EnsembleRunner> ensembles_;
+  // Declared before the core, which uses it: destroyed after it.
+  std::unique_ptr<ResponseCache> cache_;  // null when response_cache.size_bytes is 0
   std::unique_ptr<InferenceCore> core_;
   std::unique_ptr<es::ModelStatistics> stats_;
   std::shared_ptr<RequestMetrics> request_metrics_;  // null when metrics are off

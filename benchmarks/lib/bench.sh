@@ -124,3 +124,12 @@ measure_load() {
   echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"tick_hz\": $(getconf CLK_TCK)}" \
     >"$OUT/$name.cpu"
 }
+
+# require_tools TOOL...: exits, naming it, at the first of BIN's programs
+# that is not built.
+require_tools() {
+  local tool
+  for tool in "$@"; do
+    [ -x "$BIN/$tool" ] || { echo "$0: $BIN/$tool not built (scripts/build.sh)" >&2; exit 1; }
+  done
+}

@@ -8,8 +8,47 @@
 
 namespace es {
 InferenceCore::InferenceCore(const ServerConfig* config, const ModelCatalog* catalog,
-                             const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats)
-    : config_(config), catalog_(catalog), hosts_(hosts), stats_(stats) {}
+                             const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats,
+                             ResponseCache* cache)
+    : config_(config), catalog_(catalog), hosts_(hosts), stats_(stats), cache_(cache) {}
+
+namespace {
+
+uint64_t NsSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace
+
+void InferenceCore::RunModel(const ModelConfig& model, int64_t version, std::shared_ptr<const InferRequest> request,
+                             InferDone done) {
+  const std::string key = cache_ != nullptr && model.response_cache ? ResponseCache::KeyOf(model, version, *request)
+                                                                    : std::string();
+  if (key.empty()) {
+    DispatcherFor(model)->Infer(std::move(request), version, std::move(done));
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t generation = 0;
+  if (std::optional<std::vector<InferOutput>> outputs = cache_->Lookup(key, model.name, &generation)) {
+    InferResponse response;
+    response.outputs = std::move(*outputs);
+    if (stats_ != nullptr) stats_->RecordCache(model.name, version, /*hit=*/true, NsSince(start));
+    done(Status::Ok(), std::move(response));
+    return;
+  }
+  const uint64_t lookup_ns = NsSince(start);
+  DispatcherFor(model)->Infer(
+      std::move(request), version,
+      [this, key, generation, lookup_ns, name = model.name, version, done = std::move(done)](const Status& status,
+                                                                                             InferResponse response) {
+        const auto insert_start = std::chrono::steady_clock::now();
+        if (status.ok()) cache_->Insert(key, name, generation, response.outputs);
+        if (stats_ != nullptr) stats_->RecordCache(name, version, /*hit=*/false, lookup_ns + NsSince(insert_start));
+        done(status, std::move(response));
+      });
+}
 
 ModelDispatcher* InferenceCore::DispatcherFor(const ModelConfig& model) {
   MutexLock lock(&mu_);
@@ -128,7 +167,7 @@ void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone
   InferDone counted = CountedReady(model, &version, request->version_pinned, std::move(reported));
   if (counted == nullptr) return;
   *used = version;
-  DispatcherFor(*model)->Infer(std::move(request), version, std::move(counted));
+  RunModel(*model, version, std::move(request), std::move(counted));
 }
 
 void InferenceCore::CallMember(const EnsembleMember& member, const std::shared_ptr<const InferRequest>& request,
@@ -164,7 +203,7 @@ void InferenceCore::CallMember(const EnsembleMember& member, const std::shared_p
   InferDone counted = CountedReady(model, &*version, /*pinned=*/pin > 0, std::move(answered));
   if (counted == nullptr) return;
   *version_used = *version;  // before the dispatch, which may answer at once
-  DispatcherFor(*model)->Infer(request, *version, std::move(counted));
+  RunModel(*model, *version, request, std::move(counted));
 }
 
 }  // namespace es

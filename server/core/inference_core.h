@@ -32,14 +32,18 @@
 #include "server/core/model_catalog.h"
 #include "server/core/model_dispatcher.h"
 #include "server/core/model_statistics.h"
+#include "server/core/response_cache.h"
 
 namespace es {
 
 class InferenceCore final : public MemberCalls {
  public:
-  // `stats` (may be null) receives each model execution (batch).
+  // `stats` (may be null) receives each model execution (batch); `cache`
+  // (may be null: none) answers the models that enable it
+  // (server/core/response_cache.h).
   InferenceCore(const ServerConfig* config, const ModelCatalog* catalog,
-                const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats);
+                const std::map<std::string, HostSupervisor*>& hosts, ModelStatistics* stats,
+                ResponseCache* cache = nullptr);
 
   // Where composite models' requests go (null: they are answered
   // UNIMPLEMENTED). Set before the first request; `runner` outlives its use.
@@ -78,6 +82,11 @@ class InferenceCore final : public MemberCalls {
   // to the highest ready version; `version` is updated. Returns the wrapped
   // done, or nullptr after answering `done` UNAVAILABLE.
   InferDone CountedReady(const ModelConfig*& model, int64_t* version, bool pinned, InferDone done);
+  // Runs `request` on `model` at `version` (counted in flight already):
+  // from the response cache when the model enables it and the answer is
+  // kept, else through the model's dispatcher (keeping a successful answer).
+  void RunModel(const ModelConfig& model, int64_t version, std::shared_ptr<const InferRequest> request,
+                InferDone done);
   // Counts one more request on (model, version); returns its counter, which
   // the request decrements when it leaves (no lock, no lookup).
   std::atomic<int64_t>* Enter(const std::string& model, int64_t version);
@@ -88,6 +97,7 @@ class InferenceCore final : public MemberCalls {
   const ModelCatalog* catalog_;
   const std::map<std::string, HostSupervisor*> hosts_;
   ModelStatistics* stats_;
+  ResponseCache* cache_;  // may be null
   mutable Mutex mu_;
   std::map<const ModelConfig*, ModelDispatcher*> dispatcher_of_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<ModelDispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);  // by signature

@@ -88,6 +88,14 @@ void ModelStatistics::Record(const std::string& model, int64_t version, bool ok,
                             kRelaxed);
 }
 
+void ModelStatistics::RecordCache(const std::string& model, int64_t version, bool hit, uint64_t ns) {
+  bool ensemble = false;
+  ModelCounters* counters = CountersFor(model, version, &ensemble);
+  if (counters == nullptr) return;
+  (hit ? counters->cache_hit_count : counters->cache_miss_count).fetch_add(1, kRelaxed);
+  SaturatingAdd(hit ? counters->cache_hit_ns : counters->cache_miss_ns, ns);
+}
+
 void ModelStatistics::RecordExecution(const std::string& model, int64_t version, int64_t rows, uint64_t compute_ns) {
   bool ensemble = false;
   ModelCounters* counters = CountersFor(model, version, &ensemble);

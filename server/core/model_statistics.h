@@ -41,6 +41,10 @@ struct ModelCounters {
   std::atomic<uint64_t> inference_count{0};  // rows
   std::atomic<uint64_t> execution_count{0};  // model executions (batches)
   std::atomic<uint64_t> last_inference_ms{0};
+  // Response cache (Triton's cache_hit, cache_miss): lookups answered from
+  // it (time: the lookup and copy) and not (time: the lookup and the insert).
+  std::atomic<uint64_t> cache_hit_count{0}, cache_hit_ns{0};
+  std::atomic<uint64_t> cache_miss_count{0}, cache_miss_ns{0};
   struct BatchCounter {
     std::atomic<uint64_t> count{0}, compute_ns{0};
   };
@@ -58,6 +62,9 @@ class ModelStatistics {
   // One finished request (any model) computed on `version`.
   void Record(const std::string& model, int64_t version, bool ok, uint64_t duration_ns, const StageTimes& stages,
               uint64_t rows);
+  // One response cache lookup of a model version: a hit or a miss, and the
+  // cache's time for it.
+  void RecordCache(const std::string& model, int64_t version, bool hit, uint64_t ns);
   // One execution of a model version on a host: a batch of `rows` rows.
   void RecordExecution(const std::string& model, int64_t version, int64_t rows, uint64_t compute_ns);
   // Calls `visit` for each version of one model (only `version` when it is

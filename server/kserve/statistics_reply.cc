@@ -22,6 +22,10 @@ void FillOne(const std::string& name, int64_t version, const ModelCounters& c,
   // `success` is validation, copies, IPC, queueing and (ensembles) combine.
   stats->mutable_compute_infer()->set_count(c.execution_count.load());
   stats->mutable_compute_infer()->set_ns(c.compute_ns.load());
+  stats->mutable_cache_hit()->set_count(c.cache_hit_count.load());
+  stats->mutable_cache_hit()->set_ns(c.cache_hit_ns.load());
+  stats->mutable_cache_miss()->set_count(c.cache_miss_count.load());
+  stats->mutable_cache_miss()->set_ns(c.cache_miss_ns.load());
   for (int64_t b = 1; b <= c.max_batch; ++b) {
     const uint64_t n = c.batches[b].count.load();
     if (n == 0) continue;

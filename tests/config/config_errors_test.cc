@@ -71,6 +71,28 @@ TEST_F(ConfigTest, BadLogFormat) {
                     "unknown log format 'xml' (expected default, ISO8601 or json)");
 }
 
+TEST_F(ConfigTest, ResponseCacheWithoutTheServersCache) {
+  const std::string yaml = kMlpYaml + "response_cache: {enable: true}\n";
+  const std::string file = WriteModel("mlp", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "response_cache"), "response_cache.enable",
+                    "the server has no response cache");
+  // With one, the model loads with its cache on.
+  WriteServer(kServerYaml + "response_cache: {size_bytes: 1048576}\n");
+  StatusOr<ServerConfig> config = Load();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->response_cache_bytes, 1048576);
+  EXPECT_TRUE(config->FindModel("mlp")->response_cache);
+  EXPECT_FALSE(config->FindModel("cnn")->response_cache);
+}
+
+TEST_F(ConfigTest, ResponseCacheOnAnEnsemble) {
+  WriteServer(kServerYaml + "response_cache: {size_bytes: 1048576}\n");
+  const std::string yaml = kEnsYaml + "response_cache: {enable: true}\n";
+  const std::string file = WriteModel("ens", yaml);
+  ExpectConfigError(Load().status(), file, LineOf(yaml, "response_cache"), "response_cache",
+                    "cached through its members' caches");
+}
+
 TEST_F(ConfigTest, NonPositiveLimit) {
   const std::string yaml = Replace(kServerYaml, "drain_timeout_ms: 500", "drain_timeout_ms: 0");
   ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_,

@@ -187,6 +187,17 @@ int64_t Percentile(std::vector<int64_t> values, double percentile) {
   return values[index];
 }
 
+inference::ModelStatistics ModelStats(Stub& stub, const std::string& model) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  inference::ModelStatisticsRequest req;
+  req.set_name(model);
+  inference::ModelStatisticsResponse resp;
+  const grpc::Status status = stub.ModelStatistics(&ctx, req, &resp);
+  EXPECT_TRUE(status.ok()) << Describe(status);
+  return resp.model_stats_size() > 0 ? resp.model_stats(0) : inference::ModelStatistics();
+}
+
 grpc::Status LoadModel(Stub& stub, const std::string& model) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, std::chrono::milliseconds(60000));

@@ -68,6 +68,9 @@ std::string Describe(const grpc::Status& status);
 std::optional<bool> ServerReady(Stub& stub, std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
 std::optional<bool> ModelReady(Stub& stub, const std::string& model,
                                std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+// ModelStatistics of `model`: its first entry (the first version), or an
+// empty message (after a failed expectation when the call itself failed).
+inference::ModelStatistics ModelStats(Stub& stub, const std::string& model);
 // RepositoryModelLoad of `model` (explicit model control), 60 s deadline.
 grpc::Status LoadModel(Stub& stub, const std::string& model);
 

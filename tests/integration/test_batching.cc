@@ -56,15 +56,7 @@ class BatchingTest : public ::testing::Test {
     delete repo_;
   }
 
-  static uint64_t Executions(Stub& stub, const std::string& model) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    inference::ModelStatisticsRequest req;
-    req.set_name(model);
-    inference::ModelStatisticsResponse resp;
-    EXPECT_TRUE(stub.ModelStatistics(&ctx, req, &resp).ok());
-    return resp.model_stats_size() ? resp.model_stats(0).inference_count() : 0;
-  }
+  static uint64_t Executions(Stub& stub, const std::string& model) { return ModelStats(stub, model).inference_count(); }
 
   static TempDir* repo_;
   static ServerProcess* server_;
