@@ -136,6 +136,8 @@ Status Router::StartHosts(const RouterOptions& options) {
     cache_ = std::make_unique<ResponseCache>(static_cast<uint64_t>(config_.response_cache_bytes));
   }
   core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get(), cache_.get());
+  tracer_ = std::make_unique<Tracer>(options.trace);
+  core_->SetTracer(tracer_.get());
   ensembles_ = std::make_unique<EnsembleRunner>(core_.get(), repository_.get());
   core_->SetCompositeRunner(ensembles_.get());
   repository_->Attach(by_name, [core = core_.get()](const std::string& model, int64_t version) {
@@ -190,11 +192,14 @@ Status Router::StartGrpc(const RouterOptions& options) {
   shm_ = std::make_unique<SharedMemoryRegistry>();
   calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(),
                                         request_metrics_.get(), shm_.get());
+  calls_->SetTracer(tracer_.get());
   answers_ = std::make_unique<KServeAnswers>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
                                              shm_.get());
   log_settings_ =
       std::make_unique<LogSettingsReply>([this](const LogSettings& settings) { ApplyLogSettingsEverywhere(settings); });
-  kserve_ = std::make_unique<KServeService>(answers_.get(), calls_.get(), auth_.get(), shm_.get(), log_settings_.get());
+  trace_settings_ = std::make_unique<TraceSettingsReply>(tracer_.get(), repository_.get());
+  kserve_ = std::make_unique<KServeService>(answers_.get(), calls_.get(), auth_.get(), shm_.get(), log_settings_.get(),
+                                            trace_settings_.get());
   health_ = std::make_unique<HealthService>(answers_.get(), auth_.get());
   listen_address_ = options.listen.value_or(config_.listen_address);
   const int port = options.grpc_port.value_or(config_.grpc_port);
@@ -279,8 +284,8 @@ std::string Router::grpc_address() const { return listen_address_ + ":" + std::t
 
 Status Router::StartHttp(const RouterOptions& options) {
   if (!options.http || !config_.http_enabled) return Status::Ok();
-  http_routes_ =
-      std::make_unique<HttpRoutes>(answers_.get(), calls_.get(), auth_.get(), shm_.get(), log_settings_.get());
+  http_routes_ = std::make_unique<HttpRoutes>(answers_.get(), calls_.get(), auth_.get(), shm_.get(),
+                                              log_settings_.get(), trace_settings_.get());
   HttpServerOptions http;
   http.address = listen_address_;
   http.port = options.http_port.value_or(config_.http_port);
@@ -353,6 +358,7 @@ void Router::Shutdown() {
     }
   }
   if (repository_) repository_->Stop();  // a load in progress ended with its hosts
+  if (tracer_) tracer_->Stop();  // every answered request's trace written, the file's array closed
   metrics_.reset();  // scrapes were answered through the drain; now the endpoint goes
 }
 

@@ -65,6 +65,7 @@ struct RouterOptions {
   std::optional<std::string> log_level;   // overrides the config; set before the hosts start
   std::optional<std::string> log_format;  // likewise: default, ISO8601 or json
   std::optional<std::string> log_file;    // likewise: standard error is appended to it
+  TraceSettings trace;                    // --trace-*: Triton's trace settings at start (server/core/request_trace.h)
   std::optional<ModelControlMode> model_control_mode;  // overrides the config
   std::vector<std::string> load_models;                // explicit mode: loaded at start
   std::optional<int64_t> repository_poll_secs;         // overrides the config
@@ -116,7 +117,8 @@ class Router {
   // Before core_, so destroyed after it: the core's member calls in flight
   // hold the runner's admission counts until the core is gone.
   std::unique_ptr<EnsembleRunner> ensembles_;
-  // Declared before the core, which uses it: destroyed after it.
+  // Declared before the core and the calls, which use them: destroyed after.
+  std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<ResponseCache> cache_;  // null when response_cache.size_bytes is 0
   std::unique_ptr<InferenceCore> core_;
   std::unique_ptr<es::ModelStatistics> stats_;
@@ -133,6 +135,7 @@ class Router {
   std::unique_ptr<InferCalls> calls_;  // every front end's inference calls
   std::unique_ptr<KServeAnswers> answers_;  // both front ends' non-inference answers
   std::unique_ptr<LogSettingsReply> log_settings_;  // both front ends' logging extension
+  std::unique_ptr<TraceSettingsReply> trace_settings_;  // both front ends' trace extension
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;

@@ -20,6 +20,7 @@
 #include "common/datatype.h"
 #include "common/status.h"
 #include "config/model_config.h"
+#include "server/core/request_trace.h"
 #include "server/shm/shm_registry.h"
 
 namespace es {
@@ -66,6 +67,7 @@ struct InferRequest {
   int priority = 0;                                     // 1 = highest; 0 = the model's default
   bool exact = false;  // parameter `exact`: an ensemble with an overload ladder answers in full
   double exit_threshold = 0;  // > 0: a cascade's threshold in place of its config's (an overload rung's)
+  std::shared_ptr<RequestTrace> trace;  // set when the request is traced (server/core/request_trace.h)
   std::function<bool()> cancelled;                      // true once the client gave up (may be empty)
   std::vector<std::unique_ptr<std::string>> scratch;    // converted typed contents
   std::vector<std::unique_ptr<uint8_t[]>> shm_scratch;  // inputs read from shared memory
@@ -78,7 +80,7 @@ struct InferRequest {
 };
 
 // Copies what a request carries besides its model and data (id, deadline,
-// priority, cancellation, exact) into `to`, a request made from it (a
+// priority, cancellation, exact, trace) into `to`, a request made from it (a
 // cascade's undecided rows, an overload rung's call).
 inline void CopyRequestContext(const InferRequest& from, InferRequest* to) {
   to->id = from.id;
@@ -86,6 +88,7 @@ inline void CopyRequestContext(const InferRequest& from, InferRequest* to) {
   to->priority = from.priority;
   to->cancelled = from.cancelled;
   to->exact = from.exact;
+  to->trace = from.trace;
 }
 
 // Where a request's time went, filled by the core for metrics and statistics.

@@ -22,11 +22,11 @@ uint64_t NsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 void InferenceCore::RunModel(const ModelConfig& model, int64_t version, std::shared_ptr<const InferRequest> request,
-                             InferDone done) {
+                             InferDone done, std::shared_ptr<RequestTrace> trace) {
   const std::string key = cache_ != nullptr && model.response_cache ? ResponseCache::KeyOf(model, version, *request)
                                                                     : std::string();
   if (key.empty()) {
-    DispatcherFor(model)->Infer(std::move(request), version, std::move(done));
+    DispatcherFor(model)->Infer(std::move(request), version, std::move(done), std::move(trace));
     return;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -47,7 +47,8 @@ void InferenceCore::RunModel(const ModelConfig& model, int64_t version, std::sha
         if (status.ok()) cache_->Insert(key, name, generation, response.outputs);
         if (stats_ != nullptr) stats_->RecordCache(name, version, /*hit=*/false, lookup_ns + NsSince(insert_start));
         done(status, std::move(response));
-      });
+      },
+      std::move(trace));
 }
 
 ModelDispatcher* InferenceCore::DispatcherFor(const ModelConfig& model) {
@@ -167,15 +168,26 @@ void InferenceCore::Infer(std::shared_ptr<const InferRequest> request, InferDone
   InferDone counted = CountedReady(model, &version, request->version_pinned, std::move(reported));
   if (counted == nullptr) return;
   *used = version;
-  RunModel(*model, version, std::move(request), std::move(counted));
+  std::shared_ptr<RequestTrace> trace = request->trace;
+  RunModel(*model, version, std::move(request), std::move(counted), std::move(trace));
 }
 
 void InferenceCore::CallMember(const EnsembleMember& member, const std::shared_ptr<const InferRequest>& request,
                                MemberDone done) {
   const auto start = std::chrono::steady_clock::now();
   auto version_used = std::make_shared<int64_t>(0);  // set once the call reaches a version
-  InferDone answered = [this, start, version_used, name = member.model, rows = request->batch_rows(),
+  // A traced request's member call is a trace of its own, linked to it.
+  Tracer* tracer = tracer_.load();
+  std::shared_ptr<RequestTrace> trace =
+      tracer != nullptr && request->trace != nullptr ? tracer->Child(*request->trace, member.model) : nullptr;
+  if (trace != nullptr) trace->Mark("REQUEST_START");
+  InferDone answered = [this, start, version_used, tracer, trace, name = member.model, rows = request->batch_rows(),
                         done = std::move(done)](const Status& status, InferResponse response) {
+    if (trace != nullptr) {
+      trace->set_version(*version_used);
+      trace->Mark("REQUEST_END");
+      tracer->Finish(trace);
+    }
     // A member call is a request of the member model in its statistics
     // (as in Triton: where a user looks for what the member served); not
     // when it never reached a version (not loaded, not ready).
@@ -203,7 +215,7 @@ void InferenceCore::CallMember(const EnsembleMember& member, const std::shared_p
   InferDone counted = CountedReady(model, &*version, /*pinned=*/pin > 0, std::move(answered));
   if (counted == nullptr) return;
   *version_used = *version;  // before the dispatch, which may answer at once
-  RunModel(*model, *version, request, std::move(counted));
+  RunModel(*model, *version, request, std::move(counted), std::move(trace));
 }
 
 }  // namespace es

@@ -48,6 +48,9 @@ class InferenceCore final : public MemberCalls {
   // Where composite models' requests go (null: they are answered
   // UNIMPLEMENTED). Set before the first request; `runner` outlives its use.
   void SetCompositeRunner(CompositeRunner* runner) { composite_.store(runner); }
+  // Where traced requests' member calls get their own traces (null: none).
+  // Set before the first request; `tracer` outlives its use.
+  void SetTracer(Tracer* tracer) { tracer_.store(tracer); }
 
   // `done` is called exactly once, possibly before Infer() returns.
   void Infer(std::shared_ptr<const InferRequest> request, InferDone done);
@@ -86,7 +89,7 @@ class InferenceCore final : public MemberCalls {
   // from the response cache when the model enables it and the answer is
   // kept, else through the model's dispatcher (keeping a successful answer).
   void RunModel(const ModelConfig& model, int64_t version, std::shared_ptr<const InferRequest> request,
-                InferDone done);
+                InferDone done, std::shared_ptr<RequestTrace> trace);
   // Counts one more request on (model, version); returns its counter, which
   // the request decrements when it leaves (no lock, no lookup).
   std::atomic<int64_t>* Enter(const std::string& model, int64_t version);
@@ -98,6 +101,7 @@ class InferenceCore final : public MemberCalls {
   const std::map<std::string, HostSupervisor*> hosts_;
   ModelStatistics* stats_;
   ResponseCache* cache_;  // may be null
+  std::atomic<Tracer*> tracer_{nullptr};
   mutable Mutex mu_;
   std::map<const ModelConfig*, ModelDispatcher*> dispatcher_of_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<ModelDispatcher>> dispatchers_ ABSL_GUARDED_BY(mu_);  // by signature

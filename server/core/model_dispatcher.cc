@@ -127,10 +127,13 @@ bool ModelDispatcher::Ready() const {
   return false;
 }
 
-void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t version, InferDone done) {
+void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t version, InferDone done,
+                            std::shared_ptr<RequestTrace> trace) {
   const auto now = Clock::now();
   if (!batching_) {
-    Dispatch(std::make_shared<Batch>(Batch{Queued{std::move(request), std::move(done), now, 0, version}}), now, 0);
+    Dispatch(std::make_shared<Batch>(
+                 Batch{Queued{std::move(request), std::move(done), now, 0, version, std::move(trace)}}),
+             now, 0);
     return;
   }
   const DynamicBatching& cfg = model_->dynamic_batching;
@@ -161,7 +164,7 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t
       const size_t level = static_cast<size_t>(std::clamp(priority, 1, cfg.priority_levels) - 1);
       queued_rows_ += request->batch_rows();
       queued_bytes_ += bytes;
-      queues_[level].push_back(Queued{std::move(request), std::move(done), now, level, version});
+      queues_[level].push_back(Queued{std::move(request), std::move(done), now, level, version, std::move(trace)});
       ++queued_;
       batches = TakeReadyBatchesLocked(now, &dropped);
       wake_timer = TimerMustWakeSoonerLocked();
@@ -383,6 +386,15 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
   if (!s.ok()) Finish(*batch, s, nullptr, nullptr, dispatched, submitted);
 }
 
+namespace {
+
+uint64_t SteadyNs(std::chrono::steady_clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+
+}  // namespace
+
 void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc::CompletionDesc* completion,
                              const uint8_t* arena, Clock::time_point dispatched, Clock::time_point submitted) {
   const auto now = Clock::now();
@@ -432,6 +444,16 @@ void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc
       response.outputs.push_back(std::move(out));
     }
     row += rows;
+  }
+  const bool traced = std::any_of(batch.begin(), batch.end(), [](const Queued& q) { return q.trace != nullptr; });
+  const uint64_t copied = traced ? RequestTrace::NowNs() : 0;
+  for (const Queued& q : batch) {
+    if (q.trace == nullptr) continue;
+    q.trace->Mark("QUEUE_START", SteadyNs(q.enqueued));
+    q.trace->Mark("COMPUTE_START", SteadyNs(dispatched));
+    q.trace->Mark("COMPUTE_INPUT_END", SteadyNs(submitted));  // the inputs are in the host's arena
+    q.trace->Mark("COMPUTE_OUTPUT_START", SteadyNs(now));     // the host's completion arrived
+    q.trace->Mark("COMPUTE_END", copied);                     // the outputs copied out
   }
   // ... then the host gets its next batch, and only then are the calls
   // answered: encoding and finishing a batch's gRPC calls (20-40 µs each

@@ -70,7 +70,10 @@ class ModelDispatcher {
   // Computes `request` on `version` of this model (an ensemble's request
   // reaches each member with that member's version). `done` is called
   // exactly once, possibly before Infer() returns.
-  void Infer(std::shared_ptr<const InferRequest> request, int64_t version, InferDone done);
+  // `trace` (may be null): the request's trace, which gets the queue and
+  // compute timestamps (an ensemble's member call has its own).
+  void Infer(std::shared_ptr<const InferRequest> request, int64_t version, InferDone done,
+             std::shared_ptr<RequestTrace> trace = nullptr);
   bool Ready() const;
   // Shutdown: answers every request still in the batch queue with `why`
   // (and every one queued later, at once), so none outlives the front end
@@ -86,6 +89,7 @@ class ModelDispatcher {
     Clock::time_point enqueued;
     size_t level = 0;  // index into queues_
     int64_t version = 0;  // of this model, to compute the request on
+    std::shared_ptr<RequestTrace> trace = nullptr;
   };
   using Batch = std::vector<Queued>;
   // Requests that leave the queue without running, with the reason.

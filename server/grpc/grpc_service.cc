@@ -68,8 +68,14 @@ grpc::Status ToGrpcStatus(const Status& status) {
 }
 
 KServeService::KServeService(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth,
-                             SharedMemoryRegistry* shm, LogSettingsReply* log_settings)
-    : answers_(answers), calls_(calls), auth_(auth), shm_(shm), log_settings_(log_settings) {}
+                             SharedMemoryRegistry* shm, LogSettingsReply* log_settings,
+                             TraceSettingsReply* trace_settings)
+    : answers_(answers),
+      calls_(calls),
+      auth_(auth),
+      shm_(shm),
+      log_settings_(log_settings),
+      trace_settings_(trace_settings) {}
 
 grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* ctx,
                                                     const inference::ServerLiveRequest*,
@@ -100,6 +106,7 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerCont
   if (Status s = Authorize(*ctx, *auth_, Access::kInfer); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
   answers_->AnswerServerMetadata(resp);
   if (log_settings_ != nullptr) resp->add_extensions("logging");
+  if (trace_settings_ != nullptr) resp->add_extensions("trace");
   return Reply(ctx, grpc::Status::OK);
 }
 
@@ -215,7 +222,7 @@ grpc::ServerUnaryReactor* KServeService::SystemSharedMemoryUnregister(
   return Reply(ctx, ToGrpcStatus(s));
 }
 
-// ---- logging (Triton's extension; kserve/log_settings_reply.h) ----
+// ---- logging and trace (Triton's extensions; kserve/log_settings_reply.h, trace_settings_reply.h) ----
 
 grpc::ServerUnaryReactor* KServeService::LogSettings(grpc::CallbackServerContext* ctx,
                                                      const inference::LogSettingsRequest* req,
@@ -226,6 +233,17 @@ grpc::ServerUnaryReactor* KServeService::LogSettings(grpc::CallbackServerContext
   const Access access = req->settings().empty() ? Access::kInfer : Access::kAdmin;
   if (Status s = Authorize(*ctx, *auth_, access); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
   return Reply(ctx, ToGrpcStatus(log_settings_->Update(*req, resp)));
+}
+
+grpc::ServerUnaryReactor* KServeService::TraceSetting(grpc::CallbackServerContext* ctx,
+                                                      const inference::TraceSettingRequest* req,
+                                                      inference::TraceSettingResponse* resp) {
+  if (trace_settings_ == nullptr) {
+    return Reply(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server has no trace extension"));
+  }
+  const Access access = req->settings().empty() ? Access::kInfer : Access::kAdmin;
+  if (Status s = Authorize(*ctx, *auth_, access); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
+  return Reply(ctx, ToGrpcStatus(trace_settings_->Update(*req, resp)));
 }
 
 grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,

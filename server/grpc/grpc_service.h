@@ -25,6 +25,7 @@
 #include "server/kserve/infer_calls.h"
 #include "server/kserve/kserve_answers.h"
 #include "server/kserve/log_settings_reply.h"
+#include "server/kserve/trace_settings_reply.h"
 #include "server/security/auth_policy.h"
 #include "server/shm/shm_registry.h"
 
@@ -43,11 +44,12 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   // `answers`: the transport-free answers (kserve/kserve_answers.h); `auth`
   // checks each call's token (see auth_policy.h for who may call what);
   // `shm`: the system shared-memory regions (null: the RPCs answer
-  // UNAVAILABLE); `log_settings`: the logging extension (null: LogSettings
-  // answers UNIMPLEMENTED and ServerMetadata does not announce "logging").
-  // Every pointer must outlive the service.
+  // UNAVAILABLE); `log_settings` and `trace_settings`: the logging and trace
+  // extensions (null: their RPC answers UNIMPLEMENTED and ServerMetadata
+  // does not announce it). Every pointer must outlive the service.
   KServeService(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth,
-                SharedMemoryRegistry* shm = nullptr, LogSettingsReply* log_settings = nullptr);
+                SharedMemoryRegistry* shm = nullptr, LogSettingsReply* log_settings = nullptr,
+                TraceSettingsReply* trace_settings = nullptr);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* req,
                                        inference::ServerLiveResponse* resp) override;
@@ -100,6 +102,10 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   // reads them (infer role), any setting changes them (admin role).
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const inference::LogSettingsRequest* req,
                                         inference::LogSettingsResponse* resp) override;
+  // Triton's trace extension (kserve/trace_settings_reply.h): no settings
+  // reads them (infer role), any setting changes them (admin role).
+  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const inference::TraceSettingRequest* req,
+                                         inference::TraceSettingResponse* resp) override;
 
  private:
   KServeAnswers* answers_;
@@ -107,6 +113,7 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   const AuthPolicy* auth_;
   SharedMemoryRegistry* shm_;        // may be null
   LogSettingsReply* log_settings_;  // may be null
+  TraceSettingsReply* trace_settings_;  // may be null
 };
 
 // grpc.health.v1.Health: SERVING when the server is ready (service "" or

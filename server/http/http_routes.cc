@@ -164,8 +164,13 @@ HttpResponse HttpError(const Status& status) {
 }
 
 HttpRoutes::HttpRoutes(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm,
-                       LogSettingsReply* log_settings)
-    : answers_(answers), calls_(calls), auth_(auth), shm_(shm), log_settings_(log_settings) {}
+                       LogSettingsReply* log_settings, TraceSettingsReply* trace_settings)
+    : answers_(answers),
+      calls_(calls),
+      auth_(auth),
+      shm_(shm),
+      log_settings_(log_settings),
+      trace_settings_(trace_settings) {}
 
 namespace {
 
@@ -209,6 +214,7 @@ void HttpRoutes::Handle(std::shared_ptr<HttpRequest> request, Reply reply) {
     json body = ProtoToJson(meta);
     body["extensions"].push_back("binary_tensor_data");  // this front end's own
     if (log_settings_ != nullptr) body["extensions"].push_back("logging");
+    if (trace_settings_ != nullptr) body["extensions"].push_back("trace");
     return reply(JsonResponse(body));
   }
   if (s[1] == "logging" && s.size() == 2 && log_settings_ != nullptr) {
@@ -220,6 +226,12 @@ void HttpRoutes::Handle(std::shared_ptr<HttpRequest> request, Reply reply) {
     // Triton's answers: 200 when live/ready, 400 when not, no body.
     if (s[2] == "live") return reply(Empty(200));
     return reply(Empty(answers_->ServerIsReady() ? 200 : 400));
+  }
+  const bool server_trace = s.size() == 3 && s[1] == "trace" && s[2] == "setting";
+  const bool model_trace = s.size() == 5 && s[1] == "models" && s[3] == "trace" && s[4] == "setting";
+  if ((server_trace || model_trace) && trace_settings_ != nullptr) {
+    if (!Admit(req, get || post, "GET, POST", post ? Access::kAdmin : Access::kInfer, reply)) return;
+    return reply(TraceSetting(req, model_trace ? s[2] : "", post));
   }
   if (s[1] == "models" && s.size() == 3 && s[2] == "stats") {  // every model's statistics
     if (!Admit(req, get, "GET", Access::kInfer, reply)) return;
@@ -350,6 +362,46 @@ HttpResponse HttpRoutes::Logging(const HttpRequest& req, bool update) const {
   return JsonResponse(out);
 }
 
+HttpResponse HttpRoutes::TraceSetting(const HttpRequest& req, const std::string& model, bool update) const {
+  inference::TraceSettingRequest r;
+  r.set_model_name(model);
+  if (update) {
+    StatusOr<json> body = JsonBody(req);
+    if (!body.ok()) return HttpError(body.status());
+    if (!body->is_object()) return HttpError(Status::InvalidArgument("the trace settings must be a JSON object"));
+    for (const auto& [name, value] : body->items()) {
+      auto& v = (*r.mutable_settings())[name];  // null: an empty list (clear)
+      if (value.is_string()) {
+        v.add_value(value.get<std::string>());
+      } else if (value.is_array()) {
+        for (const json& item : value) {
+          if (!item.is_string()) {
+            return HttpError(Status::InvalidArgument("trace setting '" + name + "': expected strings, got " +
+                                                     item.dump()));
+          }
+          v.add_value(item.get<std::string>());
+        }
+      } else if (!value.is_null()) {
+        return HttpError(Status::InvalidArgument("trace setting '" + name +
+                                                 "': expected a string, a list of strings or null, got " +
+                                                 value.dump()));
+      }
+    }
+  }
+  inference::TraceSettingResponse settings;
+  if (Status st = trace_settings_->Update(r, &settings); !st.ok()) return HttpError(st);
+  json out = json::object();
+  for (const auto& [name, v] : settings.settings()) {
+    // Triton's shape: trace_level a list, the others a string.
+    if (name == "trace_level") {
+      out[name] = json(std::vector<std::string>(v.value().begin(), v.value().end()));
+    } else {
+      out[name] = v.value_size() > 0 ? v.value(0) : "";
+    }
+  }
+  return JsonResponse(out);
+}
+
 HttpResponse HttpRoutes::SharedMemory(const HttpRequest& request, const std::string& region,
                                       const std::string& action) {
   if (shm_ == nullptr) return HttpError(Status::Unavailable("system shared memory is not available on this server"));
@@ -434,6 +486,7 @@ void HttpRoutes::Infer(std::shared_ptr<HttpRequest> http, const std::string& mod
   call->http->body.shrink_to_fit();
   InferCalls::Place run_place = call->place;
   InferCalls::CallContext context;
+  context.http = true;
   if (call->http->client_gone) context.cancelled = [gone = call->http->client_gone] { return gone->load(); };
   calls_->Run(run_place, call->request, &call->response, std::move(context),
               [call, reply = std::move(reply)](const Status& status) {

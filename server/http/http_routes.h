@@ -34,6 +34,7 @@
 #include "server/security/auth_policy.h"
 #include "server/kserve/kserve_answers.h"
 #include "server/kserve/log_settings_reply.h"
+#include "server/kserve/trace_settings_reply.h"
 #include "server/kserve/infer_calls.h"
 #include "server/shm/shm_registry.h"
 
@@ -83,9 +84,10 @@ class HttpRoutes {
 
   // `auth` and `shm` may be null (no authentication; shared-memory routes
   // answer UNAVAILABLE); so may `log_settings` (no /v2/logging route, no
-  // "logging" extension). The pointers must outlive the routes.
+  // "logging" extension) and `trace_settings` (no trace/setting routes, no
+  // "trace" extension). The pointers must outlive the routes.
   HttpRoutes(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm,
-             LogSettingsReply* log_settings = nullptr);
+             LogSettingsReply* log_settings = nullptr, TraceSettingsReply* trace_settings = nullptr);
 
   // Answers `request` through `reply`, exactly once, from any thread (maybe
   // before Handle returns).
@@ -106,12 +108,18 @@ class HttpRoutes {
   // GET /v2/logging (read) or POST (`update`: the body's settings), Triton's
   // logging extension (kserve/log_settings_reply.h).
   HttpResponse Logging(const HttpRequest& req, bool update) const;
+  // GET or POST /v2/trace/setting (`model` "") and
+  // /v2/models/{model}/trace/setting: Triton's trace extension
+  // (kserve/trace_settings_reply.h); values a string, a list of strings or
+  // null (clear).
+  HttpResponse TraceSetting(const HttpRequest& req, const std::string& model, bool update) const;
 
   KServeAnswers* answers_;
   InferCalls* calls_;
   const AuthPolicy* auth_;
   SharedMemoryRegistry* shm_;
   LogSettingsReply* log_settings_;  // may be null
+  TraceSettingsReply* trace_settings_;  // may be null
 };
 
 }  // namespace es

@@ -67,9 +67,21 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
   std::shared_ptr<InferRequest> request = std::move(decoded).value();
   request->deadline = std::min(request->deadline, context.deadline);
   request->cancelled = std::move(context.cancelled);
+  Tracer* tracer = tracer_.load();
+  if (tracer != nullptr) {
+    request->trace = tracer->Sample(request->model->name, request->version, request->id);
+    if (request->trace != nullptr) {
+      // Triton's names: the request had been read when the call reached us.
+      const auto at = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count());
+      request->trace->Mark(context.http ? "HTTP_RECV_START" : "GRPC_WAITREAD_START", at);
+      request->trace->Mark(context.http ? "HTTP_RECV_END" : "GRPC_WAITREAD_END", at);
+      request->trace->Mark("REQUEST_START");
+    }
+  }
   if (metrics != nullptr) metrics->Started();
-  core_->Infer(request, [place, response, request, start, stats = stats_, metrics, done = std::move(done)](
-                            const Status& status, InferResponse answer) {
+  core_->Infer(request, [place, response, request, start, stats = stats_, metrics, tracer, http = context.http,
+                         done = std::move(done)](const Status& status, InferResponse answer) {
     // Encoding can fail after a good run: an output too big for the
     // shared-memory room its client gave, or a region that shrank (the
     // answer then is that error, and it is counted as one).
@@ -96,7 +108,17 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       spdlog::debug("request '{}' to model '{}' version {} failed after {} us: {}", request->id, request->model->name,
                     request->version, elapsed.count() / 1000, outcome.ToString());
     }
-    done(outcome);
+    if (request->trace == nullptr) {
+      done(outcome);
+    } else {
+      RequestTrace& trace = *request->trace;
+      trace.set_version(answer.version > 0 ? answer.version : request->version);
+      trace.Mark("REQUEST_END");
+      trace.Mark(http ? "HTTP_SEND_START" : "GRPC_SEND_START");
+      done(outcome);  // the answer handed to the transport
+      trace.Mark(http ? "HTTP_SEND_END" : "GRPC_SEND_END");
+      tracer->Finish(request->trace);
+    }
     place->EndRun();
   });
 }

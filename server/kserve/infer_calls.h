@@ -49,8 +49,13 @@ class InferCalls {
   struct CallContext {
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     std::function<bool()> cancelled;  // true once the client gave up (may be empty)
+    bool http = false;                // the transport, for a trace's names (HTTP_* or GRPC_*)
   };
   using Done = std::function<void(const Status&)>;
+
+  // Where requests are sampled for tracing (null: none). Set before the
+  // first request; `tracer` outlives its use.
+  void SetTracer(Tracer* tracer) { tracer_.store(tracer); }
 
   // `metrics` may be null (no metrics); `shm` may be null (no shared-memory
   // tensors: a request naming a region is refused).
@@ -111,6 +116,7 @@ class InferCalls {
   ModelStatistics* stats_;
   RequestMetrics* metrics_;
   SharedMemoryRegistry* shm_;
+  std::atomic<Tracer*> tracer_{nullptr};
   std::atomic<bool> accepting_{true};
   std::atomic<int64_t> held_{0};    // places
   std::atomic<int> running_{0};     // Run() .. done

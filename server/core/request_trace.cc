@@ -1,0 +1,302 @@
+#include "server/core/request_trace.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "common/errno_text.h"
+
+namespace es {
+namespace {
+
+constexpr size_t kMaxQueued = 10000;  // traces waiting for the writer; more are dropped
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+template <typename T>
+std::optional<T> Number(const std::string& text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+uint64_t RequestTrace::NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+void RequestTrace::Mark(const char* name, uint64_t ns) {
+  MutexLock lock(&mu_);
+  marks_.emplace_back(name, ns);
+}
+
+void RequestTrace::set_version(int64_t version) {
+  MutexLock lock(&mu_);
+  version_ = version;
+}
+
+std::string RequestTrace::Json() const {
+  MutexLock lock(&mu_);
+  std::string out = "{\"id\":" + std::to_string(id_) + ",\"model_name\":" + JsonString(model_) +
+                    ",\"model_version\":" + std::to_string(version_) + ",\"request_id\":" + JsonString(request_id_);
+  if (parent_id_ != 0) out += ",\"parent_id\":" + std::to_string(parent_id_);
+  out += "},\n{\"id\":" + std::to_string(id_) + ",\"timestamps\":[";
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.append("{\"name\":\"").append(marks_[i].first).append("\",\"ns\":");
+    out.append(std::to_string(marks_[i].second)).push_back('}');
+  }
+  return out + "]}";
+}
+
+Tracer::Tracer(TraceSettings settings) : server_(std::move(settings)) {
+  {
+    MutexLock lock(&mu_);
+    UpdateActiveLocked();
+  }
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+void Tracer::UpdateActiveLocked() {
+  bool active = server_.timestamps && server_.count != 0;
+  for (const auto& [model, o] : models_) {
+    const TraceSettings s = EffectiveLocked(model);
+    active = active || (s.timestamps && s.count != 0);
+  }
+  active_.store(active && !server_.file.empty() && !stopping_);
+}
+
+Tracer::~Tracer() { Stop(); }
+
+TraceSettings Tracer::EffectiveLocked(const std::string& model) const {
+  TraceSettings s = server_;
+  auto it = models_.find(model);
+  if (it == models_.end()) return s;
+  const TraceOverride& o = it->second;
+  if (o.timestamps) s.timestamps = *o.timestamps;
+  if (o.rate) s.rate = *o.rate;
+  if (o.count) s.count = *o.count;
+  if (o.log_frequency) s.log_frequency = *o.log_frequency;
+  return s;
+}
+
+std::shared_ptr<RequestTrace> Tracer::Sample(const std::string& model, int64_t version,
+                                             const std::string& request_id) {
+  if (!active_.load(std::memory_order_relaxed)) return nullptr;
+  MutexLock lock(&mu_);
+  const TraceSettings s = EffectiveLocked(model);
+  if (!s.timestamps || s.file.empty() || s.count == 0 || stopping_) return nullptr;
+  const uint64_t n = seen_[model]++;
+  if (s.rate == 0 || n % s.rate != 0) return nullptr;
+  if (s.count > 0) {
+    // The count left is the model's own when it overrides it, else the server's.
+    auto it = models_.find(model);
+    if (it != models_.end() && it->second.count) {
+      --*it->second.count;
+    } else {
+      --server_.count;
+    }
+    UpdateActiveLocked();
+  }
+  return std::make_shared<RequestTrace>(next_id_++, 0, model, version, request_id);
+}
+
+std::shared_ptr<RequestTrace> Tracer::Child(const RequestTrace& parent, const std::string& model) {
+  return std::make_shared<RequestTrace>(next_id_++, parent.id(), model, 0, "");
+}
+
+void Tracer::Finish(std::shared_ptr<RequestTrace> trace) {
+  if (trace == nullptr) return;
+  MutexLock lock(&mu_);
+  if (stopping_ || queue_.size() >= kMaxQueued) {
+    dropped_.fetch_add(1);
+    return;
+  }
+  queue_.push_back(std::move(trace));
+  cv_.NotifyOne();
+}
+
+TraceSettings Tracer::Settings(const std::string& model) const {
+  MutexLock lock(&mu_);
+  return EffectiveLocked(model);
+}
+
+void Tracer::SetServer(const TraceSettings& settings) {
+  MutexLock lock(&mu_);
+  const std::string file = server_.file;
+  server_ = settings;
+  server_.file = file;
+  UpdateActiveLocked();
+}
+
+void Tracer::SetModel(const std::string& model, const TraceOverride& override) {
+  MutexLock lock(&mu_);
+  if (override.empty()) {
+    models_.erase(model);
+  } else {
+    models_[model] = override;
+  }
+  UpdateActiveLocked();
+}
+
+TraceOverride Tracer::Override(const std::string& model) const {
+  MutexLock lock(&mu_);
+  auto it = models_.find(model);
+  return it == models_.end() ? TraceOverride{} : it->second;
+}
+
+void Tracer::WriterLoop() {
+  for (;;) {
+    std::deque<std::shared_ptr<RequestTrace>> batch;
+    std::string file;
+    uint64_t frequency = 0;
+    bool stopping = false;
+    {
+      MutexLock lock(&mu_);
+      while (queue_.empty() && !stopping_) cv_.Wait(&mu_);
+      batch.swap(queue_);
+      file = server_.file;
+      frequency = server_.log_frequency;
+      stopping = stopping_;
+    }
+    MutexLock lock(&file_mu_);
+    for (const std::shared_ptr<RequestTrace>& trace : batch) {
+      if (fd_ < 0) {
+        const std::string path = frequency > 0 ? file + "." + std::to_string(file_index_++) : file;
+        fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+        if (fd_ < 0) {
+          spdlog::warn("trace file {}: {}; traces dropped", path, ErrnoText(errno));
+          dropped_.fetch_add(batch.size());
+          break;
+        }
+        in_file_ = 0;
+        (void)Write("[\n");
+      }
+      if (!Write((in_file_ > 0 ? ",\n" : "") + trace->Json()).ok()) {
+        dropped_.fetch_add(1);
+        continue;
+      }
+      ++in_file_;
+      written_.fetch_add(1);
+      if (frequency > 0 && in_file_ >= frequency) CloseFileLocked();
+    }
+    if (stopping) {
+      CloseFileLocked();
+      return;
+    }
+  }
+}
+
+Status Tracer::Write(const std::string& json) {
+  size_t done = 0;
+  while (done < json.size()) {
+    const ssize_t n = write(fd_, json.data() + done, json.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::Internal("trace file: " + ErrnoText(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+void Tracer::CloseFileLocked() {
+  if (fd_ < 0) return;
+  (void)Write("\n]\n");
+  close(fd_);
+  fd_ = -1;
+}
+
+void Tracer::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    UpdateActiveLocked();
+    cv_.NotifyAll();
+  }
+  if (writer_.joinable()) writer_.join();
+}
+
+Status ApplyTraceSetting(const std::string& name, const std::vector<std::string>& values, TraceOverride* o,
+                         bool server_level) {
+  const TraceSettings defaults;
+  if (name == "trace_file" || name == "trace_mode") {
+    return Status::InvalidArgument("trace setting '" + name +
+                                   "' is set when the server starts (--trace-file; trace_mode is triton)");
+  }
+  if (values.size() > 1 && name != "trace_level") {
+    return Status::InvalidArgument("trace setting '" + name + "' takes one value");
+  }
+  if (name == "trace_level") {
+    if (values.empty()) {
+      o->timestamps = server_level ? std::optional<bool>(defaults.timestamps) : std::nullopt;
+      return Status::Ok();
+    }
+    bool timestamps = false;
+    for (const std::string& v : values) {
+      if (v == "TIMESTAMPS") {
+        timestamps = true;
+      } else if (v != "OFF") {
+        return Status::InvalidArgument("trace setting 'trace_level': '" + v +
+                                       "' is not OFF or TIMESTAMPS (TENSORS is not traced here)");
+      }
+    }
+    o->timestamps = timestamps;
+    return Status::Ok();
+  }
+  if (name == "trace_rate" || name == "log_frequency") {
+    std::optional<uint64_t>& field = name == "trace_rate" ? o->rate : o->log_frequency;
+    if (values.empty()) {
+      field = server_level ? std::optional<uint64_t>(name == "trace_rate" ? defaults.rate : defaults.log_frequency)
+                           : std::nullopt;
+      return Status::Ok();
+    }
+    const std::optional<uint64_t> v = Number<uint64_t>(values[0]);
+    if (!v || (name == "trace_rate" && *v == 0)) {
+      return Status::InvalidArgument("trace setting '" + name + "': '" + values[0] + "' is not a whole number" +
+                                     (name == "trace_rate" ? " of 1 or more" : " of 0 or more"));
+    }
+    field = *v;
+    return Status::Ok();
+  }
+  if (name == "trace_count") {
+    if (values.empty()) {
+      o->count = server_level ? std::optional<int64_t>(defaults.count) : std::nullopt;
+      return Status::Ok();
+    }
+    const std::optional<int64_t> v = Number<int64_t>(values[0]);
+    if (!v || *v < -1) {
+      return Status::InvalidArgument("trace setting 'trace_count': '" + values[0] +
+                                     "' is not -1 (no limit) or a whole number of 0 or more");
+    }
+    o->count = *v;
+    return Status::Ok();
+  }
+  return Status::InvalidArgument("unknown trace setting '" + name +
+                                 "' (trace_level, trace_rate, trace_count, log_frequency, trace_file, trace_mode)");
+}
+
+}  // namespace es
