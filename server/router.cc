@@ -11,6 +11,7 @@
 #include "common/launcher.h"
 #include "server/port_check.h"
 #include "server/core/cache_metrics.h"
+#include "server/core/trace_metrics.h"
 #include "server/repository/repository_metrics.h"
 #include "server/security/tls_files.h"
 
@@ -180,6 +181,7 @@ Status Router::StartMetrics(const RouterOptions& options) {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
       request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())};
   if (cache_) collectables.push_back(std::make_shared<CacheMetrics>(cache_.get()));
+  if (tracer_) collectables.push_back(std::make_shared<TraceMetrics>(tracer_.get()));
   ES_ASSIGN_OR_RETURN(metrics_, MetricsEndpoint::Start(MetricsHost(options),
                                                        options.metrics_port.value_or(config_.metrics_port),
                                                        collectables));

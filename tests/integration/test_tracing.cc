@@ -4,7 +4,7 @@
 // request over gRPC and an mlp request over HTTP (curl); then mlp's own
 // trace_level is set OFF (gRPC TraceSetting, then read back over HTTP) and
 // mlp is called again. After the server stops, the file is a JSON array in
-// Triton's format:
+// Triton's format (and /metrics counted the traces written):
 //  - the ensemble's trace (GRPC_* and REQUEST_* timestamps) and one trace
 //    per member, whose parent_id is the ensemble's, whose timestamps lie
 //    within the ensemble's REQUEST_START..REQUEST_END and run in Triton's
@@ -17,15 +17,18 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/kserve_helpers.h"
+#include "tests/integration/metrics/metrics_support.h"
 #include "tests/integration/server_process.h"
 
 namespace es::it {
 namespace {
 
 using json = nlohmann::json;
+using metrics_test::Scrape;
 using std::chrono::seconds;
 
 struct Trace {
@@ -109,6 +112,16 @@ TEST(TracingTest, AnEnsembleRequestIsTracedWithItsMembersAndModelsCanBeTurnedOff
       json::parse(Curl({"-X", "POST", http + "/v2/trace/setting", "-d", R"({"trace_rate": "0"})"}), nullptr, false);
   EXPECT_NE(refused.value("error", "").find("trace_rate"), std::string::npos) << refused.dump();
   ASSERT_TRUE(Infer(*stub, ImageRequest("mlp", RandomImages(1, 4))).status.ok());
+  // /metrics counts what the writer wrote: the ensemble's 4 and the HTTP call's 1.
+  std::optional<double> written;
+  for (int i = 0; i < 100 && written.value_or(0) < 5; ++i) {
+    std::optional<Scrape> scrape = Scrape::From(server->metrics_address());
+    ASSERT_TRUE(scrape.has_value());
+    written = scrape->Value("ensemble_traces_written_total");
+    EXPECT_EQ(scrape->Value("ensemble_traces_dropped_total"), 0.0);
+    if (written.value_or(0) < 5) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(written, 5.0);
 
   server->Signal(SIGTERM);
   int status = 0;
