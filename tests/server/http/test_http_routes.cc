@@ -5,7 +5,8 @@
 // the health routes, server and model metadata, model ready/config/stats,
 // the repository index and its `ready` filter, load/unload outside explicit
 // mode (503 with the error JSON), the shared-memory routes without a
-// registry, /v2/logging (Triton's logging extension: JSON types, errors
+// registry, /v2/logging and the trace settings routes (Triton's logging and
+// trace extensions: JSON types, errors
 // naming the setting, admin to change), and the token checks (401/403, open
 // health).
 #include "server/http/http_routes.h"
@@ -51,8 +52,9 @@ class HttpRoutesTest : public ::testing::Test {
     }
     parts_ = std::make_unique<HostlessParts>(&config_);
     ASSERT_TRUE(parts_->started.ok()) << parts_->started.ToString();
+    trace_settings_ = std::make_unique<TraceSettingsReply>(&tracer_, parts_->repository.get());
     routes_ = std::make_unique<HttpRoutes>(parts_->answers.get(), parts_->calls.get(), auth_.get(), nullptr,
-                                           &log_settings_);
+                                           &log_settings_, trace_settings_.get());
   }
 
   void TearDown() override {
@@ -108,6 +110,8 @@ class HttpRoutesTest : public ::testing::Test {
     applied_.push_back(settings);
     ApplyLogSettings(settings);
   }};
+  Tracer tracer_{TraceSettings{}};
+  std::unique_ptr<TraceSettingsReply> trace_settings_;
   std::unique_ptr<HttpRoutes> routes_;
 };
 
@@ -391,6 +395,35 @@ TEST_F(HttpRoutesTest, LoggingReadsAndChangesTheSettingsWithTritonsJsonTypes) {
   r = Call("GET", "/v2", "", kTestInferToken);
   const json extensions = Body(r)["extensions"];
   EXPECT_NE(std::find(extensions.begin(), extensions.end(), "logging"), extensions.end()) << r.body;
+}
+
+TEST_F(HttpRoutesTest, TraceSettingsAreReadAndSetServerWideAndPerModelWithTritonsShapes) {
+  Start(/*tokens=*/true);
+  HttpResponse r = Call("GET", "/v2/trace/setting", "", kTestInferToken);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r), json::parse(R"({"trace_level":["OFF"],"trace_rate":"1000","trace_count":"-1",)"
+                                 R"("log_frequency":"0","trace_file":"","trace_mode":"triton"})"));
+  EXPECT_EQ(Call("POST", "/v2/trace/setting", R"({"trace_rate":"5"})", kTestInferToken).status, 403);
+  r = Call("POST", "/v2/models/mlp/trace/setting", R"({"trace_level":["TIMESTAMPS"],"trace_rate":"2"})",
+           kTestAdminToken);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["trace_level"], json::array({"TIMESTAMPS"}));
+  EXPECT_EQ(Body(r)["trace_rate"], "2");
+  EXPECT_EQ(Body(Call("GET", "/v2/trace/setting", "", kTestInferToken))["trace_rate"], "1000")
+      << "the server's settings are not the model's";
+  r = Call("POST", "/v2/models/mlp/trace/setting", R"({"trace_rate":null})", kTestAdminToken);
+  EXPECT_EQ(Body(r)["trace_rate"], "1000") << "null clears the model's value: the server's applies";
+  EXPECT_EQ(Call("GET", "/v2/models/nope/trace/setting", "", kTestInferToken).status, 404);
+  for (const auto& [body, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"trace_rate":"0"})", "'trace_rate': '0' is not a whole number of 1 or more"},
+           {R"({"trace_level":"TENSORS"})", "'trace_level': 'TENSORS'"},
+           {R"({"trace_rate":5})", "expected a string, a list of strings or null"},
+           {R"({"trace_file":"/tmp/x.json"})", "'trace_file' is set when the server starts"}}) {
+    r = Call("POST", "/v2/trace/setting", body, kTestAdminToken);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_NE(Error(r).find(expected), std::string::npos) << body << ": " << r.body;
+  }
+  EXPECT_EQ(Call("DELETE", "/v2/trace/setting", "", kTestAdminToken).status, 405);
 }
 
 TEST_F(HttpRoutesTest, ClosedHealthNeedsAToken) {
