@@ -110,6 +110,15 @@ struct ServerConfig {
   std::string log_level = "info";
   std::string log_format = "default";  // default, ISO8601 or json (common/log_setup.h)
   std::string log_file;                // "": standard error; else appended to (absolute)
+  // `trace: {file, level, rate, count, log_frequency}`: Triton's trace
+  // settings at start (docs/tracing.md; the --trace-* flags override).
+  struct Trace {
+    std::string file;  // absolute ("" = no trace file)
+    std::string level = "OFF";
+    int64_t rate = 1000;
+    int64_t count = -1;
+    int64_t log_frequency = 0;
+  } trace;
   // `response_cache: {size_bytes: N}`: the response cache's bound (0 = no
   // cache; a model enabling it is then an error).
   int64_t response_cache_bytes = 0;

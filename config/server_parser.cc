@@ -224,6 +224,29 @@ Status ParseLogLevel(const yaml::Field& root, std::string* level) {
                          "' (expected trace, debug, info, warn, error or off)");
 }
 
+// trace: Triton's trace settings (the file relative to the config's folder).
+Status ParseTrace(const yaml::Field& field, ServerConfig::Trace* trace) {
+  if (!field.present()) return Status::Ok();
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"file", "level", "rate", "count", "log_frequency"}));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "level", &trace->level));
+  if (trace->level != "OFF" && trace->level != "TIMESTAMPS") {
+    return yaml::Error(yaml::Child(field, "level"), "unknown trace level '" + trace->level + "' (OFF or TIMESTAMPS)");
+  }
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "rate", int64_t{1}, int64_t{1} << 40, &trace->rate));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "count", int64_t{-1}, int64_t{1} << 40, &trace->count));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(field, "log_frequency", int64_t{0}, int64_t{1} << 40, &trace->log_frequency));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "file", &trace->file));
+  if (!trace->file.empty()) {
+    fs::path path(trace->file);
+    if (path.is_relative()) path = fs::path(field.file).parent_path() / path;
+    trace->file = path.lexically_normal().string();
+  }
+  if (trace->level == "TIMESTAMPS" && trace->file.empty()) {
+    return yaml::Error(yaml::Child(field, "level"), "level TIMESTAMPS needs a file (where the traces go)");
+  }
+  return Status::Ok();
+}
+
 // log_format: the names of common/log_setup.h; log_file: relative to the
 // config file's folder, as the repository is.
 Status ParseLogOutput(const yaml::Field& root, ServerConfig* config) {
@@ -344,7 +367,7 @@ Status ParseMetricsAddress(const yaml::Field& root, std::string* address) {
 Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"repository", "listen_address", "grpc_port",
                                            "metrics_port", "http_port", "log_level", "log_format", "log_file",
-                                           "response_cache", "hosts",
+                                           "response_cache", "trace", "hosts",
                                            "limits", "model_control_mode", "repository_poll_secs",
                                            "metrics_address", "tls", "auth"}));
   ES_RETURN_IF_ERROR(ResolveRepository(root, &config->repository));
@@ -356,6 +379,7 @@ Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "http_port", 0, kMaxPort, &config->http_port));
   ES_RETURN_IF_ERROR(ParseLogLevel(root, &config->log_level));
   ES_RETURN_IF_ERROR(ParseLogOutput(root, config));
+  ES_RETURN_IF_ERROR(ParseTrace(yaml::Child(root, "trace"), &config->trace));
   if (const yaml::Field cache = yaml::Child(root, "response_cache"); cache.present()) {
     ES_RETURN_IF_ERROR(yaml::CheckMap(cache, {"size_bytes"}));
     // At most 1 TiB: a bound, not a wish.

@@ -70,7 +70,7 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
     ctest --test-dir "$dir" --output-on-failure --timeout 600 --no-tests=error -j "$(nproc)" "$@"
   }
 
-  sanitizer_build build-asan ES_ENABLE_ASAN test_common test_ipc tests/server/all
+  sanitizer_build build-asan ES_ENABLE_ASAN test_common test_log_setup test_ipc tests/server/all
   sanitizer_ctest build-asan/tests/common
   sanitizer_ctest build-asan/tests/ipc
   sanitizer_ctest build-asan/tests/server
@@ -82,7 +82,7 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
   # test) would otherwise show only as a test that failed for another reason.
   # tests/tsan.supp covers races inside Debian's uninstrumented gRPC,
   # protobuf and Abseil only (each entry says why); never our own code.
-  sanitizer_build build-tsan ES_ENABLE_TSAN test_common test_ipc tests/server/all it_test_isolation
+  sanitizer_build build-tsan ES_ENABLE_TSAN test_common test_log_setup test_ipc tests/server/all it_test_isolation
   tsan_logs=$(mktemp -d /tmp/es-tsan.XXXXXX)
   tsan_failed=0
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp log_path=$tsan_logs/report"

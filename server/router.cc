@@ -73,6 +73,21 @@ Status Router::SetUpLogging(const RouterOptions& options) {
   return Status::Ok();
 }
 
+StatusOr<TraceSettings> Router::StartTraceSettings(const RouterOptions& options) const {
+  const ServerConfig::Trace& config = config_.trace;
+  TraceSettings s;
+  s.file = options.trace.file.value_or(config.file);
+  s.timestamps = options.trace.level.value_or(config.level) == "TIMESTAMPS";
+  s.rate = options.trace.rate.value_or(static_cast<uint64_t>(config.rate));
+  s.count = options.trace.count.value_or(config.count);
+  s.log_frequency = options.trace.log_frequency.value_or(static_cast<uint64_t>(config.log_frequency));
+  if (s.timestamps && s.file.empty()) {
+    return Status::InvalidArgument("trace level TIMESTAMPS needs a trace file (--trace-file, or trace.file in " +
+                                   config_.path + ")");
+  }
+  return s;
+}
+
 void Router::ApplyLogSettingsEverywhere(const LogSettings& settings) {
   ApplyLogSettings(settings);
   for (const std::unique_ptr<HostSupervisor>& host : hosts_) host->SendLogSettings(settings);
@@ -137,7 +152,8 @@ Status Router::StartHosts(const RouterOptions& options) {
     cache_ = std::make_unique<ResponseCache>(static_cast<uint64_t>(config_.response_cache_bytes));
   }
   core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get(), cache_.get());
-  tracer_ = std::make_unique<Tracer>(options.trace);
+  ES_ASSIGN_OR_RETURN(TraceSettings trace, StartTraceSettings(options));
+  tracer_ = std::make_unique<Tracer>(std::move(trace));
   core_->SetTracer(tracer_.get());
   ensembles_ = std::make_unique<EnsembleRunner>(core_.get(), repository_.get());
   core_->SetCompositeRunner(ensembles_.get());

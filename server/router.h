@@ -65,7 +65,13 @@ struct RouterOptions {
   std::optional<std::string> log_level;   // overrides the config; set before the hosts start
   std::optional<std::string> log_format;  // likewise: default, ISO8601 or json
   std::optional<std::string> log_file;    // likewise: standard error is appended to it
-  TraceSettings trace;                    // --trace-*: Triton's trace settings at start (server/core/request_trace.h)
+  // --trace-*: Triton's trace settings at start, each over the config's
+  // `trace:` (server/core/request_trace.h).
+  struct TraceFlags {
+    std::optional<std::string> file, level;
+    std::optional<uint64_t> rate, log_frequency;
+    std::optional<int64_t> count;
+  } trace;
   std::optional<ModelControlMode> model_control_mode;  // overrides the config
   std::vector<std::string> load_models;                // explicit mode: loaded at start
   std::optional<int64_t> repository_poll_secs;         // overrides the config
@@ -94,6 +100,9 @@ class Router {
  private:
   Router() = default;
   Status LoadConfig(const RouterOptions& options);
+  // The config's trace settings with the flags over them; an error when
+  // the level is TIMESTAMPS with no file.
+  StatusOr<TraceSettings> StartTraceSettings(const RouterOptions& options) const;
   // The flags and config's log level, format and file, before the hosts start.
   Status SetUpLogging(const RouterOptions& options);
   // A log settings call's: the router's logger, then every host's.

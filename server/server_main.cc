@@ -72,17 +72,26 @@ int main(int argc, char** argv) {
   app.add_option("--log-file", log_file,
                  "append the log (everything written on standard error, the hosts' lines and start-up errors "
                  "included) to this file; default: config, else standard error");
-  std::string trace_level;
-  app.add_option("--trace-file", options.trace.file,
-                 "Triton's trace mode: write request traces (JSON, Triton's format) to this file (docs/tracing.md)");
-  app.add_option("--trace-level", trace_level, "OFF or TIMESTAMPS (default OFF; needs --trace-file)")
-      ->check(CLI::IsMember({"OFF", "TIMESTAMPS"}));
-  app.add_option("--trace-rate", options.trace.rate, "trace one request in N (default 1000)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app.add_option("--trace-count", options.trace.count, "traces to take, then stop; -1 (default): no limit")
-      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
-  app.add_option("--log-frequency", options.trace.log_frequency,
-                 "traces: write every N to FILE.0, FILE.1, ...; 0 (default): all to FILE, closed at shutdown");
+  std::string trace_file, trace_level;
+  uint64_t trace_rate = 0, log_frequency = 0;
+  int64_t trace_count = 0;
+  auto* trace_file_option = app.add_option(
+      "--trace-file", trace_file,
+      "Triton's trace mode: write request traces (JSON, Triton's format) to this file (docs/tracing.md; default: "
+      "config trace.file)");
+  auto* trace_level_option =
+      app.add_option("--trace-level", trace_level, "OFF or TIMESTAMPS (default: config trace.level, else OFF)")
+          ->check(CLI::IsMember({"OFF", "TIMESTAMPS"}));
+  auto* trace_rate_option =
+      app.add_option("--trace-rate", trace_rate, "trace one request in N (default: config, else 1000)")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  auto* trace_count_option =
+      app.add_option("--trace-count", trace_count, "traces to take, then stop; -1: no limit (default: config, else -1)")
+          ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
+  auto* log_frequency_option =
+      app.add_option("--log-frequency", log_frequency,
+                     "traces: write every N to FILE.0, FILE.1, ...; 0: all to FILE, closed at shutdown (default: "
+                     "config, else 0)");
   app.add_option("--host-binary", options.host_binary,
                  "the model-host program for hosts without their own `binary:` (default: ensemble-model-host "
                  "beside this binary)")
@@ -112,11 +121,11 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) options.log_level = log_level;
   if (!log_format.empty()) options.log_format = log_format;
   if (!log_file.empty()) options.log_file = log_file;
-  options.trace.timestamps = trace_level == "TIMESTAMPS";
-  if (options.trace.timestamps && options.trace.file.empty()) {
-    std::fprintf(stderr, "ensemble-server: --trace-level TIMESTAMPS needs --trace-file (where the traces go)\n");
-    return 2;
-  }
+  if (trace_file_option->count() > 0) options.trace.file = trace_file;
+  if (trace_level_option->count() > 0) options.trace.level = trace_level;
+  if (trace_rate_option->count() > 0) options.trace.rate = trace_rate;
+  if (trace_count_option->count() > 0) options.trace.count = trace_count;
+  if (log_frequency_option->count() > 0) options.trace.log_frequency = log_frequency;
 
   es::InstallProcessLogger("ensemble-server", "");
 

@@ -71,6 +71,17 @@ TEST_F(ConfigTest, BadLogFormat) {
                     "unknown log format 'xml' (expected default, ISO8601 or json)");
 }
 
+TEST_F(ConfigTest, BadTraceSettings) {
+  std::string yaml = Replace(kServerYaml, "log_level: debug", "log_level: debug\ntrace: {level: TENSORS}");
+  ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_, LineOf(yaml, "trace:"), "trace.level",
+                    "unknown trace level 'TENSORS' (OFF or TIMESTAMPS)");
+  yaml = Replace(kServerYaml, "log_level: debug", "log_level: debug\ntrace: {level: TIMESTAMPS}");
+  ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_, LineOf(yaml, "trace:"), "trace.level",
+                    "needs a file");
+  yaml = Replace(kServerYaml, "log_level: debug", "log_level: debug\ntrace: {file: t.json, rate: 0}");
+  ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_, LineOf(yaml, "trace:"), "trace.rate");
+}
+
 TEST_F(ConfigTest, ResponseCacheWithoutTheServersCache) {
   const std::string yaml = kMlpYaml + "response_cache: {enable: true}\n";
   const std::string file = WriteModel("mlp", yaml);

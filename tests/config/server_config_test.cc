@@ -25,6 +25,17 @@ TEST_F(ConfigTest, LoadsServerFields) {
   ASSERT_TRUE(logged.ok()) << logged.status().ToString();
   EXPECT_EQ(logged->log_format, "json");
   EXPECT_EQ(logged->log_file, (std::filesystem::path(server_path_).parent_path() / "logs/es.log").string());
+  // Triton's trace settings at start; the file relative to the config's folder.
+  WriteServer(Replace(kServerYaml, "log_level: debug",
+                      "log_level: debug\ntrace: {file: traces/t.json, level: TIMESTAMPS, rate: 10, count: 5, "
+                      "log_frequency: 2}"));
+  StatusOr<ServerConfig> traced = Load();
+  ASSERT_TRUE(traced.ok()) << traced.status().ToString();
+  EXPECT_EQ(traced->trace.file, (std::filesystem::path(server_path_).parent_path() / "traces/t.json").string());
+  EXPECT_EQ(traced->trace.level, "TIMESTAMPS");
+  EXPECT_EQ(traced->trace.rate, 10);
+  EXPECT_EQ(traced->trace.count, 5);
+  EXPECT_EQ(traced->trace.log_frequency, 2);
   EXPECT_EQ(config->hosts[0].name, "cpu0");
   EXPECT_EQ(config->hosts[0].device, "cpu");
   EXPECT_EQ(config->hosts[0].cpu_affinity, (std::vector<int>{0, 1}));
