@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "tests/common/temp_dir.h"
 #include "tests/server/kserve/hostless_parts.h"
 
@@ -102,9 +103,18 @@ class GrpcServiceTest : public ::testing::Test {
   ServerConfig config_;
   std::unique_ptr<HostlessParts> parts_;
   std::unique_ptr<AuthPolicy> auth_;
-  std::vector<LogSettings> applied_;  // by LogSettings calls
+  // What LogSettings calls applied, on the server's threads.
+  std::vector<LogSettings> Applied() {
+    MutexLock lock(&applied_mu_);
+    return applied_;
+  }
+  Mutex applied_mu_;
+  std::vector<LogSettings> applied_ ABSL_GUARDED_BY(applied_mu_);
   LogSettingsReply log_settings_{[this](const LogSettings& settings) {
-    applied_.push_back(settings);
+    {
+      MutexLock lock(&applied_mu_);
+      applied_.push_back(settings);
+    }
     ApplyLogSettings(settings);
   }};
   std::unique_ptr<KServeService> kserve_;
@@ -328,11 +338,11 @@ TEST_F(GrpcServiceTest, LogSettingsAreReadWithAnInferTokenAndChangedOnlyWithAnAd
   inference::LogSettingsResponse changed;
   EXPECT_EQ(stub_->LogSettings(Context(kTestInferToken).get(), verbose, &changed).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_TRUE(applied_.empty());
+  EXPECT_TRUE(Applied().empty());
   ASSERT_TRUE(stub_->LogSettings(Context(kTestAdminToken).get(), verbose, &changed).ok());
   EXPECT_EQ(changed.settings().at("log_verbose_level").uint32_param(), 2u);
-  ASSERT_EQ(applied_.size(), 1u);
-  EXPECT_EQ(applied_[0].verbose_level, 2u);
+  ASSERT_EQ(Applied().size(), 1u);
+  EXPECT_EQ(Applied()[0].verbose_level, 2u);
 
   inference::LogSettingsRequest file;
   (*file.mutable_settings())["log_file"].set_string_param("/tmp/elsewhere.log");
