@@ -69,12 +69,6 @@ class RequestTrace {
   static uint64_t NowNs();
 
   uint64_t id() const { return id_; }
-  uint64_t parent_id() const { return parent_id_; }
-  const std::string& model() const { return model_; }
-  int64_t version() const ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(&mu_);
-    return version_;
-  }
   void set_version(int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
   // The two JSON objects of the file (see above), comma-separated.
   std::string Json() const ABSL_LOCKS_EXCLUDED(mu_);
