@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -162,9 +163,32 @@ std::string ReadTextFile(const fs::path& path) {
 
 namespace {
 std::atomic<pid_t> g_last_command_group{0};
+std::mutex g_started_mutex;
+std::set<pid_t> g_started_commands;  // GUARDED_BY(g_started_mutex)
 }  // namespace
 
 pid_t LastCommandProcessGroup() { return g_last_command_group.load(); }
+
+std::set<std::string> ShmObjectsOfStartedCommands(const std::string& prefix) {
+  std::set<pid_t> started;
+  {
+    std::lock_guard<std::mutex> lock(g_started_mutex);
+    started = g_started_commands;
+  }
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix + "_", 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size() + 1);
+    const size_t underscore = rest.find('_');
+    if (underscore == std::string::npos) continue;
+    pid_t pid = 0;
+    const auto [end, err] = std::from_chars(rest.data(), rest.data() + underscore, pid);
+    if (err == std::errc() && end == rest.data() + underscore && started.count(pid)) names.insert(name);
+  }
+  return names;
+}
 
 int RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout, std::string* output) {
   int fds[2];
@@ -185,6 +209,10 @@ int RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeou
   }
   setpgid(pid, pid);
   g_last_command_group.store(pid);
+  {
+    std::lock_guard<std::mutex> lock(g_started_mutex);
+    g_started_commands.insert(pid);
+  }
   close(fds[1]);
   const auto deadline = Clock::now() + timeout;
   bool timed_out = false;
@@ -362,11 +390,29 @@ bool ProcessAlive(pid_t pid) {
   return ReadStat(pid, &state, &ppid) && state != 'Z' && state != 'X';
 }
 
-std::set<std::string> ShmEntries() {
+std::set<std::string> ShmObjectsMappedBy(const std::vector<pid_t>& pids) {
+  static const std::string kShm = "/dev/shm/";
   std::set<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) names.insert(e.path().filename().string());
+  for (const pid_t pid : pids) {
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    for (std::string line; std::getline(maps, line);) {
+      const size_t at = line.find(kShm);
+      if (at == std::string::npos) continue;
+      std::string name = line.substr(at + kShm.size());
+      if (const size_t deleted = name.find(" (deleted)"); deleted != std::string::npos) continue;
+      names.insert(name);
+    }
+  }
   return names;
+}
+
+std::set<std::string> StillInShm(const std::set<std::string>& names) {
+  std::set<std::string> left;
+  std::error_code ec;
+  for (const auto& name : names) {
+    if (fs::exists(fs::path("/dev/shm") / name, ec)) left.insert(name);
+  }
+  return left;
 }
 
 // ---- ServerProcess ------------------------------------------------------------

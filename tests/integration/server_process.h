@@ -90,6 +90,11 @@ int RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeou
 // The process group of the last command RunCommand started (0 before any):
 // what a test asks about to look only at what it started.
 pid_t LastCommandProcessGroup();
+// The /dev/shm objects named "<prefix>_<pid>_<n>" (ShmRegion::UniqueKey's
+// names) whose pid is one of the commands RunCommand started in this test
+// process: what a test checks its own commands cleaned up, leaving alone the
+// objects of tests running beside it and of servers on the machine.
+std::set<std::string> ShmObjectsOfStartedCommands(const std::string& prefix);
 
 // ---- /proc helpers (Linux) ----------------------------------------------
 
@@ -105,8 +110,12 @@ std::optional<std::string> ProcStatusField(pid_t pid, const std::string& field);
 long RssKiB(pid_t pid);
 // True while the process exists and is not a zombie.
 bool ProcessAlive(pid_t pid);
-// Entry names in /dev/shm.
-std::set<std::string> ShmEntries();
+// The /dev/shm objects (names) the processes `pids` have mapped now (from
+// /proc/PID/maps): what a test checks are gone after those processes exit,
+// without looking at objects other tests or servers on the machine made.
+std::set<std::string> ShmObjectsMappedBy(const std::vector<pid_t>& pids);
+// Those of `names` that still exist in /dev/shm.
+std::set<std::string> StillInShm(const std::set<std::string>& names);
 
 // A loopback port nothing listens on (bound, then closed): for "server
 // unreachable" tests.

@@ -43,12 +43,13 @@ std::vector<pid_t> ModelHosts(pid_t group) {
   return hosts;
 }
 
-std::set<std::string> NewShmEntries(const std::set<std::string>& before) {
-  std::set<std::string> added;
-  for (const auto& name : ShmEntries()) {
-    if (!before.count(name)) added.insert(name);
-  }
-  return added;
+// The named shared-memory objects the router and its hosts have mapped (the
+// channels are anonymous memfds, so today none): each must be gone once they
+// have exited.
+std::set<std::string> ServerShmObjects(const ServerProcess& server, const std::map<std::string, pid_t>& hosts) {
+  std::vector<pid_t> pids = {server.pid()};
+  for (const auto& [name, pid] : hosts) pids.push_back(pid);
+  return ShmObjectsMappedBy(pids);
 }
 
 std::string Join(const std::set<std::string>& names) {
@@ -59,12 +60,12 @@ std::string Join(const std::set<std::string>& names) {
 
 TEST(ShutdownTest, SigtermExitsZeroAndLeavesNothingBehind) {
   WatchdogScope watchdog(seconds(180), "SigtermExitsZero");
-  const std::set<std::string> shm_before = ShmEntries();
   auto server = ServerProcess::Start(ServerProcess::Options());
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   auto stub = server->Stub();
   ASSERT_TRUE(Infer(*stub, ImageRequest("demo_ensemble", RandomImages(8, 1))).status.ok());
   const auto hosts = server->WaitForHosts(milliseconds(5000));
+  const std::set<std::string> shm_objects = ServerShmObjects(*server, hosts);
   ASSERT_EQ(hosts.size(), 2u);
   EXPECT_EQ(ModelHosts(server->pid()).size(), 2u);
 
@@ -80,8 +81,7 @@ TEST(ShutdownTest, SigtermExitsZeroAndLeavesNothingBehind) {
   // Right at the router's exit: its hosts were stopped before it, not after.
   for (const auto& [name, pid] : hosts) EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " still running";
   EXPECT_TRUE(ModelHosts(server->pid()).empty());
-  EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>())
-      << "left in /dev/shm:" << Join(NewShmEntries(shm_before));
+  EXPECT_EQ(StillInShm(shm_objects), std::set<std::string>()) << "left in /dev/shm:" << Join(StillInShm(shm_objects));
   EXPECT_EQ(server->RemainingStdout(), "") << "stdout has more than the listening line";
 }
 
@@ -134,10 +134,10 @@ TEST(ShutdownTest, SigtermWithNothingInFlightDoesNotWaitForTheDrainTimeout) {
 
 TEST(ShutdownTest, SigintDrainsInFlightCallsAndExitsZero) {
   WatchdogScope watchdog(seconds(180), "SigintDrains");
-  const std::set<std::string> shm_before = ShmEntries();
   auto server = ServerProcess::Start(ServerProcess::Options());
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   const auto hosts = server->WaitForHosts(milliseconds(5000));
+  const std::set<std::string> shm_objects = ServerShmObjects(*server, hosts);
   ASSERT_EQ(hosts.size(), 2u);
 
   struct Call {
@@ -199,7 +199,7 @@ TEST(ShutdownTest, SigintDrainsInFlightCallsAndExitsZero) {
   EXPECT_GT(in_flight, 0u) << "the test did not catch any call in flight";
   for (const auto& [name, pid] : hosts) EXPECT_FALSE(ProcessAlive(pid)) << "host " << name << " still running";
   EXPECT_TRUE(ModelHosts(server->pid()).empty());
-  EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>());
+  EXPECT_EQ(StillInShm(shm_objects), std::set<std::string>()) << "left in /dev/shm:" << Join(StillInShm(shm_objects));
 }
 
 // A request still in a batch queue when the drain times out (its model
@@ -240,11 +240,11 @@ TEST(ShutdownTest, RequestsStillQueuedAfterTheDrainTimeoutAreAnswered) {
 
 TEST(ShutdownTest, SigkillOfTheRouterTakesItsHostsWithinOneSecond) {
   WatchdogScope watchdog(seconds(180), "SigkillRouter");
-  const std::set<std::string> shm_before = ShmEntries();
   auto server = ServerProcess::Start(ServerProcess::Options());
   ASSERT_TRUE(server) << ServerProcess::last_start_error();
   ASSERT_TRUE(Infer(*server->Stub(), ImageRequest("demo_ensemble", RandomImages(2, 1))).status.ok());
   const auto hosts = server->WaitForHosts(milliseconds(5000));
+  const std::set<std::string> shm_objects = ServerShmObjects(*server, hosts);
   ASSERT_EQ(hosts.size(), 2u);
 
   const auto killed = Clock::now();
@@ -265,8 +265,7 @@ TEST(ShutdownTest, SigkillOfTheRouterTakesItsHostsWithinOneSecond) {
   }
   EXPECT_TRUE(gone);
   EXPECT_TRUE(ModelHosts(server->pid()).empty());
-  EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>())
-      << "left in /dev/shm:" << Join(NewShmEntries(shm_before));
+  EXPECT_EQ(StillInShm(shm_objects), std::set<std::string>()) << "left in /dev/shm:" << Join(StillInShm(shm_objects));
 }
 
 TEST(ShutdownTest, BadFlagsExitTwo) {
@@ -343,7 +342,6 @@ TEST(ShutdownTest, BadConfigExitsOneWithAOneLineError) {
 
 TEST(ShutdownTest, HostThatCannotStartExitsOneAndLeavesNothing) {
   WatchdogScope watchdog(seconds(120), "HostCannotStart");
-  const std::set<std::string> shm_before = ShmEntries();
   TempDir dir;
   const fs::path repo = dir.path() / "repo";
   std::string error;
@@ -367,7 +365,6 @@ TEST(ShutdownTest, HostThatCannotStartExitsOneAndLeavesNothing) {
   EXPECT_EQ(lines.back().rfind("ensemble-server:", 0), 0u) << lines.back();
   EXPECT_NE(lines.back().find("cpu1"), std::string::npos) << lines.back();
   EXPECT_TRUE(ModelHosts(LastCommandProcessGroup()).empty());
-  EXPECT_EQ(NewShmEntries(shm_before), std::set<std::string>());
 }
 
 }  // namespace

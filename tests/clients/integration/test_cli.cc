@@ -316,13 +316,7 @@ TEST_F(CliTest, InferStreamingAnswersByIdAsUnary) {
 // behind (no region registered, no object in /dev/shm).
 TEST_F(CliTest, InferThroughSharedMemoryGivesTheSameAnswerAndCleansUp) {
   WatchdogScope watchdog(seconds(60), "InferShm");
-  const auto shm_objects = [] {
-    std::set<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-      if (e.path().filename().string().rfind("es_client_", 0) == 0) names.insert(e.path().filename().string());
-    }
-    return names;
-  };
+  const auto shm_objects = [] { return es::it::ShmObjectsOfStartedCommands("es_client"); };
   const std::set<std::string> before = shm_objects();
   const CliRun plain = Cli({"infer", "demo_ensemble", "--plain", "--json", "--seed", "9", "--batch", "3"});
   ASSERT_EQ(plain.rc, 0) << plain.output;

@@ -350,13 +350,7 @@ TEST_F(CliHttpTest, LoadgenRefusesWhatHttpCannotHonour) {
   EXPECT_NE(output.find("NOT_FOUND"), std::string::npos) << output;
 }
 
-std::set<std::string> ClientShmObjects() {
-  std::set<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    if (e.path().filename().string().rfind("es_client_", 0) == 0) names.insert(e.path().filename().string());
-  }
-  return names;
-}
+std::set<std::string> ClientShmObjects() { return es::it::ShmObjectsOfStartedCommands("es_client"); }
 
 int RegisteredRegions(const std::string& grpc_address) {
   auto client = es::client::Client::Create(grpc_address);
