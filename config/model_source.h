@@ -67,6 +67,11 @@ Status CheckEnsembles(LoadedRepository* repository);
 
 // Loads one model folder (`dir` inside the repository resolving to `repo_root`).
 StatusOr<LoadedModel> LoadOneModelFolder(const std::string& dir, const std::string& repo_root);
+// The same with the version folders in `files_dir` (resolving inside
+// `files_root`) rather than beside config.yaml: an uploaded config over the
+// repository's files.
+StatusOr<LoadedModel> LoadOneModelFolder(const std::string& dir, const std::string& repo_root,
+                                         const std::string& files_dir, const std::string& files_root);
 
 // The sub-folders of `dir`, sorted, hidden ones left out.
 StatusOr<std::vector<std::string>> ModelFolders(const std::string& dir);

@@ -66,7 +66,10 @@ Status CheckResolvesInside(const fs::path& path, const fs::path& root, const cha
                                  "' (symlinks must stay inside the repository)");
 }
 
-StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir, const fs::path& repo_root) {
+// Reads `dir`/config.yaml; the version folders are read from `files_dir`
+// (normally `dir`), each model.pt resolving inside `files_root`.
+StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir, const fs::path& repo_root, const fs::path& files_dir,
+                                      const fs::path& files_root) {
   const std::string name = dir.filename().string();
   const fs::path config_path = dir / "config.yaml";
   ES_RETURN_IF_ERROR(CheckResolvesInside(dir, repo_root, "model folder"));
@@ -78,12 +81,16 @@ StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir, const fs::path& repo_
   ES_ASSIGN_OR_RETURN(yaml::Field root, yaml::LoadFile(config_path.string()));
   LoadedModel model;
   ES_RETURN_IF_ERROR(ParseModelConfig(root, name, &model));
-  model.config.directory = dir.string();
+  model.config.directory = files_dir.string();
   ES_RETURN_IF_ERROR(ScanVersions(&model));
   for (int64_t version : model.config.versions) {
-    ES_RETURN_IF_ERROR(CheckResolvesInside(model.config.ModelPath(version), repo_root, "model.pt"));
+    ES_RETURN_IF_ERROR(CheckResolvesInside(model.config.ModelPath(version), files_root, "model.pt"));
   }
   return model;
+}
+
+StatusOr<LoadedModel> LoadModelFolder(const fs::path& dir, const fs::path& repo_root) {
+  return LoadModelFolder(dir, repo_root, dir, repo_root);
 }
 
 }  // namespace
@@ -122,8 +129,13 @@ Status ScanVersions(LoadedModel* model) {
 }
 
 StatusOr<LoadedModel> LoadOneModelFolder(const std::string& dir, const std::string& repo_root) {
+  return LoadOneModelFolder(dir, repo_root, dir, repo_root);
+}
+
+StatusOr<LoadedModel> LoadOneModelFolder(const std::string& dir, const std::string& repo_root,
+                                         const std::string& files_dir, const std::string& files_root) {
   try {
-    return LoadModelFolder(dir, repo_root);
+    return LoadModelFolder(dir, repo_root, files_dir, files_root);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(dir + ": " + e.what());  // as LoadRepository's safety net
   }

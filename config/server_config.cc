@@ -120,6 +120,28 @@ StatusOr<ModelConfig> LoadRepositoryModel(const ServerConfig& config, const std:
   return std::move(model.config);
 }
 
+StatusOr<ModelConfig> LoadUploadedModel(const ServerConfig& config, const std::string& folder,
+                                        const std::string& files_folder, const std::string& root) {
+  std::error_code ec;
+  const std::filesystem::path canonical_root = std::filesystem::canonical(root, ec);
+  if (ec) return Status::Internal(root + ": cannot resolve the upload folder: " + ec.message());
+  // Files from the repository (a config-only upload) must stay inside it.
+  std::filesystem::path files_root = canonical_root;
+  if (files_folder != folder) {
+    files_root = std::filesystem::canonical(config.repository, ec);
+    if (ec) return Status::InvalidArgument(config.repository + ": cannot resolve the model repository folder");
+  }
+  ES_ASSIGN_OR_RETURN(LoadedModel model,
+                      LoadOneModelFolder(folder, canonical_root.string(), files_folder, files_root.string()));
+  if (model.config.is_ensemble()) {
+    return Status::InvalidArgument("model '" + model.config.name +
+                                   "': an ensemble cannot be uploaded (its members are models of the repository: "
+                                   "put its folder into the repository and load it by name)");
+  }
+  ES_RETURN_IF_ERROR(PlaceModel(config, &model));
+  return std::move(model.config);
+}
+
 StatusOr<std::vector<std::string>> RepositoryModelNames(const std::string& repo_dir) {
   return ModelFolders(repo_dir);
 }

@@ -97,6 +97,11 @@ struct ServerConfig {
   std::string repository;      // absolute path of the model repository
   ModelControlMode model_control_mode = ModelControlMode::kNone;
   int64_t repository_poll_secs = 15;  // poll mode: seconds between rescans
+  // Where models uploaded through the load API (Triton's `config` and
+  // `file:<path>` load parameters, explicit mode) are written: absolute,
+  // never inside `repository`. "" = a private temporary folder the server
+  // makes at the first upload and removes at exit.
+  std::string model_upload_dir;
   std::string listen_address = "127.0.0.1";
   int grpc_port = 8001;
   int metrics_port = 8002;
@@ -144,6 +149,16 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& path, bool with_repos
 // models it may name, by name: its members and overload rungs). For loading and reloading while serving.
 StatusOr<ModelConfig> LoadRepositoryModel(const ServerConfig& config, const std::string& name,
                                           const std::map<std::string, ModelConfig>& members);
+
+// A model uploaded through the load API, loaded as LoadRepositoryModel
+// loads one of the repository: its config.yaml in `folder` (whose name is
+// the model's), its version folders in `files_folder`: `folder` itself when
+// the files came with the upload, or the repository's folder of the model
+// when only a config did (Triton's config override). `root` is the upload
+// folder every file must resolve inside. Torchscript models only: an
+// ensemble's members are named in its config, which an upload cannot carry.
+StatusOr<ModelConfig> LoadUploadedModel(const ServerConfig& config, const std::string& folder,
+                                        const std::string& files_folder, const std::string& root);
 
 // The members a model folder's config.yaml names when it is an ensemble
 // (empty for a torchscript model), read without checking them.

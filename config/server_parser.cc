@@ -295,6 +295,28 @@ Status ResolveRepository(const yaml::Field& root, std::string* repository) {
   return Status::Ok();
 }
 
+// Relative to the config file's folder; never inside the repository, which
+// is the operator's (a rescan would take uploads for models of its own).
+Status ResolveUploadDir(const yaml::Field& root, const std::string& repository, std::string* upload_dir) {
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "model_upload_dir", upload_dir));
+  if (upload_dir->empty()) return Status::Ok();
+  fs::path path(*upload_dir);
+  if (path.is_relative()) path = fs::path(root.file).parent_path() / path;
+  std::error_code ec;
+  path = fs::absolute(path, ec).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();
+  const fs::path repo = fs::path(repository);
+  const auto [repo_end, path_end] = std::mismatch(repo.begin(), repo.end(), path.begin(), path.end());
+  if (repo_end == repo.end()) {
+    std::string message = "'";
+    message += path.string();
+    message += "' lies inside the model repository '" + repository + "' (uploads go to a folder of the server's own)";
+    return yaml::Error(yaml::Child(root, "model_upload_dir"), message);
+  }
+  *upload_dir = path.string();
+  return Status::Ok();
+}
+
 // --- tls:, auth:, metrics_address --------------------------------------------
 
 // A file the server reads at start-up (certificates, keys, tokens): relative
@@ -369,8 +391,9 @@ Status ParseServerConfig(const yaml::Field& root, ServerConfig* config) {
                                            "metrics_port", "http_port", "log_level", "log_format", "log_file",
                                            "response_cache", "trace", "hosts",
                                            "limits", "model_control_mode", "repository_poll_secs",
-                                           "metrics_address", "tls", "auth"}));
+                                           "model_upload_dir", "metrics_address", "tls", "auth"}));
   ES_RETURN_IF_ERROR(ResolveRepository(root, &config->repository));
+  ES_RETURN_IF_ERROR(ResolveUploadDir(root, config->repository, &config->model_upload_dir));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(root, "listen_address", &config->listen_address));
   // Port 0 asks for a free port (the server prints the one it got).
   ES_RETURN_IF_ERROR(yaml::ReadOptionalInt(root, "grpc_port", 0, kMaxPort, &config->grpc_port));

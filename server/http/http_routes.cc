@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/base64.h"
 #include "server/http/http_infer_codec.h"
 #include "server/http/http_proto_json.h"
 
@@ -80,7 +81,10 @@ StatusOr<json> JsonBody(const HttpRequest& request) {
   }
 }
 
-// Triton's {"parameters": {...}} of load/unload as the proto's map.
+// Triton's {"parameters": {...}} of load/unload as the proto's map; a
+// `file:<path>` parameter (a model file of an upload) is base64 text in
+// JSON, bytes in the proto (the body's limit bounds it; the upload checks
+// the files' total against limits.max_request_bytes).
 Status RepositoryParameters(const json& body,
                             google::protobuf::Map<std::string, inference::ModelRepositoryParameter>* out) {
   const auto params = body.find("parameters");
@@ -88,7 +92,12 @@ Status RepositoryParameters(const json& body,
   if (!params->is_object()) return Status::InvalidArgument("\"parameters\" must be an object");
   for (const auto& [key, value] : params->items()) {
     auto& p = (*out)[key];
-    if (value.is_boolean()) {
+    if (key.rfind("file:", 0) == 0) {
+      if (!value.is_string()) return Status::InvalidArgument("parameter '" + key + "' must be the file as base64 text");
+      StatusOr<std::string> bytes = Base64Decode(value.get_ref<const std::string&>(), value.get_ref<const std::string&>().size());
+      if (!bytes.ok()) return Status(bytes.status().code(), "parameter '" + key + "': " + bytes.status().message());
+      p.set_bytes_param(std::move(bytes).value());
+    } else if (value.is_boolean()) {
       p.set_bool_param(value.get<bool>());
     } else if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX)) {
       p.set_int64_param(value.get<int64_t>());

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/kserve/model_config_reply.h"
+#include "server/kserve/model_upload_request.h"
 #include "server/kserve/request_codec.h"
 #include "server/kserve/statistics_reply.h"
 
@@ -110,11 +111,10 @@ Status KServeAnswers::CheckExplicitMode(const char* what) const {
 void KServeAnswers::LoadModel(const inference::RepositoryModelLoadRequest& req,
                               std::function<void(const Status&)> done) {
   if (Status s = CheckExplicitMode("load"); !s.ok()) return done(s);
-  if (!req.parameters().empty()) {
-    return done(Status::InvalidArgument("load parameters (config, file overrides) are not supported: put the "
-                                        "model's files into the repository and load it by name"));
-  }
-  repository_->LoadAsync(req.model_name(), std::move(done));
+  if (req.parameters().empty()) return repository_->LoadAsync(req.model_name(), std::move(done));
+  StatusOr<ModelRepository::Upload> upload = UploadFromLoadParameters(req.model_name(), req.parameters(), *config_);
+  if (!upload.ok()) return done(upload.status());
+  repository_->LoadUploadAsync(req.model_name(), std::move(upload).value(), std::move(done));
 }
 
 void KServeAnswers::UnloadModel(const inference::RepositoryModelUnloadRequest& req,

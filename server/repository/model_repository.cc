@@ -74,7 +74,8 @@ const char* ModelRepository::StateName(State state) {
 ModelRepository::ModelRepository(const ServerConfig* config)
     : config_(config),
       // A load may take as long as a host's start-up (it reads and warms up a model).
-      control_timeout_(milliseconds(config->limits.host_startup_timeout_ms)) {}
+      control_timeout_(milliseconds(config->limits.host_startup_timeout_ms)),
+      uploads_(config->model_upload_dir, config->limits.max_request_bytes) {}
 
 ModelRepository::~ModelRepository() { Stop(); }
 
@@ -244,6 +245,51 @@ Status ModelRepository::Load(const std::string& name) {
   return LoadLocked(name, 0);
 }
 
+Status ModelRepository::LoadUpload(const std::string& name, const Upload& upload) {
+  MutexLock control(&control_mu_);
+  const bool config_only = upload.files.empty();
+  if (const ModelConfig* served = Find(name); served != nullptr && served->is_ensemble()) {
+    return Status::InvalidArgument("model '" + name + "' is an ensemble; an upload cannot replace it");
+  }
+  if (config_only && !IsModelFolder(name)) {
+    return Status::NotFound("a config without files overrides the config of a repository model, and there is no "
+                            "model folder '" + name + "' in the repository " + config_->repository +
+                            " (upload the model's files too: file:1/model.pt)");
+  }
+  ES_ASSIGN_OR_RETURN(const std::string folder, uploads_.Stage(name, upload.config_yaml, upload.files));
+  const std::string files_folder = config_only ? config_->repository + "/" + name : folder;
+  StatusOr<ModelConfig> loaded = LoadUploadedModel(*config_, folder, files_folder, uploads_.root());
+  Status s = loaded.status();
+  if (!s.ok()) {
+    // The client never sees the staged folder: name its files as the
+    // upload's own ("config.yaml:8: inputs[0].datatype: ...").
+    std::string message = s.message();
+    for (size_t at; (at = message.find(folder + "/")) != std::string::npos;) message.erase(at, folder.size() + 1);
+    s = Status(s.code(), "uploaded model '" + name + "': " + message);
+  }
+  if (s.ok()) s = LoadTorchScript(name, std::make_unique<ModelConfig>(std::move(loaded).value()));
+  if (!s.ok()) {
+    uploads_.Remove(folder);
+    RecordFailure(name, s);
+    return s;
+  }
+  ServeFrom(name, folder);
+  spdlog::info("model '{}' uploaded ({} file(s){})", name, upload.files.size(),
+               config_only ? ", the repository's version folders" : "");
+  if (on_served_) on_served_(*Find(name));
+  return Status::Ok();
+}
+
+void ModelRepository::ServeFrom(const std::string& name, const std::string& folder) {
+  auto it = upload_folders_.find(name);
+  if (it != upload_folders_.end() && it->second != folder) uploads_.Remove(it->second);
+  if (folder.empty()) {
+    if (it != upload_folders_.end()) upload_folders_.erase(it);
+  } else {
+    upload_folders_[name] = folder;
+  }
+}
+
 // The same error again (a poll every few seconds over a broken folder) is
 // neither logged nor counted again.
 void ModelRepository::RecordFailure(const std::string& name, const Status& error) {
@@ -306,6 +352,7 @@ Status ModelRepository::LoadLocked(const std::string& name, int depth) {
     if (polling_ && failed_attempt_[name] == attempt) return Status::Ok();
     Status s = LoadTorchScript(name, std::move(fresh));
     failed_attempt_[name] = s.ok() ? "" : attempt;
+    if (s.ok()) ServeFrom(name, "");
     if (s.ok() && on_served_) on_served_(*Find(name));
     return s;
   }
@@ -533,6 +580,7 @@ Status ModelRepository::UnloadLocked(const std::string& name, bool unload_depend
     state.versions.clear();
     state.reason = "unloaded";
   }
+  ServeFrom(name, "");
   spdlog::info("model '{}' unloaded", name);
   // Triton's unload_dependents: an ensemble's members go too, unless another
   // loaded ensemble uses them. (Unloading a member leaves its ensembles
@@ -599,6 +647,14 @@ void ModelRepository::LoadAsync(const std::string& name, Done done) {
 void ModelRepository::UnloadAsync(const std::string& name, bool unload_dependents, Done done) {
   Submit([this, name, unload_dependents, done = std::move(done)](bool stopping) {
     done(stopping ? Status::Unavailable("the server is shutting down") : Unload(name, unload_dependents));
+  });
+}
+
+void ModelRepository::LoadUploadAsync(const std::string& name, Upload upload, Done done) {
+  // shared_ptr: std::function needs a copyable job, and the files may be large.
+  auto held = std::make_shared<Upload>(std::move(upload));
+  Submit([this, name, held, done = std::move(done)](bool stopping) {
+    done(stopping ? Status::Unavailable("the server is shutting down") : LoadUpload(name, *held));
   });
 }
 

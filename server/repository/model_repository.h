@@ -31,6 +31,13 @@
 // loaded ensemble uses them; unloading a member leaves its ensembles
 // loaded but not ready.
 //
+// Uploads (explicit mode, Triton's load parameters): LoadUpload writes the
+// model into a folder of its own (ModelUploads) and loads it from there as
+// Load loads a repository folder, with the same rollout; the folder of the
+// upload it replaces goes once the new one serves, a failed upload's at
+// once, and an unload, or a load of the repository's folder by name,
+// removes the upload's.
+//
 // Thread safety: the ModelCatalog queries, AssignmentOf() and Index() from
 // any thread (`mu_`); Load/Unload/Poll are serialised by `control_mu_` and
 // may block for as long as hosts take to load and requests take to drain.
@@ -49,6 +56,7 @@
 #include "config/server_config.h"
 #include "server/hosts/host_supervisor.h"
 #include "server/core/model_catalog.h"
+#include "server/repository/model_uploads.h"
 
 namespace es {
 
@@ -107,11 +115,22 @@ class ModelRepository : public ModelCatalog {
   // Poll mode: one rescan of the repository (what the worker runs).
   void Poll();
 
+  // A model uploaded through the load API: `config_yaml` (the model's
+  // config.yaml, translated from the request's config) and `files` (paths
+  // relative to the model's folder, e.g. "1/model.pt"); no files = the
+  // config over the repository's version folders of `name`.
+  struct Upload {
+    std::string config_yaml;
+    std::vector<ModelUploads::File> files;
+  };
+  Status LoadUpload(const std::string& name, const Upload& upload);
+
   // The same on the repository's worker thread, `done` called there when
   // finished (for the gRPC handlers, which must not block).
   using Done = std::function<void(const Status&)>;
   void LoadAsync(const std::string& name, Done done);
   void UnloadAsync(const std::string& name, bool unload_dependents, Done done);
+  void LoadUploadAsync(const std::string& name, Upload upload, Done done);
   // Starts the worker (after Attach): it runs the async requests in order
   // and, in poll mode, a rescan every repository_poll_secs.
   void StartWorker();
@@ -135,6 +154,9 @@ class ModelRepository : public ModelCatalog {
   };
 
   Status LoadLocked(const std::string& name, int depth) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  // `name` is served from `folder` (an upload's) from now on, or from the
+  // repository when "": the upload folder it was served from before goes.
+  void ServeFrom(const std::string& name, const std::string& folder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // Loads `names` (what ensemble `name` names: its members, or its overload
   // rungs, per `what`) that are not served yet; an error names `name`.
   Status LoadFirst(const std::string& name, int depth, const StatusOr<std::vector<std::string>>& names,
@@ -175,6 +197,8 @@ class ModelRepository : public ModelCatalog {
   bool polling_ ABSL_GUARDED_BY(control_mu_) = false;
   std::map<std::string, std::string> failed_attempt_ ABSL_GUARDED_BY(control_mu_);  // by model: LoadAttempt
   std::map<std::string, int64_t> key_generations_ ABSL_GUARDED_BY(control_mu_);     // by model: host keys made
+  ModelUploads uploads_ ABSL_GUARDED_BY(control_mu_);
+  std::map<std::string, std::string> upload_folders_ ABSL_GUARDED_BY(control_mu_);  // by model: served from
 
   mutable Mutex mu_;
   std::map<std::string, ModelState> models_ ABSL_GUARDED_BY(mu_);

@@ -128,6 +128,25 @@ TEST_F(ConfigTest, RepositoryPathIsRelativeToTheConfigFile) {
   EXPECT_EQ(config->repository, tree_.Path("repo"));
 }
 
+// model_upload_dir: relative to the config's folder, "" by default (a
+// temporary folder), and never inside the repository (the operator's).
+TEST_F(ConfigTest, ModelUploadDirIsTheServersOwn) {
+  StatusOr<ServerConfig> config = Load();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->model_upload_dir, "");
+  WriteServer(Replace(kServerYaml, "repository: repo", "repository: repo\nmodel_upload_dir: uploads/"));
+  config = Load();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->model_upload_dir, tree_.Path("uploads"));
+  for (const std::string inside : {"repo", "repo/uploads", "./repo/../repo/x"}) {
+    WriteServer(Replace(kServerYaml, "repository: repo", "repository: repo\nmodel_upload_dir: " + inside));
+    const Status s = Load().status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << inside;
+    EXPECT_NE(s.message().find("model_upload_dir: '"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("lies inside the model repository"), std::string::npos) << s.message();
+  }
+}
+
 TEST_F(ConfigTest, AbsoluteRepositoryPath) {
   WriteServer(Replace(kServerYaml, "repository: repo", "repository: " + tree_.Path("repo")));
   StatusOr<ServerConfig> config = Load();

@@ -13,17 +13,14 @@ serve. Finally SIGTERMs the server and checks it exits 0. Everything it
 writes is removed at the end. Exit 0 = pass; failures name the field.
 """
 import argparse
-import os
 import pathlib
-import re
-import select
-import signal
-import subprocess
 import sys
 import tempfile
 
+from server_check import (CheckFailed, add_server_args, expect, kill_server, make_demo, report_failure, start_server,
+                          stop_server)
+
 TIMEOUT_S = 30  # per RPC
-STARTUP_S = 120  # until the "grpc listening on" line
 
 SERVER_YAML = """repository: {repo}
 listen_address: 127.0.0.1
@@ -45,45 +42,10 @@ version_policy: {all: {}}
 WIDE_MLP_EXTRA = "version_policy: {specific: {versions: [1]}}\n"
 
 
-class CheckFailed(Exception):
-    pass
-
-
-def expect(what, got, want):
-    if got != want:
-        raise CheckFailed(f"{what}: got {got!r}, want {want!r}")
-
-
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--server-bin", required=True)
-    parser.add_argument("--make-demo", required=True)
-    parser.add_argument("--stubs", required=True, help="folder holding the generated `proto` package")
+    add_server_args(parser)
     return parser.parse_args()
-
-
-def start_server(server_bin, config, log_path):
-    """Starts ensemble-server in its own session; returns (process, address)."""
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([server_bin, "--config", config, "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0"],
-                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-    ready, _, _ = select.select([proc.stdout], [], [], STARTUP_S)
-    line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
-    match = re.fullmatch(r"grpc listening on (127\.0\.0\.1:\d+)", line)
-    if not match:
-        raise CheckFailed(f"no 'grpc listening on' line from ensemble-server within {STARTUP_S} s (got {line!r})")
-    return proc, match.group(1)
-
-
-def stop_server(proc):
-    """SIGTERM, then the exit status (SIGKILL of the group if it hangs)."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise CheckFailed("ensemble-server still running 15 s after SIGTERM")
 
 
 def check_tensors(pb, config, kind):
@@ -180,33 +142,26 @@ def main():
     with tempfile.TemporaryDirectory(prefix="es_model_config.") as work:
         work = pathlib.Path(work)
         repo = work / "repo"
-        made = subprocess.run([args.make_demo, "--out", str(repo), "--seed", "1"], capture_output=True, text=True)
-        if made.returncode != 0:
-            print(f"FAIL: ensemble-make-demo exited {made.returncode}: {made.stderr}", file=sys.stderr)
-            return 1
-        with open(repo / "mlp" / "config.yaml", "a") as f:
-            f.write(MLP_EXTRA)
-        with open(repo / "wide_mlp" / "config.yaml", "a") as f:
-            f.write(WIDE_MLP_EXTRA)
-        (work / "server.yaml").write_text(SERVER_YAML.format(repo=repo))
         log_path = work / "server.log"
+        log_path.touch()
         proc = None
         try:
-            proc, address = start_server(args.server_bin, str(work / "server.yaml"), log_path)
+            make_demo(args.make_demo, repo, "--seed", "1")
+            with open(repo / "mlp" / "config.yaml", "a") as f:
+                f.write(MLP_EXTRA)
+            with open(repo / "wide_mlp" / "config.yaml", "a") as f:
+                f.write(WIDE_MLP_EXTRA)
+            (work / "server.yaml").write_text(SERVER_YAML.format(repo=repo))
+            proc, (address,) = start_server(args.server_bin, work / "server.yaml", log_path)
             print(f"server at {address} (pid {proc.pid})")
             run_checks(address, args.stubs)
             rc = stop_server(proc)
             proc = None
             expect("ensemble-server exit status after SIGTERM", rc, 0)
         except CheckFailed as failure:
-            print(f"FAIL: {failure}", file=sys.stderr)
-            print("---- server log (tail) ----", file=sys.stderr)
-            print("\n".join(log_path.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
-            return 1
+            return report_failure(failure, log_path)
         finally:
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_server(proc)
     print("PASS: ModelConfig against ensemble-server")
     return 0
 

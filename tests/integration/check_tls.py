@@ -25,16 +25,14 @@ Then SIGTERMs the server and checks it exits 0. Exit 0 = pass.
 import argparse
 import os
 import pathlib
-import re
-import select
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
+from server_check import CheckFailed, add_server_args, expect, kill_server, start_server, stop_server
+
 TIMEOUT_S = 30
-STARTUP_S = 120
 ADMIN = "admin-py-4c2e8a1f9b7d3065"
 INFER = "infer-py-8d1f3b5c7e9a2046"
 UNKNOWN = "unknown-py-0a1b2c3d4e5f6789"
@@ -47,53 +45,6 @@ hosts:
 tls: {{cert: certs/server.pem, key: certs/server.key, client_ca: certs/ca.pem}}
 auth: {{tokens_file: tokens.txt, open_health: true}}
 """
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def expect(what, got, want):
-    if got != want:
-        raise CheckFailed(f"{what}: got {got!r}, want {want!r}")
-
-
-def start_server(server_bin, config, log_path):
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([server_bin, "--config", config, "--grpc-port", "0", "--http-port", "0",
-                             "--metrics-port", "0", "--model-control-mode", "explicit", "--load-model", "mlp",
-                             "--log-level", "debug"],
-                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-    # Raw reads of the pipe: a buffered readline() could take both lines at
-    # once and leave select() waiting for a second that already came.
-    fd, text, deadline = proc.stdout.fileno(), b"", time.monotonic() + STARTUP_S
-    while text.count(b"\n") < 2 and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        chunk = os.read(fd, 4096) if ready else b""
-        if not chunk:
-            break
-        text += chunk
-    lines = text.decode(errors="replace").split("\n")
-    addresses = []
-    for index, kind in enumerate(("grpc", "http")):  # the first two lines of stdout, in this order
-        line = lines[index] if index < len(lines) else ""
-        match = re.fullmatch(kind + r" listening on (127\.0\.0\.1:\d+)", line.strip())
-        if not match:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise CheckFailed(f"no '{kind} listening on' line within {STARTUP_S} s (stdout {text!r})")
-        addresses.append(match.group(1))
-    return proc, addresses[0], addresses[1]
-
-
-def stop_server(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise CheckFailed("ensemble-server still running 15 s after SIGTERM")
 
 
 def run_checks(address, certs, client_py, stubs):
@@ -237,9 +188,7 @@ def check_https(http_address, certs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--server-bin", required=True)
-    parser.add_argument("--make-demo", required=True)
-    parser.add_argument("--stubs", required=True)
+    add_server_args(parser)
     parser.add_argument("--certs-script", required=True)
     parser.add_argument("--client-py", required=True)
     args = parser.parse_args()
@@ -258,7 +207,9 @@ def main():
         log_path = work / "server.log"
         proc = None
         try:
-            proc, address, http_address = start_server(args.server_bin, str(work / "server.yaml"), log_path)
+            proc, (address, http_address) = start_server(
+                args.server_bin, work / "server.yaml", log_path,
+                ("--model-control-mode", "explicit", "--load-model", "mlp", "--log-level", "debug"), ("grpc", "http"))
             print(f"server at {address}, http {http_address} (pid {proc.pid})")
             run_checks(address, work / "certs", args.client_py, args.stubs)
             check_https(http_address, work / "certs")
@@ -279,9 +230,7 @@ def main():
                 print(log_path.read_text(errors="replace")[-6000:], file=sys.stderr)
             return 1
         finally:
-            if proc is not None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_server(proc)
     print("PASS")
     return 0
 

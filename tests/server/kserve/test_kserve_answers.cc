@@ -3,7 +3,7 @@
 // shared memory only with a registry), readiness, model metadata, config and
 // ready for known and unknown models and versions (NOT_FOUND naming what was
 // not found), the repository index and its `ready` filter, load/unload
-// refused outside explicit mode (and unknown unload parameters refused), and
+// refused outside explicit mode (and unknown load and unload parameters refused), and
 // statistics for known and unknown models.
 #include "server/kserve/kserve_answers.h"
 
@@ -253,7 +253,9 @@ TEST_F(KServeAnswersTest, UnloadParametersOtherThanUnloadDependentsAreInvalid) {
   EXPECT_EQ(answer->message(), "unload parameter 'unload_dependents' must be a bool");
 }
 
-TEST_F(KServeAnswersTest, LoadParametersAreInvalid) {
+// Load parameters are an upload (tests/integration/check_model_upload.py
+// uploads for real); what is not one is refused before the repository.
+TEST_F(KServeAnswersTest, LoadParametersThatAreNoUploadAreInvalid) {
   config_.model_control_mode = ModelControlMode::kExplicit;
   Start();
   inference::RepositoryModelLoadRequest load;
@@ -262,6 +264,12 @@ TEST_F(KServeAnswersTest, LoadParametersAreInvalid) {
   std::optional<Status> answer = Control(load, &KServeAnswers::LoadModel);
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->code(), StatusCode::kInvalidArgument) << answer->ToString();
+  EXPECT_NE(answer->message().find("platform: missing"), std::string::npos) << answer->message();
+  load.mutable_parameters()->clear();
+  (*load.mutable_parameters())["force"].set_bool_param(true);
+  answer = Control(load, &KServeAnswers::LoadModel);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_NE(answer->message().find("unknown load parameter 'force'"), std::string::npos) << answer->message();
 }
 
 TEST_F(KServeAnswersTest, StatisticsOfAKnownModelAreAnsweredAndOfAnUnknownOneNotFound) {
