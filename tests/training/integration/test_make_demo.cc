@@ -130,9 +130,9 @@ TEST(MakeDemoTest, MissingDataIsOneClearError) {
 TEST(MakeDemoTest, RefusesANonEmptyDirectoryWithoutForce) {
   es::testing::TempDir tmp;
   std::ofstream(tmp.path() / "keep.txt") << "mine";
-  EXPECT_EQ(MakeDemo("--out " + tmp.path().string()), 1);
+  EXPECT_EQ(MakeDemo("--out " + tmp.path().string() + " --train-steps 0"), 1);
   EXPECT_FALSE(fs::exists(tmp.path() / "mlp"));
-  EXPECT_EQ(MakeDemo("--out " + tmp.path().string() + " --force"), 0);
+  EXPECT_EQ(MakeDemo("--out " + tmp.path().string() + " --force --train-steps 0"), 0);
   EXPECT_TRUE(fs::exists(tmp.path() / "mlp" / "1" / "model.pt"));
   EXPECT_TRUE(fs::exists(tmp.path() / "keep.txt"));  // --force replaces only its own folders
 }
