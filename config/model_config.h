@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/datatype.h"
+#include "common/status.h"
 
 namespace es {
 
@@ -119,6 +120,45 @@ struct OverloadSpec {
   bool operator==(const OverloadSpec&) const = default;
 };
 
+// An experiment: a candidate (another model of the repository with the same
+// inputs and outputs, e.g. a retrained ensemble) served beside the model
+// and compared with it on real traffic (server/experiment/experiments.h).
+//   shadow: a share of requests is also run on the candidate, after the
+//           model's own run was started and at its lowest priority; the
+//           client always gets the model's answer, the candidate's is
+//           compared and dropped;
+//   canary: a share of requests is answered by the candidate; `sticky_by`
+//           names a request parameter whose value keeps a caller on one side.
+// The gate promotes the candidate (it then answers every request) once
+// `min_compared` requests are in the window and agreement, error rate and
+// p99 are within bounds; the candidate's error rate over
+// `abort_error_rate` stops the experiment at once.
+struct ExperimentGate {
+  int64_t min_compared = 0;         // 0 = never promote automatically
+  double min_agreement = 0.99;      // top-1 agreement over the window
+  double max_error_increase = 0;    // candidate error rate - the model's, at most
+  double max_latency_ratio = 1.5;   // candidate p99 / the model's p99, at most
+  double abort_error_rate = 0.5;    // candidate error rate (over 10 requests or more) that aborts
+  bool operator==(const ExperimentGate&) const = default;
+};
+struct ExperimentSpec {
+  enum class Mode { kOff, kShadow, kCanary };
+  std::string candidate;
+  Mode mode = Mode::kOff;
+  double percent = 0;       // share of requests, 0 .. 100
+  std::string sticky_by;    // canary: a request parameter (string or int) that keeps a caller on one side
+  int64_t window = 1000;    // requests the sliding figures cover
+  ExperimentGate gate;
+  bool enabled() const { return mode != Mode::kOff && !candidate.empty(); }
+  bool operator==(const ExperimentSpec&) const = default;
+};
+const char* ExperimentModeName(ExperimentSpec::Mode mode);  // off, shadow, canary
+// An experiment given as text (YAML or JSON, the fields of config.yaml's
+// `experiment:` section) for `model`, e.g. the body of a request that sets
+// one; errors name `where` and the field.
+StatusOr<ExperimentSpec> ParseExperimentText(const std::string& text, const std::string& model,
+                                             const std::string& where);
+
 // The router's dynamic batcher for one model (Triton's semantics): requests
 // queue per priority level; a batch is sent when it holds max_batch_size
 // rows, or its oldest request has waited max_queue_delay_us, as soon as a
@@ -167,6 +207,7 @@ struct ModelConfig {
   bool response_cache = false;
   EnsembleSpec ensemble;             // only for platform == "ensemble"
   OverloadSpec overload;             // ensembles only; empty ladder = none
+  ExperimentSpec experiment;         // `experiment:`; mode off = none
   // The name the hosts hold this config's versions under; "" = `name`. A
   // config.yaml change that alters what a version computes is loaded under
   // a new one ("mlp@2") beside the old, so requests already given to the

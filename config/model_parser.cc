@@ -406,7 +406,7 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
   ES_RETURN_IF_ERROR(yaml::CheckMap(root, {"name", "platform", "max_batch_size", "inputs",
                                            "outputs", "hosts", "instances_per_host", "dynamic_batching",
                                            "max_compute_ms", "version_policy", "ensemble", "overload",
-                                           "response_cache"}));
+                                           "response_cache", "experiment"}));
   model->source.file = root.file;
   model->config.name = folder_name;
   std::string name = folder_name;
@@ -426,6 +426,7 @@ Status ParseModelConfig(const yaml::Field& root, const std::string& folder_name,
   model->source.max_batch_size_line = yaml::Child(root, "max_batch_size").line;
   ES_RETURN_IF_ERROR(ParseTensorLists(root, model));
   ES_RETURN_IF_ERROR(ParsePlatformSections(root, model));
+  ES_RETURN_IF_ERROR(ParseExperiment(yaml::Child(root, "experiment"), model));
   return ParseOverload(yaml::Child(root, "overload"), model);
 }
 

@@ -52,6 +52,10 @@ Status CheckOverload(const LoadedModel& ensemble, const LoadedRepository& repo);
 std::string CompareTensors(const char* kind, const std::vector<TensorSpec>& wanted,
                            const std::vector<TensorSpec>& have, const std::string& theirs);
 
+// The `experiment:` section (ExperimentSpec), alone; its candidate is
+// looked up when requests come (it may be loaded later).
+Status ParseExperiment(const yaml::Field& field, LoadedModel* model);
+
 // One ensemble (and its ladder) against the models of `repository`, which
 // are served as they are (their own checks are done): for loading one
 // model while the others are served.

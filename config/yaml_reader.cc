@@ -51,6 +51,15 @@ StatusOr<Field> LoadFile(const std::string& path) {
   }
 }
 
+StatusOr<Field> LoadText(const std::string& text, const std::string& name) {
+  try {
+    return Field{name, YAML::Load(text), "", 1};
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.line >= 0 ? e.mark.line + 1 : 1;
+    return ErrorAt(name, line, "", "YAML syntax error: " + e.msg);
+  }
+}
+
 Field Child(const Field& map, std::string_view key) {
   if (map.node.IsMap()) {
     for (const auto& entry : map.node) {

@@ -38,6 +38,8 @@ Status Error(const Field& field, const std::string& what);
 
 // Parses `path`; a missing file or a syntax error is an error at its line.
 StatusOr<Field> LoadFile(const std::string& path);
+// Parses `text` (YAML or JSON), its errors naming `name` as the file.
+StatusOr<Field> LoadText(const std::string& text, const std::string& name);
 
 // The value under `key` of a mapping (absent: !present(), line of the map).
 Field Child(const Field& map, std::string_view key);

@@ -34,7 +34,7 @@ SERVER_LAYERS = [
     [""],
     ["grpc", "http"],
     ["kserve"],
-    ["ensemble", "repository"],
+    ["ensemble", "repository", "experiment"],
     ["core"],
     ["hosts"],
     ["shm", "metrics", "security"],

@@ -11,6 +11,7 @@
 #include "common/launcher.h"
 #include "server/port_check.h"
 #include "server/core/cache_metrics.h"
+#include "server/experiment/experiment_metrics.h"
 #include "server/core/trace_metrics.h"
 #include "server/repository/repository_metrics.h"
 #include "server/security/tls_files.h"
@@ -155,6 +156,10 @@ Status Router::StartHosts(const RouterOptions& options) {
   ES_ASSIGN_OR_RETURN(TraceSettings trace, StartTraceSettings(options));
   tracer_ = std::make_unique<Tracer>(std::move(trace));
   core_->SetTracer(tracer_.get());
+  experiments_ = std::make_unique<Experiments>(
+      repository_.get(), [core = core_.get()](std::shared_ptr<const InferRequest> request, InferDone done) {
+        core->Infer(std::move(request), std::move(done));
+      });
   ensembles_ = std::make_unique<EnsembleRunner>(core_.get(), repository_.get());
   core_->SetCompositeRunner(ensembles_.get());
   repository_->Attach(by_name, [core = core_.get()](const std::string& model, int64_t version) {
@@ -198,6 +203,7 @@ Status Router::StartMetrics(const RouterOptions& options) {
       request_metrics_, host_metrics_, std::make_shared<RepositoryMetrics>(repository_.get())};
   if (cache_) collectables.push_back(std::make_shared<CacheMetrics>(cache_.get()));
   if (tracer_) collectables.push_back(std::make_shared<TraceMetrics>(tracer_.get()));
+  if (experiments_) collectables.push_back(std::make_shared<ExperimentMetrics>(experiments_.get()));
   ES_ASSIGN_OR_RETURN(metrics_, MetricsEndpoint::Start(MetricsHost(options),
                                                        options.metrics_port.value_or(config_.metrics_port),
                                                        collectables));
@@ -211,6 +217,7 @@ Status Router::StartGrpc(const RouterOptions& options) {
   calls_ = std::make_unique<InferCalls>(&config_, repository_.get(), core_.get(), stats_.get(),
                                         request_metrics_.get(), shm_.get());
   calls_->SetTracer(tracer_.get());
+  calls_->SetExperiments(experiments_.get());
   answers_ = std::make_unique<KServeAnswers>(&config_, repository_.get(), core_.get(), stats_.get(), calls_.get(),
                                              shm_.get());
   log_settings_ =
@@ -304,6 +311,7 @@ Status Router::StartHttp(const RouterOptions& options) {
   if (!options.http || !config_.http_enabled) return Status::Ok();
   http_routes_ = std::make_unique<HttpRoutes>(answers_.get(), calls_.get(), auth_.get(), shm_.get(),
                                               log_settings_.get(), trace_settings_.get());
+  http_routes_->SetExperiments(experiments_.get(), repository_.get());
   HttpServerOptions http;
   http.address = listen_address_;
   http.port = options.http_port.value_or(config_.http_port);

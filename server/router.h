@@ -43,6 +43,7 @@
 #include "server/hosts/host_supervisor.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
+#include "server/experiment/experiments.h"
 #include "server/kserve/infer_calls.h"
 #include "server/core/inference_core.h"
 #include "server/ensemble/ensemble_runner.h"
@@ -130,6 +131,8 @@ class Router {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<ResponseCache> cache_;  // null when response_cache.size_bytes is 0
   std::unique_ptr<InferenceCore> core_;
+  // Shadow and canary runs of models with an experiment (they run on the core).
+  std::unique_ptr<Experiments> experiments_;
   std::unique_ptr<es::ModelStatistics> stats_;
   std::shared_ptr<RequestMetrics> request_metrics_;  // null when metrics are off
   std::shared_ptr<HostMetrics> host_metrics_;

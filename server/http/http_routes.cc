@@ -242,6 +242,10 @@ void HttpRoutes::Handle(std::shared_ptr<HttpRequest> request, Reply reply) {
     if (!Admit(req, get || post, "GET, POST", post ? Access::kAdmin : Access::kInfer, reply)) return;
     return reply(TraceSetting(req, model_trace ? s[2] : "", post));
   }
+  if (s.size() == 4 && s[1] == "models" && s[3] == "experiment" && experiments_ != nullptr) {
+    if (!Admit(req, get || post, "GET, POST", post ? Access::kAdmin : Access::kInfer, reply)) return;
+    return reply(Experiment(req, s[2], post));
+  }
   if (s[1] == "models" && s.size() == 3 && s[2] == "stats") {  // every model's statistics
     if (!Admit(req, get, "GET", Access::kInfer, reply)) return;
     return reply(ModelAnswer("stats", "", ""));
@@ -336,6 +340,17 @@ void HttpRoutes::ModelControl(const HttpRequest& req, const std::string& model, 
   r.set_model_name(model);
   if (Status st = RepositoryParameters(*body, r.mutable_parameters()); !st.ok()) return reply(HttpError(st));
   answers_->UnloadModel(r, std::move(done));
+}
+
+HttpResponse HttpRoutes::Experiment(const HttpRequest& req, const std::string& model, bool update) const {
+  const ModelConfig* config = catalog_->Find(model);
+  if (config == nullptr) return HttpError(Status::NotFound("unknown model '" + model + "'"));
+  if (update) {
+    StatusOr<ExperimentSpec> spec = ParseExperimentText(req.body, model, "the request body");
+    if (!spec.ok()) return HttpError(spec.status());
+    if (Status st = experiments_->Set(*config, *spec); !st.ok()) return HttpError(st);
+  }
+  return JsonResponse(experiments_->Describe(*config));
 }
 
 HttpResponse HttpRoutes::Logging(const HttpRequest& req, bool update) const {

@@ -35,6 +35,7 @@
 #include "server/kserve/kserve_answers.h"
 #include "server/kserve/log_settings_reply.h"
 #include "server/kserve/trace_settings_reply.h"
+#include "server/experiment/experiments.h"
 #include "server/kserve/infer_calls.h"
 #include "server/shm/shm_registry.h"
 
@@ -89,6 +90,15 @@ class HttpRoutes {
   HttpRoutes(KServeAnswers* answers, InferCalls* calls, const AuthPolicy* auth, SharedMemoryRegistry* shm,
              LogSettingsReply* log_settings = nullptr, TraceSettingsReply* trace_settings = nullptr);
 
+  // The /v2/models/{m}/experiment route (GET: its status; POST, admin: a
+  // new experiment, the body's fields as config.yaml's `experiment:`
+  // section), answered from `experiments` for the models `catalog` finds.
+  // Unset: no such route. Before the first request; both outlive the routes.
+  void SetExperiments(Experiments* experiments, const ModelCatalog* catalog) {
+    experiments_ = experiments;
+    catalog_ = catalog;
+  }
+
   // Answers `request` through `reply`, exactly once, from any thread (maybe
   // before Handle returns).
   void Handle(std::shared_ptr<HttpRequest> request, Reply reply);
@@ -113,6 +123,7 @@ class HttpRoutes {
   // (kserve/trace_settings_reply.h); values a string, a list of strings or
   // null (clear).
   HttpResponse TraceSetting(const HttpRequest& req, const std::string& model, bool update) const;
+  HttpResponse Experiment(const HttpRequest& req, const std::string& model, bool update) const;
 
   KServeAnswers* answers_;
   InferCalls* calls_;
@@ -120,6 +131,8 @@ class HttpRoutes {
   SharedMemoryRegistry* shm_;
   LogSettingsReply* log_settings_;  // may be null
   TraceSettingsReply* trace_settings_;  // may be null
+  Experiments* experiments_ = nullptr;  // may be null
+  const ModelCatalog* catalog_ = nullptr;
 };
 
 }  // namespace es

@@ -50,6 +50,23 @@ StatusOr<InferCalls::Place> InferCalls::Admit(const std::string& model_name) {
   return place;
 }
 
+namespace {
+
+// The value of request parameter `name` ("" when unnamed or absent), as text.
+std::string StickyValue(const inference::ModelInferRequest& proto, const std::string& name) {
+  if (name.empty()) return "";
+  auto it = proto.parameters().find(name);
+  if (it == proto.parameters().end()) return "";
+  switch (it->second.parameter_choice_case()) {
+    case inference::InferParameter::kStringParam: return it->second.string_param();
+    case inference::InferParameter::kInt64Param: return std::to_string(it->second.int64_param());
+    case inference::InferParameter::kUint64Param: return std::to_string(it->second.uint64_param());
+    default: return "";
+  }
+}
+
+}  // namespace
+
 void InferCalls::Run(const Place& place, const inference::ModelInferRequest& proto,
                      inference::ModelInferResponse* response, CallContext context, Done done) {
   const auto start = std::chrono::steady_clock::now();
@@ -80,8 +97,8 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
     }
   }
   if (metrics != nullptr) metrics->Started();
-  core_->Infer(request, [place, response, request, start, stats = stats_, metrics, tracer, http = context.http,
-                         done = std::move(done)](const Status& status, InferResponse answer) {
+  InferDone answered = [place, response, request, start, stats = stats_, metrics, tracer, http = context.http,
+                        done = std::move(done)](const Status& status, InferResponse answer) {
     // Encoding can fail after a good run: an output too big for the
     // shared-memory room its client gave, or a region that shrank (the
     // answer then is that error, and it is counted as one).
@@ -120,7 +137,10 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       tracer->Finish(request->trace);
     }
     place->EndRun();
-  });
+  };
+  Experiments* experiments = experiments_.load();
+  if (experiments == nullptr) return core_->Infer(request, std::move(answered));
+  experiments->Run(request, StickyValue(proto, experiments->StickyParameter(*request->model)), std::move(answered));
 }
 
 void InferCalls::CountUndecodable(ModelMetrics* metrics, const std::string& model_name, const Status& status) {

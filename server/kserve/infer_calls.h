@@ -32,6 +32,7 @@
 #include "server/core/inference_core.h"
 #include "server/repository/model_repository.h"
 #include "server/core/model_statistics.h"
+#include "server/experiment/experiments.h"
 #include "server/kserve/request_metrics.h"
 
 namespace es {
@@ -56,6 +57,9 @@ class InferCalls {
   // Where requests are sampled for tracing (null: none). Set before the
   // first request; `tracer` outlives its use.
   void SetTracer(Tracer* tracer) { tracer_.store(tracer); }
+  // Where requests to models with an experiment (shadow, canary) go (null:
+  // straight to the core). Set before the first request; outlives its use.
+  void SetExperiments(Experiments* experiments) { experiments_.store(experiments); }
 
   // `metrics` may be null (no metrics); `shm` may be null (no shared-memory
   // tensors: a request naming a region is refused).
@@ -117,6 +121,7 @@ class InferCalls {
   RequestMetrics* metrics_;
   SharedMemoryRegistry* shm_;
   std::atomic<Tracer*> tracer_{nullptr};
+  std::atomic<Experiments*> experiments_{nullptr};
   std::atomic<bool> accepting_{true};
   std::atomic<int64_t> held_{0};    // places
   std::atomic<int> running_{0};     // Run() .. done

@@ -49,7 +49,7 @@ bool SameEnsemble(const ModelConfig& a, const ModelConfig& b) {
       a.ensemble.member_timeout_ms != b.ensemble.member_timeout_ms || a.ensemble.stages != b.ensemble.stages ||
       a.ensemble.exit_threshold != b.ensemble.exit_threshold ||
       a.ensemble.members != b.ensemble.members || a.max_batch_size != b.max_batch_size ||
-      a.overload != b.overload) {
+      a.overload != b.overload || a.experiment != b.experiment) {
     return false;
   }
   return EncodeHostModelSpec(a) == EncodeHostModelSpec(b);
@@ -386,7 +386,15 @@ Status ModelRepository::LoadTorchScript(const std::string& name, std::unique_ptr
     if (old != nullptr && SameServing(*old, *fresh_config) && old->versions == fresh_config->versions &&
         ready == target) {
       state.reason.clear();
-      return Status::Ok();  // nothing changed on disk
+      if (old->experiment != fresh_config->experiment) {
+        // Only the experiment changed: the same versions on the same hosts
+        // serve on under the new config (requests read it from there).
+        fresh_config->host_key = old->host_key;
+        state.config = Keep(std::move(fresh_config));
+        spdlog::info("model '{}': experiment now {} ({})", name, ExperimentModeName(state.config->experiment.mode),
+                     state.config->experiment.candidate);
+      }
+      return Status::Ok();  // nothing else changed on disk
     }
     reload_all = old == nullptr || !SameServing(*old, *fresh_config);
     // A served model whose config changed is loaded under a new host key,

@@ -17,8 +17,7 @@ import pathlib
 import sys
 import tempfile
 
-from server_check import (CheckFailed, add_server_args, expect, kill_server, make_demo, report_failure, start_server,
-                          stop_server)
+from server_check import CheckFailed, add_server_args, expect, make_demo, run_with_server
 
 TIMEOUT_S = 30  # per RPC
 
@@ -142,28 +141,19 @@ def main():
     with tempfile.TemporaryDirectory(prefix="es_model_config.") as work:
         work = pathlib.Path(work)
         repo = work / "repo"
-        log_path = work / "server.log"
-        log_path.touch()
-        proc = None
-        try:
+
+        def setup():
             make_demo(args.make_demo, repo, "--seed", "1")
             with open(repo / "mlp" / "config.yaml", "a") as f:
                 f.write(MLP_EXTRA)
             with open(repo / "wide_mlp" / "config.yaml", "a") as f:
                 f.write(WIDE_MLP_EXTRA)
             (work / "server.yaml").write_text(SERVER_YAML.format(repo=repo))
-            proc, (address,) = start_server(args.server_bin, work / "server.yaml", log_path)
-            print(f"server at {address} (pid {proc.pid})")
-            run_checks(address, args.stubs)
-            rc = stop_server(proc)
-            proc = None
-            expect("ensemble-server exit status after SIGTERM", rc, 0)
-        except CheckFailed as failure:
-            return report_failure(failure, log_path)
-        finally:
-            kill_server(proc)
-    print("PASS: ModelConfig against ensemble-server")
-    return 0
+
+        rc = run_with_server(args.server_bin, work, setup, lambda address: run_checks(address, args.stubs))
+    if rc == 0:
+        print("PASS: ModelConfig against ensemble-server")
+    return rc
 
 
 if __name__ == "__main__":

@@ -32,8 +32,7 @@ import pathlib
 import sys
 import tempfile
 
-from server_check import (CheckFailed, add_server_args, expect, kill_server, make_demo, report_failure, start_server,
-                          stop_server)
+from server_check import CheckFailed, add_server_args, expect, make_demo, run_with_server
 
 TIMEOUT_S = 60  # per RPC (a load reads and warms up a model)
 ADMIN = "admin-up-5b1e9c3a7d2f4068"
@@ -223,27 +222,21 @@ def main():
     with tempfile.TemporaryDirectory(prefix="es_model_upload.") as work:
         work = pathlib.Path(work)
         repo = work / "repo"
-        log_path = work / "server.log"
-        log_path.touch()
-        proc = None
-        try:
+
+        def setup():
             make_demo(args.make_demo, repo, "--seed", "1")
             (work / "tokens.txt").write_text(f"# role token\nadmin {ADMIN}\ninfer {INFER}\n")
             (work / "server.yaml").write_text(SERVER_YAML.format(repo=repo))
-            proc, (grpc_address, http_address) = start_server(args.server_bin, work / "server.yaml", log_path,
-                                                               ("--load-model", "mlp"), ("grpc", "http"))
-            print(f"server at {grpc_address} / {http_address} (pid {proc.pid})")
-            run_checks(grpc_address, http_address, work, repo)
-            rc = stop_server(proc)
-            proc = None
-            expect("ensemble-server exit status after SIGTERM", rc, 0)
+
+        def after_stop():
             expect("upload folders left at exit", upload_folders(work / "uploads"), [])
-        except (CheckFailed, AssertionError) as failure:
-            return report_failure(failure, log_path)
-        finally:
-            kill_server(proc)
-    print("PASS: model uploads through the load API")
-    return 0
+
+        rc = run_with_server(args.server_bin, work, setup,
+                             lambda grpc_address, http_address: run_checks(grpc_address, http_address, work, repo),
+                             ("--load-model", "mlp"), ("grpc", "http"), after_stop)
+    if rc == 0:
+        print("PASS: model uploads through the load API")
+    return rc
 
 
 if __name__ == "__main__":

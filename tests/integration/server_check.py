@@ -92,3 +92,28 @@ def report_failure(failure, log_path, lines=40):
     print("---- server log (tail) ----", file=sys.stderr)
     print("\n".join(log_path.read_text(errors="replace").splitlines()[-lines:]), file=sys.stderr)
     return 1
+
+
+def run_with_server(server_bin, work, setup, checks, extra_args=(), kinds=("grpc",), after_stop=None):
+    """The body of a check's main: `setup()` writes work/server.yaml and what
+    it names; the server starts on it; `checks(*addresses)` runs; SIGTERM
+    must end it with status 0; then `after_stop()`. Returns the exit status
+    (1 with the server's log tail on a failure)."""
+    log_path = work / "server.log"
+    log_path.touch()
+    proc = None
+    try:
+        setup()
+        proc, addresses = start_server(server_bin, work / "server.yaml", log_path, extra_args, kinds)
+        print(f"server at {' / '.join(addresses)} (pid {proc.pid})")
+        checks(*addresses)
+        rc = stop_server(proc)
+        proc = None
+        expect("ensemble-server exit status after SIGTERM", rc, 0)
+        if after_stop is not None:
+            after_stop()
+    except (CheckFailed, AssertionError) as failure:
+        return report_failure(failure, log_path)
+    finally:
+        kill_server(proc)
+    return 0
