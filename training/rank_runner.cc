@@ -393,7 +393,10 @@ Status RankRun::Finish() {
             << "--config " << (std::filesystem::path(options_.out) / "server.yaml").string()
             << ")\n";
   if (!options_.publish.empty()) {
-    ES_ASSIGN_OR_RETURN(std::vector<std::string> published, PublishTrained(options_.publish, config_, trainer_->modules(), variants));
+    ES_ASSIGN_OR_RETURN(std::vector<std::string> published,
+                        options_.shadow_percent > 0
+                            ? PublishAsCandidate(options_.publish, config_, trainer_->modules(), options_.shadow_percent)
+                            : PublishTrained(options_.publish, config_, trainer_->modules(), variants));
     std::cout << "published into " << options_.publish << ":\n";
     for (const std::string& line : published) std::cout << "  " << line << "\n";
   }

@@ -68,11 +68,17 @@ void AddFlags(CLI::App* app, es::TrainOptions* options) {
   app->add_option("--epochs", options->epochs, "Epochs (overrides the config)")
       ->check(CLI::Range(1, 100000));
   app->add_option("--out", options->out, "Output model repository folder")->capture_default_str();
-  app->add_option("--publish", options->publish,
+  CLI::Option* publish = app->add_option("--publish", options->publish,
                   "After training, also write the members and the ensemble into this existing model repository "
                   "as their next versions, atomically (for a server in poll mode to roll them in; "
                   "docs/lifecycle.md)")
       ->check(CLI::ExistingDirectory);
+  app->add_option("--shadow", options->shadow_percent,
+                  "With --publish: publish the run beside the ensemble serving there, as new models (<name>_r<N>), "
+                  "and make it that ensemble's shadow candidate at this percent of its requests (its config.yaml's "
+                  "experiment: section; docs/experiments.md)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->needs(publish);
   CLI::Option* resume =
       app->add_flag("--resume", options->resume, "Continue the run whose checkpoint is in --out");
   app->add_flag("--force", options->force, "Start over even if --out holds a previous run")

@@ -19,6 +19,9 @@ struct TrainOptions {
   int epochs = 0;                 // 0: the config's
   std::string out = "trained";
   std::string publish;  // an existing repository the trained models go into as next versions; "" = none
+  // With publish: > 0 publishes the run as a candidate of the ensemble
+  // serving there, shadowed at this percent (PublishAsCandidate); 0 = no.
+  double shadow_percent = 0;
   bool resume = false;
   bool force = false;
   bool no_pack = false;  // write no packed variant (the config's ensemble.pack: false)

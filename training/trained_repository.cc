@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -327,6 +328,64 @@ Status WriteTrainedRepository(const std::string& dir, const TrainConfig& config,
   }
   if (status.ok()) return status;
   return Status(status.code(), "writing the model repository " + dir + ": " + status.message());
+}
+
+std::string WithExperimentSection(const std::string& config_yaml, const std::string& section) {
+  std::istringstream in(config_yaml);
+  std::string out;
+  bool skipping = false;
+  for (std::string line; std::getline(in, line);) {
+    // A top-level key starts in column 0; the section's own lines are indented.
+    const bool top_level = !line.empty() && line[0] != ' ' && line[0] != '\t' && line[0] != '#';
+    if (top_level) skipping = line.rfind("experiment:", 0) == 0;
+    if (skipping) continue;
+    out += line;
+    out += '\n';
+  }
+  return out + section;
+}
+
+StatusOr<std::vector<std::string>> PublishAsCandidate(const std::string& repo, const TrainConfig& config,
+                                                      std::vector<torch::jit::Module>& modules, double percent) {
+  const fs::path root(repo);
+  const std::string& serving = config.ensemble.name;
+  const fs::path serving_config = root / serving / "config.yaml";
+  if (!fs::exists(serving_config)) {
+    return Status::NotFound("--shadow: no ensemble '" + serving + "' serves in " + repo +
+                            " to shadow (publish without --shadow first)");
+  }
+  int run = 2;
+  while (fs::exists(root / (serving + "_r" + std::to_string(run)))) ++run;
+  const std::string suffix = "_r" + std::to_string(run);
+  TrainConfig renamed = config;
+  renamed.ensemble.name += suffix;
+  for (MemberSpec& member : renamed.members) member.name += suffix;
+  for (const MemberSpec& member : renamed.members) {
+    if (fs::exists(root / member.name)) {
+      return Status(StatusCode::kAlreadyExists, "--shadow: " + (root / member.name).string() +
+                                   " exists already; the candidate's members would overwrite it");
+    }
+  }
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> published, PublishTrained(repo, renamed, modules));
+  std::ifstream in(serving_config);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ostringstream section;
+  section << "experiment:\n  candidate: " << renamed.ensemble.name << "\n  mode: shadow\n  percent: " << percent
+          << "\n  gate: {min_compared: 1000, min_agreement: 0.97}\n";
+  const fs::path temporary = root / serving / (".config.yaml." + std::to_string(getpid()));
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << WithExperimentSection(text, section.str());
+    out.close();
+    if (!out) return Status::Internal(temporary.string() + ": cannot write");
+  }
+  std::error_code ec;
+  fs::rename(temporary, serving_config, ec);
+  if (ec) return Status::Internal(serving_config.string() + ": cannot replace: " + ec.message());
+  std::ostringstream line;
+  line << serving << ": experiment: shadow candidate " << renamed.ensemble.name << " at " << percent << "%";
+  published.push_back(line.str());
+  return published;
 }
 
 StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const TrainConfig& config,

@@ -135,6 +135,23 @@ StatusOr<std::vector<std::string>> PublishTrained(const std::string& repo, const
                                                   std::vector<torch::jit::Module>& modules,
                                                   const TrainedVariants& variants = {});
 
+// ensemble-train --publish REPO --shadow PERCENT: the run is published
+// beside the ensemble serving in `repo`, not over it: its members and its
+// ensemble as new models named "<name>_r<N>" (N the first run number whose
+// ensemble folder is free, from 2), staged and renamed in as PublishTrained
+// does; then the serving ensemble's config.yaml gets (or has replaced) an
+// `experiment:` section making the new ensemble its shadow candidate at
+// `percent`, with a gate that promotes it after 1000 compared requests at
+// agreement 0.97 or more (edit the section to change it), written to a
+// temporary file and renamed over the old one. A polling server loads the
+// new models, then applies the experiment. The serving ensemble must exist.
+StatusOr<std::vector<std::string>> PublishAsCandidate(const std::string& repo, const TrainConfig& config,
+                                                      std::vector<torch::jit::Module>& modules, double percent);
+
+// The text of a config.yaml with its top-level `experiment:` section (if
+// any) replaced by `section` (which ends with a newline).
+std::string WithExperimentSection(const std::string& config_yaml, const std::string& section);
+
 // Scores each member and the ensemble of `evaluation` against `labels`,
 // and sweeps the cascade (stages cheapest first by the evaluation's
 // member_seconds_per_row, DefaultCascadeThresholds(), 0.1 points).

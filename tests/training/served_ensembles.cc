@@ -24,6 +24,7 @@ StatusOr<std::map<std::string, ServedEnsemble>> LoadServedEnsembles(const std::s
     }
     e.stages = model.ensemble.stages;
     e.overload = model.overload;
+    e.experiment = model.experiment;
   }
   return out;
 }

@@ -20,6 +20,7 @@ struct ServedEnsemble {
   std::map<std::string, std::vector<std::string>> packed;  // a packed entry's model -> its members
   std::vector<std::vector<size_t>> stages;  // indexes into `members`
   OverloadSpec overload;                    // the ladder, as the server reads it
+  ExperimentSpec experiment;                // its experiment: section, as the server reads it
 };
 
 // `path` a server.yaml (loaded with its repository and every cross-check, as

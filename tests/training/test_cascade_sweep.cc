@@ -9,6 +9,8 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "torch_utils/model_zoo.h"
 #include "training/calibration.h"
@@ -272,6 +274,59 @@ TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
   ASSERT_TRUE(repo.ok()) << repo.status().ToString();
   EXPECT_EQ(repo->at("ens_cascade").exit_threshold, 0.9);
   EXPECT_FALSE(fs::exists(dir.path() / (".publish-" + std::to_string(getpid()))));
+}
+
+// --publish --shadow: the run goes beside the serving ensemble under new
+// names, and the serving ensemble's config names it as its shadow
+// candidate; a second run replaces the section, the user's other lines stay.
+TEST(PublishAsCandidateTest, TheRunIsPublishedBesideAndShadowed) {
+  testing::TempDir dir;
+  const TrainConfig config = TwoMembers();
+  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value()};
+  const StatusOr<std::vector<std::string>> nothing = PublishAsCandidate(dir.root(), config, modules, 50);
+  EXPECT_EQ(nothing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(nothing.status().message().find("no ensemble 'ens' serves"), std::string::npos)
+      << nothing.status().message();
+  ASSERT_TRUE(PublishTrained(dir.root(), config, modules).ok());
+  {
+    std::ofstream(dir.path() / "ens" / "config.yaml", std::ios::app) << "# the operator's note\n";
+  }
+
+  StatusOr<std::vector<std::string>> published = PublishAsCandidate(dir.root(), config, modules, 50);
+  ASSERT_TRUE(published.ok()) << published.status().ToString();
+  EXPECT_EQ(*published, (std::vector<std::string>{"big_r2: version 1", "small_r2: version 1", "ens_r2: new ensemble",
+                                                  "ens: experiment: shadow candidate ens_r2 at 50%"}));
+  StatusOr<std::map<std::string, training_test::ServedEnsemble>> repo =
+      training_test::LoadServedEnsembles(dir.root(), /*server_yaml=*/false);
+  ASSERT_TRUE(repo.ok()) << repo.status().ToString();
+  EXPECT_EQ(repo->at("ens").members, (std::vector<std::string>{"big", "small"})) << "the serving ensemble is kept";
+  EXPECT_EQ(repo->at("ens_r2").members, (std::vector<std::string>{"big_r2", "small_r2"}));
+  const ExperimentSpec& experiment = repo->at("ens").experiment;
+  EXPECT_EQ(experiment.candidate, "ens_r2");
+  EXPECT_EQ(experiment.mode, ExperimentSpec::Mode::kShadow);
+  EXPECT_EQ(experiment.percent, 50);
+  EXPECT_EQ(experiment.gate.min_compared, 1000);
+  EXPECT_FALSE(repo->at("ens_r2").experiment.enabled());
+
+  published = PublishAsCandidate(dir.root(), config, modules, 12.5);
+  ASSERT_TRUE(published.ok()) << published.status().ToString();
+  EXPECT_EQ(published->back(), "ens: experiment: shadow candidate ens_r3 at 12.5%");
+  repo = training_test::LoadServedEnsembles(dir.root(), /*server_yaml=*/false);
+  ASSERT_TRUE(repo.ok()) << repo.status().ToString();
+  EXPECT_EQ(repo->at("ens").experiment.candidate, "ens_r3");
+  EXPECT_EQ(repo->at("ens").experiment.percent, 12.5);
+  std::ifstream in(dir.path() / "ens" / "config.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("# the operator's note"), std::string::npos) << text;
+  EXPECT_EQ(text.find("experiment:"), text.rfind("experiment:")) << "one section:\n" << text;
+}
+
+TEST(PublishAsCandidateTest, TheExperimentSectionIsReplacedNotDuplicated) {
+  const std::string before = "platform: ensemble\nexperiment:\n  candidate: old\n  percent: 5\nensemble:\n  members: [a]\n";
+  EXPECT_EQ(WithExperimentSection(before, "experiment:\n  candidate: new\n"),
+            "platform: ensemble\nensemble:\n  members: [a]\nexperiment:\n  candidate: new\n");
+  EXPECT_EQ(WithExperimentSection("platform: ensemble\n", "experiment: {candidate: x}\n"),
+            "platform: ensemble\nexperiment: {candidate: x}\n");
 }
 
 // The sweep of a real run (Fashion-MNIST, twelve CNNs; report.json's

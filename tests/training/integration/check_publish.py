@@ -14,12 +14,21 @@
 4. Waits until both members answer as version 2, stops the clients, and
    checks: no request failed, the members' newest version is 2, and the
    accuracy through the server rose by at least 5 points.
+5. Starts the clients again and trains once more (the same settings) with
+   `--publish REPO --shadow 50`: the run arrives beside the ensemble as
+   pub_ensemble_r2 and becomes its shadow candidate; waits until the gate
+   the publish wrote (1000 compared requests, agreement 0.97) promotes it,
+   and checks: no request failed, each client's answers were the serving
+   ensemble's until the switch and the candidate's (served_by) after,
+   and the status's figures (HTTP /v2/models/pub_ensemble/experiment).
 
 Needs Debian's dataset-fashion-mnist and python3-grpcio, python3-numpy.
 Prints the figures it measured. Everything it writes is removed at the end
 unless --keep.
 """
 import argparse
+import http.client
+import json
 import os
 import shutil
 import signal
@@ -104,6 +113,10 @@ def main():
         if not line.startswith("grpc listening on "):
             fail(f"the server did not start: {line!r}", log_path)
         address = line.split()[-1]
+        http_line = server.stdout.readline()
+        if not http_line.startswith("http listening on "):
+            fail(f"no http listening line: {http_line!r}", log_path)
+        http_address = http_line.split()[-1]
         channel = grpc.insecure_channel(address)
         stub = pb_grpc.GRPCInferenceServiceStub(channel)
 
@@ -131,19 +144,23 @@ def main():
 
         stop = threading.Event()
         counts = {"calls": 0, "failed": 0, "first_error": ""}
+        served_by = {}  # by client: the served_by of each answer, in order
         lock = threading.Lock()
 
         def client(seed):
             own = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(address))
             rng = np.random.default_rng(seed)
+            seen = served_by.setdefault(seed, [])
             while not stop.is_set():
                 batch = images[rng.integers(0, TEST_ROWS - 8):][:8]
                 request = pb.ModelInferRequest(model_name=ENSEMBLE)
                 request.inputs.add(name="input", datatype="FP32", shape=[8, 1, 28, 28])
                 request.raw_input_contents.append(np.ascontiguousarray(batch).tobytes())
                 try:
-                    own.ModelInfer(request, timeout=30)
+                    response = own.ModelInfer(request, timeout=30)
                     ok = True
+                    seen.append(response.parameters["served_by"].string_param
+                                if "served_by" in response.parameters else "")
                 except grpc.RpcError as error:
                     ok, message = False, f"{error.code().name}: {error.details()}"
                 with lock:
@@ -152,23 +169,33 @@ def main():
                         counts["failed"] += 1
                         counts["first_error"] = counts["first_error"] or message
 
-        clients = [threading.Thread(target=client, args=(s,)) for s in range(4)]
-        for t in clients:
-            t.start()
+        clients = []
+
+        def start_clients():
+            clients[:] = [threading.Thread(target=client, args=(s,)) for s in range(4)]
+            for t in clients:
+                t.start()
+
+        def wait_then_stop(read, done, seconds):
+            """Reads until done(value) or `seconds` pass, then stops the clients; the last value."""
+            deadline = time.monotonic() + seconds
+            value = read()
+            while not done(value) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                value = read()
+            time.sleep(0.5)
+            stop.set()
+            for t in clients:
+                t.join()
+            return value
+
+        start_clients()
         out = run_train(args.train_bin, work, "v2", 0.05, ["--publish", repo])
         if "published into" not in out:
             fail(f"ensemble-train --publish printed no summary:\n{out}")
         print(out[out.index("published into"):].rstrip())
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            versions = {m: infer(m, images[:1])[0].model_version for m in MEMBERS}
-            if set(versions.values()) == {"2"}:
-                break
-            time.sleep(0.2)
-        time.sleep(0.5)
-        stop.set()
-        for t in clients:
-            t.join()
+        versions = wait_then_stop(lambda: {m: infer(m, images[:1])[0].model_version for m in MEMBERS},
+                                  lambda v: set(v.values()) == {"2"}, 30)
         if set(versions.values()) != {"2"}:
             fail(f"the members did not switch to version 2 within 30 s: {versions}", log_path)
         after = accuracy()
@@ -190,6 +217,41 @@ def main():
         for name in os.listdir(repo):
             if name.startswith(".publish"):
                 fail(f"the staging folder {name} was left in the repository")
+
+        # 5. Train -> shadow -> promote.
+        stop.clear()
+        served_by.clear()
+        counts.update({"calls": 0, "failed": 0, "first_error": ""})
+        start_clients()
+        out = run_train(args.train_bin, work, "v3", 0.05, ["--publish", repo, "--shadow", "50"])
+        candidate = f"{ENSEMBLE}_r2"
+        if f"{ENSEMBLE}: experiment: shadow candidate {candidate} at 50%" not in out:
+            fail(f"ensemble-train --shadow did not say what it published:\n{out}")
+        print(out[out.index("published into"):].rstrip())
+        def experiment_status():
+            conn = http.client.HTTPConnection(*http_address.split(":"), timeout=30)
+            conn.request("GET", f"/v2/models/{ENSEMBLE}/experiment")
+            answer = json.loads(conn.getresponse().read())
+            conn.close()
+            return answer
+
+        status = wait_then_stop(experiment_status, lambda s: s.get("state") in ("promoted", "aborted"), 90)
+        if status.get("state") != "promoted":
+            fail(f"the candidate was not promoted within 90 s: {json.dumps(status)}", log_path)
+        if counts["failed"]:
+            fail(f"{counts['failed']} requests failed during the shadow; the first: {counts['first_error']}", log_path)
+        # Before the switch the ensemble answers (served_by names its overload
+        # ladder's rung, or nothing); from the candidate's first answer on, only it.
+        for seed, seen in served_by.items():
+            switch = seen.index(candidate) if candidate in seen else len(seen)
+            if switch == len(seen) or any(s != candidate for s in seen[switch:]):
+                fail(f"client {seed}'s answers did not switch once from the ensemble to {candidate}: "
+                     f"{len(seen)} answers, the first of {candidate} at {switch}; served_by {sorted(set(seen))}",
+                     log_path)
+        window = status["figures"]["window"]
+        print(f"shadow -> promotion: {counts['calls']} requests from 4 clients, none failed; "
+              f"{status['decisions'][0]}; window mean KL {window['mean_kl']:.5f}, entropy "
+              f"{window['entropy_serving']:.3f} / {window['entropy_candidate']:.3f}")
         server.send_signal(signal.SIGTERM)
         if server.wait(timeout=30) != 0:
             fail(f"the server exited {server.returncode} on SIGTERM", log_path)
