@@ -104,6 +104,11 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
     // answer then is that error, and it is counted as one).
     Status outcome = status;
     if (status.ok()) {
+      if (metrics != nullptr && metrics->ensemble()) {
+        for (const InferOutput& out : answer.outputs) {
+          if (out.name == request->model->outputs[0].name) metrics->ObserveAnswer(out);
+        }
+      }
       InferResponse encoded;  // the outputs move; stages and disagreement stay for the metrics
       encoded.outputs = std::move(answer.outputs);
       encoded.member_versions = answer.member_versions;

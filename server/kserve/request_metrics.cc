@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "common/status.h"
 #include "server/metrics/metrics_families.h"
@@ -28,7 +29,27 @@ ModelMetrics::ModelMetrics(std::string name, std::string version, bool ensemble)
       compute_duration_(buckets::Latency()),
       combine_duration_(buckets::Latency()),
       batch_size_(buckets::BatchSize()),
-      disagreement_(buckets::Fraction()) {}
+      disagreement_(buckets::Fraction()),
+      entropy_(buckets::Entropy()) {}
+
+void ModelMetrics::ObserveAnswer(const InferOutput& probabilities) {
+  if (!ensemble_ || probabilities.datatype != DataType::kFp32 || probabilities.shape.size() < 2) return;
+  const int64_t rows = probabilities.shape[0];
+  const int64_t classes = probabilities.shape.back();
+  if (rows <= 0 || classes <= 0 || probabilities.data.size() != static_cast<size_t>(rows * classes) * sizeof(float)) {
+    return;
+  }
+  // Bytes in the output are not aligned for float: read each one.
+  for (int64_t r = 0; r < rows; ++r) {
+    double h = 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      float p = 0;
+      std::memcpy(&p, probabilities.data.data() + (r * classes + c) * sizeof(float), sizeof p);
+      if (p > 0) h -= static_cast<double>(p) * std::log(static_cast<double>(p));
+    }
+    entropy_.Observe(h);
+  }
+}
 
 namespace {
 
@@ -177,6 +198,10 @@ struct RequestMetrics::Families {
               "Per row: the fraction of ensemble members whose argmax differs from the ensemble's.",
               MetricType::Histogram),
        &ModelMetrics::disagreement_, true},
+      {Family("ensemble_answer_entropy_nats",
+              "Per row: the entropy of the ensemble's answer (its first output's probabilities), in nats.",
+              MetricType::Histogram),
+       &ModelMetrics::entropy_, true},
   };
   prometheus::MetricFamily degraded =
       Family("ensemble_degraded_total",

@@ -14,7 +14,7 @@
 //    ensemble_requests_total with its gRPC outcome; calls naming an unknown
 //    model count in ensemble_unknown_model_requests_total (no label: a client
 //    must not be able to create series);
-//  - latency, stage, batch-size and disagreement histograms observe
+//  - latency, stage, batch-size, disagreement and entropy histograms observe
 //    successful requests only (their stage times are only meaningful then);
 //  - an ensemble's stages are its slowest member's plus the combine; the
 //    member calls an ensemble makes are not requests of the member models.
@@ -53,6 +53,10 @@ class ModelMetrics {
   // `elapsed_ns`; on success `response` carries the stages and disagreement
   // and `rows` the request's rows.
   void Finished(int code, uint64_t elapsed_ns, const InferResponse& response, int64_t rows);
+  // Ensembles: the answer's first output (FP32 probabilities, [rows,
+  // classes]), one entropy observation per row; with the disagreement, a
+  // label-free signal of input drift. Anything else is ignored.
+  void ObserveAnswer(const InferOutput& probabilities);
   // A request refused before inference (bad input, shutting down).
   void Refused(int code) { CountOutcome(code); }
 
@@ -78,6 +82,7 @@ class ModelMetrics {
   AtomicHistogram combine_duration_;  // ensembles only
   AtomicHistogram batch_size_;
   AtomicHistogram disagreement_;      // ensembles only, one observation per row
+  AtomicHistogram entropy_;           // ensembles only, one observation per row (nats)
   // Ensembles only, per member: its latency from the fan-out, and the
   // degraded answers made without it. Made on a member's first report;
   // members of a reloaded config add theirs.

@@ -49,6 +49,7 @@ std::vector<double> Latency() {
 std::vector<double> BatchSize() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}; }
 
 std::vector<double> Fraction() { return {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}; }
+std::vector<double> Entropy() { return {0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0}; }
 
 }  // namespace buckets
 }  // namespace es

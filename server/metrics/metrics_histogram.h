@@ -47,6 +47,9 @@ std::vector<double> Latency();
 std::vector<double> BatchSize();
 // A fraction in [0, 1] in steps of 0.1.
 std::vector<double> Fraction();
+// Entropy of a probability vector in nats, 0 .. 3 (ln 10 = 2.30: ten
+// classes evenly), finer where confident answers are.
+std::vector<double> Entropy();
 }  // namespace buckets
 
 }  // namespace es

@@ -3,6 +3,9 @@
 // observers, parameterised over thread counts) and RequestMetrics (which
 // series exist, outcomes, ensemble-only families, pending, unknown models).
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
 #include <prometheus/text_serializer.h>
 
 #include <cmath>
@@ -106,6 +109,15 @@ TEST(RequestMetricsTest, SeriesFollowTheRequests) {
   ok.disagreement = {0.f, 1.f / 3, 2.f / 3, 1.f};
   ens->Started();
   ens->Finished(0, 20000, ok, 4);
+  // The answer's entropy: ensembles only, per row. Rows [1, 0] (0 nats) and
+  // [0.5, 0.5] (ln 2); anything but FP32 [rows, classes] is ignored.
+  InferOutput answer{"probabilities", DataType::kFp32, {2, 2}, std::string(16, '\0')};
+  const float probabilities[4] = {1.f, 0.f, 0.5f, 0.5f};
+  std::memcpy(answer.data.data(), probabilities, sizeof probabilities);
+  ens->ObserveAnswer(answer);
+  mlp->ObserveAnswer(answer);
+  ens->ObserveAnswer(InferOutput{"x", DataType::kInt64, {2, 2}, std::string(32, '\0')});
+  ens->ObserveAnswer(InferOutput{"x", DataType::kFp32, {2, 3}, std::string(16, '\0')});
   metrics.CountUnknownModel();
 
   const auto families = metrics.Collect();
@@ -141,6 +153,13 @@ TEST(RequestMetricsTest, SeriesFollowTheRequests) {
   EXPECT_EQ(disagreement.sample_count, 4u);
   EXPECT_EQ(disagreement.bucket[0].cumulative_count, 1u);  // le=0: the row where all agree
   EXPECT_NEAR(disagreement.sample_sum, 2.0, 1e-5);
+  const auto* entropy = FindFamily(families, "ensemble_answer_entropy_nats");
+  ASSERT_NE(entropy, nullptr);
+  ASSERT_EQ(entropy->metric.size(), 1u);
+  EXPECT_EQ(LabelOf(entropy->metric[0], "model"), "ens");
+  EXPECT_EQ(entropy->metric[0].histogram.sample_count, 2u);
+  EXPECT_NEAR(entropy->metric[0].histogram.sample_sum, std::log(2.0), 1e-6);
+  EXPECT_EQ(entropy->metric[0].histogram.bucket[0].cumulative_count, 1u);  // le=0.01: the certain row
   const auto& batch = FindFamily(families, "ensemble_batch_size")->metric;
   for (const auto& m : batch) EXPECT_EQ(m.histogram.sample_sum, 8) << "the batch's rows, not the request's";
   EXPECT_EQ(FindFamily(families, "ensemble_unknown_model_requests_total")->metric[0].counter.value, 1);
