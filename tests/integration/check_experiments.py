@@ -16,8 +16,9 @@ tokens) and, with 16 client threads over gRPC:
   - POST (admin; the infer token is refused 403) a canary of wide_mlp to
     mlp_broken at 30%: the candidate's errors abort it within its window,
     the status says aborted and why, and after the abort no request fails;
-  - a shadow of wide_mlp to mlp_broken at 100%: no client request fails
-    (the shadow's errors are the candidate's, counted, never the client's);
+  - a shadow of wide_mlp to mlp_broken at 50%: no client request fails
+    (the shadow's errors are the candidate's, counted, never the client's),
+    and the gate aborts it within its window;
   - bad bodies are refused 400 naming the field; an unknown model 404.
 Exit 0 = pass.
 """
@@ -183,20 +184,20 @@ def run_checks(grpc_address, http_address, metrics_address):
         expect("failures after the abort", failures[:3], [])
         print(f"canary wide_mlp -> mlp_broken aborted after {canaried} of its requests failed: {s['decisions'][0]}")
 
-        # 3. A shadow that errors never fails a client.
+        # 3. A shadow that errors never fails a client, and is aborted within its window.
         code, text = http_call("POST", "/v2/models/wide_mlp/experiment",
-                               {"candidate": "mlp_broken", "mode": "shadow", "percent": 100,
-                                "gate": {"abort_error_rate": 1.0}})
+                               {"candidate": "mlp_broken", "mode": "shadow", "percent": 50, "window": 100})
         expect(f"POST shadow of wide_mlp ({text})", code, 200)
         answers, failures = load("wide_mlp", 10)
         expect("client failures while the shadow fails", failures[:3], [])
         s = status("wide_mlp")
+        expect("the failing shadow's state", s["state"], "aborted")
         cand = s["figures"]["total"]["candidate"]
-        if cand["errors"] == 0 or cand["errors"] != cand["requests"]:
-            raise CheckFailed(f"the broken shadow's errors are not counted: {cand}")
+        if cand["errors"] == 0 or cand["errors"] != cand["requests"] or cand["requests"] > 100:
+            raise CheckFailed(f"the broken shadow was not aborted within its window of 100: {cand}")
         expect("compared requests of a shadow that always fails", s["figures"]["total"]["compared_requests"], 0)
-        print(f"shadow wide_mlp -> mlp_broken: {len(answers)} answers, none failed; the candidate's "
-              f"{cand['errors']} errors counted (shadowed {s['shadowed']}, skipped {s['skipped']})")
+        print(f"shadow wide_mlp -> mlp_broken: {len(answers)} answers, none failed; aborted after the candidate's "
+              f"{cand['errors']} errors (shadowed {s['shadowed']}, skipped {s['skipped']})")
 
         # 4. Refusals.
         for body, needle in [({"candidate": "mlp_twin", "mode": "sideways"}, "unknown mode 'sideways'"),
@@ -217,7 +218,7 @@ def run_checks(grpc_address, http_address, metrics_address):
         conn.request("GET", "/metrics")
         text = conn.getresponse().read().decode()
         for line in ['ensemble_experiment_decisions_total{model="mlp",candidate="mlp_twin",decision="promote"} 1',
-                     'ensemble_experiment_decisions_total{model="wide_mlp",candidate="mlp_broken",decision="abort"} 1',
+                     'ensemble_experiment_decisions_total{model="wide_mlp",candidate="mlp_broken",decision="abort"} 2',
                      'ensemble_experiment_agreement{model="mlp",candidate="mlp_twin"} 1',
                      'ensemble_experiment_state{model="mlp",candidate="mlp_twin",state="promoted"} 1',
                      'ensemble_experiment_error_rate{model="wide_mlp",candidate="mlp_broken",side="candidate"} 1']:
