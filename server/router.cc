@@ -226,6 +226,7 @@ Status Router::StartGrpc(const RouterOptions& options) {
   kserve_ = std::make_unique<KServeService>(answers_.get(), calls_.get(), auth_.get(), shm_.get(), log_settings_.get(),
                                             trace_settings_.get());
   health_ = std::make_unique<HealthService>(answers_.get(), auth_.get());
+  experiment_service_ = std::make_unique<ExperimentGrpcService>(experiments_.get(), repository_.get(), auth_.get());
   listen_address_ = options.listen.value_or(config_.listen_address);
   const int port = options.grpc_port.value_or(config_.grpc_port);
   grpc::ServerBuilder builder;
@@ -296,6 +297,7 @@ Status Router::StartGrpc(const RouterOptions& options) {
   }
   builder.RegisterService(kserve_.get());
   builder.RegisterService(health_.get());
+  builder.RegisterService(experiment_service_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) {
     // gRPC only logs why; ask the socket (taken since CheckPorts, most likely).

@@ -38,6 +38,7 @@
 
 #include "config/server_config.h"
 #include "server/security/auth_policy.h"
+#include "server/grpc/experiment_service.h"
 #include "server/grpc/grpc_service.h"
 #include "server/hosts/host_metrics.h"
 #include "server/hosts/host_supervisor.h"
@@ -150,6 +151,7 @@ class Router {
   std::unique_ptr<TraceSettingsReply> trace_settings_;  // both front ends' trace extension
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<HealthService> health_;
+  std::unique_ptr<ExperimentGrpcService> experiment_service_;  // our extension (proto/experiments.proto)
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpRoutes> http_routes_;
   std::unique_ptr<HttpServer> http_;  // null when HTTP is off

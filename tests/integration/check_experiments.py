@@ -213,7 +213,36 @@ def run_checks(grpc_address, http_address, metrics_address):
         expect(f"GET experiment of an unknown model ({text})", code, 404)
         print("bad experiments refused, each naming what is wrong")
 
-        # 5. /metrics: the figures and decisions, labelled model and candidate.
+        # 5. The gRPC side (our extension, proto/experiments.proto): the same status and setting.
+        from proto import experiments_pb2 as xp
+        from proto import experiments_pb2_grpc as xp_grpc
+        experiments = xp_grpc.ExperimentServiceStub(channel)
+        got = json.loads(experiments.Experiment(xp.ExperimentRequest(model="mlp"), timeout=TIMEOUT_S,
+                                                metadata=metadata).status_json)
+        expect("gRPC status of mlp's experiment", (got["state"], got["candidate"]), ("promoted", "mlp_twin"))
+        try:
+            experiments.Experiment(xp.ExperimentRequest(model="cnn", spec_json='{"candidate": "wide_mlp"}'),
+                                   timeout=TIMEOUT_S, metadata=(("authorization", f"Bearer {INFER}"),))
+            raise CheckFailed("setting an experiment over gRPC with the infer token succeeded")
+        except grpc.RpcError as error:
+            expect("gRPC set with the infer token", error.code(), grpc.StatusCode.PERMISSION_DENIED)
+        got = json.loads(experiments.Experiment(
+            xp.ExperimentRequest(model="cnn", spec_json='{"candidate": "wide_mlp", "mode": "canary", "percent": 100}'),
+            timeout=TIMEOUT_S, metadata=metadata).status_json)
+        expect("gRPC set: the answer's state", (got["state"], got["source"]), ("running", "endpoint"))
+        _, by = infer("cnn", 0)
+        expect("served_by after a gRPC canary of cnn at 100%", by, "wide_mlp")
+        try:
+            experiments.Experiment(xp.ExperimentRequest(model="cnn", spec_json='{"mode": "sideways"}'),
+                                   timeout=TIMEOUT_S, metadata=metadata)
+            raise CheckFailed("a bad experiment over gRPC was taken")
+        except grpc.RpcError as error:
+            expect("gRPC bad experiment", error.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            if "spec_json:1: mode: unknown mode 'sideways'" not in error.details():
+                raise CheckFailed(f"the gRPC error does not name the field: {error.details()!r}")
+        print("gRPC ExperimentService: status, setting (admin only), refusals naming the field")
+
+        # 6. /metrics: the figures and decisions, labelled model and candidate.
         conn = http.client.HTTPConnection(*metrics_address.split(":"), timeout=TIMEOUT_S)
         conn.request("GET", "/metrics")
         text = conn.getresponse().read().decode()
