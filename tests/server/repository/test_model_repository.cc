@@ -4,7 +4,8 @@
 // ReadyVersions (version policy, ensembles following their members), and
 // explicit mode: loads and unloads (members loaded first, unload_dependents),
 // errors naming the model (an unknown model is NOT_FOUND), a broken reload
-// that leaves the old config serving, a new version folder rolled out.
+// that leaves the old config serving, a new version folder rolled out, a
+// changed experiment applied without reloading the hosts.
 #include "server/repository/model_repository.h"
 
 #include <gtest/gtest.h>
@@ -244,6 +245,30 @@ TEST_F(ModelRepositoryTest, AChangedConfigIsServedUnderANewHostKey) {
   EXPECT_EQ(Ready("cnn"), (std::vector<int64_t>{4}));
   EXPECT_FALSE(repo_->Serves(*before, 4)) << "the replaced config still takes requests";
   EXPECT_TRUE(repo_->Serves(*after, 4));
+}
+
+// Only the experiment changed (what poll mode applies when an operator or
+// ensemble-train --shadow edits the section): the new config serves under
+// the old host key (no version reloaded on the hosts), and its experiment
+// is the new one; an ensemble's likewise.
+TEST_F(ModelRepositoryTest, AChangedExperimentIsServedWithoutReloadingTheHosts) {
+  Make("explicit");
+  ASSERT_TRUE(repo_->Begin({"cnn", "mlp", "ens"}).ok());
+  Attach();
+  const ModelConfig* before = repo_->Find("cnn");
+  ASSERT_FALSE(before->experiment.enabled());
+  WriteModel("cnn", kMlpYaml + "experiment: {candidate: mlp, mode: shadow, percent: 10}\n");
+  ASSERT_TRUE(repo_->Load("cnn").ok());
+  const ModelConfig* after = repo_->Find("cnn");
+  ASSERT_NE(after, before);
+  EXPECT_EQ(after->HostKey(), before->HostKey());
+  EXPECT_EQ(after->experiment.candidate, "mlp");
+  EXPECT_EQ(after->experiment.percent, 10);
+  EXPECT_EQ(Ready("cnn"), (std::vector<int64_t>{4}));
+
+  WriteModel("ens", kEnsYaml + "experiment: {candidate: mlp, mode: canary, percent: 5}\n");
+  ASSERT_TRUE(repo_->Load("ens").ok());
+  EXPECT_EQ(repo_->Find("ens")->experiment.mode, ExperimentSpec::Mode::kCanary);
 }
 
 }  // namespace
