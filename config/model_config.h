@@ -128,7 +128,8 @@ struct OverloadSpec {
 //           client always gets the model's answer, the candidate's is
 //           compared and dropped;
 //   canary: a share of requests is answered by the candidate; `sticky_by`
-//           names a request parameter whose value keeps a caller on one side.
+//           names a request parameter (else an HTTP header or gRPC metadata
+//           entry) whose value keeps a caller on one side.
 // The gate promotes the candidate (it then answers every request) once
 // `min_compared` requests are in the window and agreement, error rate and
 // p99 are within bounds; the candidate's error rate over
@@ -146,7 +147,7 @@ struct ExperimentSpec {
   std::string candidate;
   Mode mode = Mode::kOff;
   double percent = 0;       // share of requests, 0 .. 100
-  std::string sticky_by;    // canary: a request parameter (string or int) that keeps a caller on one side
+  std::string sticky_by;    // canary: a request parameter (else header / metadata) keeping a caller on one side
   int64_t window = 1000;    // requests the sliding figures cover
   ExperimentGate gate;
   bool enabled() const { return mode != Mode::kOff && !candidate.empty(); }

@@ -14,8 +14,8 @@
 //     Requests whose inputs are in shared memory are not shadowed.
 //   - canary: a `percent` share is answered by the candidate (response
 //     parameter `served_by` names it); with `sticky_by`, the value of that
-//     request parameter picks the side (a hash), so one caller stays on one
-//     side.
+//     request parameter (else header or gRPC metadata entry; the transport
+//     reads it) picks the side (a hash), so one caller stays on one side.
 //   - the gate (JudgeExperiment), after each request counted: promotion
 //     makes the candidate answer every request (state "promoted"); abort
 //     stops the candidate at once (state "aborted"). Each decision is

@@ -62,6 +62,14 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
   return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
 }
 
+std::function<std::string(const std::string&)> MetadataLookup(const grpc::CallbackServerContext* ctx) {
+  return [ctx](const std::string& key) {
+    const auto& metadata = ctx->client_metadata();
+    auto it = metadata.find(grpc::string_ref(key));
+    return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+  };
+}
+
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
@@ -131,7 +139,10 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   StatusOr<InferCalls::Place> place = calls_->Admit(req->model_name());
   if (!place.ok()) return Reply(ctx, ToGrpcStatus(place.status()));
   auto* reactor = new InferReactor(*place);
-  InferCalls::CallContext context{SteadyDeadline(*ctx), reactor->Cancelled()};
+  InferCalls::CallContext context;
+  context.deadline = SteadyDeadline(*ctx);
+  context.cancelled = reactor->Cancelled();
+  context.header = MetadataLookup(ctx);
   calls_->Run(*place, *req, resp, std::move(context),
               [reactor](const Status& status) { reactor->Finish(ToGrpcStatus(status)); });
   return reactor;

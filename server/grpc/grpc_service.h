@@ -36,6 +36,10 @@ grpc::Status ToGrpcStatus(const Status& status);
 // The call's gRPC deadline on the steady clock the core uses (max: none).
 std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 
+// A lookup of the call's client metadata by lower-case key ("" when absent),
+// for InferCalls::CallContext::header; valid while the call is.
+std::function<std::string(const std::string&)> MetadataLookup(const grpc::CallbackServerContext* ctx);
+
 // The call's `authorization` metadata checked against `auth` for `access`.
 Status Authorize(const grpc::CallbackServerContext& ctx, const AuthPolicy& auth, Access access);
 

@@ -30,7 +30,8 @@ class RejectedStream final : public StreamInferReactor {
 
 class StreamReactor final : public StreamInferReactor {
  public:
-  StreamReactor(grpc::CallbackServerContext* ctx, InferCalls* calls) : calls_(calls), deadline_(SteadyDeadline(*ctx)) {
+  StreamReactor(grpc::CallbackServerContext* ctx, InferCalls* calls)
+      : calls_(calls), deadline_(SteadyDeadline(*ctx)), metadata_(MetadataLookup(ctx)) {
     MutexLock lock(&mu_);
     StartReadLocked();
   }
@@ -136,6 +137,7 @@ class StreamReactor final : public StreamInferReactor {
     InferCalls::CallContext context;
     context.deadline = deadline_;
     context.cancelled = [flag = cancelled_flag_] { return flag->load(std::memory_order_relaxed); };
+    context.header = metadata_;
     calls_->Run(run_place, raw->request, raw->answer.mutable_infer_response(), std::move(context),
                 [this, raw](const Status& status) { Complete(std::unique_ptr<Item>(raw), status, false); });
   }
@@ -210,6 +212,8 @@ class StreamReactor final : public StreamInferReactor {
 
   InferCalls* const calls_;
   const std::chrono::steady_clock::time_point deadline_;
+  // The stream's client metadata (the context lives as long as the reactor).
+  const std::function<std::string(const std::string&)> metadata_;
   // Read by the runs' `cancelled` (which may outlive the reactor: shared).
   const std::shared_ptr<std::atomic<bool>> cancelled_flag_ = std::make_shared<std::atomic<bool>>(false);
 

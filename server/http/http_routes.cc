@@ -342,6 +342,16 @@ void HttpRoutes::ModelControl(const HttpRequest& req, const std::string& model, 
   answers_->UnloadModel(r, std::move(done));
 }
 
+std::string HeaderOf(const HttpRequest& request, const std::string& name) {
+  const std::string key = name + ": ";
+  for (size_t at = 0; at < request.headers.size();) {
+    const size_t end = std::min(request.headers.find('\n', at), request.headers.size());
+    if (request.headers.compare(at, key.size(), key) == 0) return request.headers.substr(at + key.size(), end - at - key.size());
+    at = end + 1;
+  }
+  return "";
+}
+
 HttpResponse HttpRoutes::Experiment(const HttpRequest& req, const std::string& model, bool update) const {
   const ModelConfig* config = catalog_->Find(model);
   if (config == nullptr) return HttpError(Status::NotFound("unknown model '" + model + "'"));
@@ -512,6 +522,7 @@ void HttpRoutes::Infer(std::shared_ptr<HttpRequest> http, const std::string& mod
   InferCalls::CallContext context;
   context.http = true;
   if (call->http->client_gone) context.cancelled = [gone = call->http->client_gone] { return gone->load(); };
+  context.header = [http = call->http](const std::string& name) { return HeaderOf(*http, name); };
   calls_->Run(run_place, call->request, &call->response, std::move(context),
               [call, reply = std::move(reply)](const Status& status) {
                 HttpResponse r;

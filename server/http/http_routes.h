@@ -47,6 +47,9 @@ struct HttpRequest {
   std::string authorization;
   // Inference-Header-Content-Length as sent ("" = absent).
   std::string inference_header_length;
+  // Every header as "name: value\n" lines, names lower-case (for the ones no
+  // field above holds, e.g. an experiment's sticky_by).
+  std::string headers;
   // The body, inflated already when it was sent compressed (http_server.h).
   std::string body;
   // Set by the transport once the client has closed its connection while
@@ -54,6 +57,9 @@ struct HttpRequest {
   // inference run takes it as its cancellation, as a gRPC call's.
   std::shared_ptr<std::atomic<bool>> client_gone;
 };
+
+// The value of header `name` (lower-case) in `request.headers`; "" when absent.
+std::string HeaderOf(const HttpRequest& request, const std::string& name);
 
 struct HttpResponse {
   int status = 200;

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <cctype>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -183,6 +184,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     request->target = std::string(message.target());
     request->authorization = std::string(message[http::field::authorization]);
     request->inference_header_length = std::string(message["Inference-Header-Content-Length"]);
+    for (const auto& field : message) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const auto value = field.value();
+      request->headers.append(name).append(": ").append(value.data(), value.size()).push_back('\n');
+    }
     request->body = std::move(message.body());
     request->client_gone = std::make_shared<std::atomic<bool>>(false);
     const auto accept = message[http::field::accept_encoding];

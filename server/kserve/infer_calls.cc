@@ -145,7 +145,10 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
   };
   Experiments* experiments = experiments_.load();
   if (experiments == nullptr) return core_->Infer(request, std::move(answered));
-  experiments->Run(request, StickyValue(proto, experiments->StickyParameter(*request->model)), std::move(answered));
+  const std::string sticky = experiments->StickyParameter(*request->model);
+  std::string sticky_value = StickyValue(proto, sticky);
+  if (sticky_value.empty() && !sticky.empty() && context.header) sticky_value = context.header(sticky);
+  experiments->Run(request, sticky_value, std::move(answered));
 }
 
 void InferCalls::CountUndecodable(ModelMetrics* metrics, const std::string& model_name, const Status& status) {

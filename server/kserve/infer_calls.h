@@ -51,6 +51,10 @@ class InferCalls {
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     std::function<bool()> cancelled;  // true once the client gave up (may be empty)
     bool http = false;                // the transport, for a trace's names (HTTP_* or GRPC_*)
+    // A request header (HTTP) or metadata entry (gRPC) by lower-case name,
+    // "" when absent; called only while Run runs (may be empty): where an
+    // experiment's sticky_by is looked for when no request parameter has it.
+    std::function<std::string(const std::string&)> header;
   };
   using Done = std::function<void(const Status&)>;
 

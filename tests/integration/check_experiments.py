@@ -19,7 +19,11 @@ tokens) and, with 16 client threads over gRPC:
   - a shadow of wide_mlp to mlp_broken at 50%: no client request fails
     (the shadow's errors are the candidate's, counted, never the client's),
     and the gate aborts it within its window;
-  - bad bodies are refused 400 naming the field; an unknown model 404.
+  - bad bodies are refused 400 naming the field; an unknown model 404;
+  - the same over gRPC (ensemble_serve.v1.ExperimentService);
+  - a 50% canary sticky by header x-user keeps each of 16 callers on one
+    side, over gRPC metadata and HTTP headers alike;
+  - /metrics has the figures and decisions.
 Exit 0 = pass.
 """
 import argparse
@@ -242,7 +246,43 @@ def run_checks(grpc_address, http_address, metrics_address):
                 raise CheckFailed(f"the gRPC error does not name the field: {error.details()!r}")
         print("gRPC ExperimentService: status, setting (admin only), refusals naming the field")
 
-        # 6. /metrics: the figures and decisions, labelled model and candidate.
+        # 6. A canary sticky by a header: gRPC metadata or an HTTP header keeps each caller on one side.
+        code, text = http_call("POST", "/v2/models/cnn/experiment",
+                               {"candidate": "wide_mlp", "mode": "canary", "percent": 50, "sticky_by": "x-user"})
+        expect(f"POST a sticky canary of cnn ({text})", code, 200)
+
+        def side_over_grpc(user):
+            request = pb.ModelInferRequest(model_name="cnn")
+            request.inputs.add(name="input", datatype="FP32", shape=[1, 1, 28, 28])
+            request.raw_input_contents.append(images[0].tobytes())
+            response = stub.ModelInfer(request, timeout=TIMEOUT_S, metadata=metadata + (("x-user", user),))
+            return response.parameters["served_by"].string_param if "served_by" in response.parameters else ""
+
+        def side_over_http(user):
+            body = {"inputs": [{"name": "input", "shape": [1, 1, 28, 28], "datatype": "FP32",
+                                "data": images[0].reshape(-1).tolist()}]}
+            conn = http.client.HTTPConnection(*http_address.split(":"), timeout=TIMEOUT_S)
+            conn.request("POST", "/v2/models/cnn/infer", body=json.dumps(body),
+                         headers={"Authorization": f"Bearer {ADMIN}", "X-User": user})
+            response = conn.getresponse()
+            answer = json.loads(response.read())
+            conn.close()
+            expect(f"HTTP infer as {user}", response.status, 200)
+            return answer.get("parameters", {}).get("served_by", "")
+
+        sides = {}
+        for user in [f"user-{k}" for k in range(16)]:
+            seen = {side_over_grpc(user) for _ in range(3)} | {side_over_http(user) for _ in range(2)}
+            if len(seen) != 1:
+                raise CheckFailed(f"{user} moved between sides: {seen}")
+            sides[user] = seen.pop()
+        on_candidate = sum(1 for side in sides.values() if side == "wide_mlp")
+        if not 0 < on_candidate < len(sides):
+            raise CheckFailed(f"a 50% sticky canary put {on_candidate} of {len(sides)} callers on the candidate")
+        print(f"sticky canary by header x-user: {on_candidate} of {len(sides)} callers on the candidate, "
+              "each on one side over gRPC metadata and HTTP headers alike")
+
+        # 7. /metrics: the figures and decisions, labelled model and candidate.
         conn = http.client.HTTPConnection(*metrics_address.split(":"), timeout=TIMEOUT_S)
         conn.request("GET", "/metrics")
         text = conn.getresponse().read().decode()
