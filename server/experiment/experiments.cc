@@ -168,7 +168,6 @@ class Experiments::Experiment {
 
   json ToJson() ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
-    static const char* const kStates[] = {"running", "promoted", "aborted"};
     const ExperimentGate& g = spec_.gate;
     return {{"model", model_},
             {"candidate", spec_.candidate},
@@ -183,7 +182,7 @@ class Experiments::Experiment {
               {"max_latency_ratio", g.max_latency_ratio},
               {"abort_error_rate", g.abort_error_rate}}},
             {"source", from_endpoint_ ? "endpoint" : "config"},
-            {"state", spec_.enabled() ? kStates[static_cast<int>(state_)] : "off"},
+            {"state", StateLocked()},
             {"reason", reason_},
             {"shadowed", shadowed.load()},
             {"skipped", skipped.load()},
@@ -194,11 +193,10 @@ class Experiments::Experiment {
 
   Counters Count() ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
-    static const char* const kStates[] = {"running", "promoted", "aborted"};
     return {model_,
             spec_.candidate,
             ExperimentModeName(spec_.mode),
-            spec_.enabled() ? kStates[static_cast<int>(state_)] : "off",
+            StateLocked(),
             shadowed.load(),
             skipped.load(),
             canaried.load(),
@@ -212,6 +210,12 @@ class Experiments::Experiment {
   std::atomic<int64_t> shadowed{0}, skipped{0}, canaried{0}, promotions{0}, aborts{0};
 
  private:
+  // "off", "running", "promoted" or "aborted": the status's and metrics' name.
+  const char* StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    static const char* const kStates[] = {"running", "promoted", "aborted"};
+    return spec_.enabled() ? kStates[static_cast<int>(state_)] : "off";
+  }
+
   void ReplaceLocked(const ExperimentSpec& spec, bool from_endpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const bool fresh = spec.candidate != spec_.candidate || spec.mode != spec_.mode || spec.window != spec_.window ||
                        state_ != State::kRunning;

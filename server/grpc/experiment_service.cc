@@ -7,11 +7,7 @@ namespace es {
 grpc::ServerUnaryReactor* ExperimentGrpcService::Experiment(grpc::CallbackServerContext* ctx,
                                                             const ensemble_serve::v1::ExperimentRequest* req,
                                                             ensemble_serve::v1::ExperimentResponse* resp) {
-  auto reply = [ctx](const Status& status) {
-    auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(status));
-    return reactor;
-  };
+  auto reply = [ctx](const Status& status) { return Reply(ctx, ToGrpcStatus(status)); };
   const bool update = !req->spec_json().empty();
   if (Status s = Authorize(*ctx, *auth_, update ? Access::kAdmin : Access::kInfer); !s.ok()) return reply(s);
   const ModelConfig* model = catalog_->Find(req->model());

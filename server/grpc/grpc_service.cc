@@ -6,13 +6,14 @@
 #include "server/grpc/grpc_stream.h"
 
 namespace es {
-namespace {
 
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const grpc::Status& status) {
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(status);
   return reactor;
 }
+
+namespace {
 
 
 // The reactor of one admitted ModelInfer call. gRPC calls OnDone once it is

@@ -33,6 +33,10 @@ namespace es {
 
 grpc::Status ToGrpcStatus(const Status& status);
 
+// Finishes a unary call with `status` on its default reactor (what every
+// unary handler returns).
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const grpc::Status& status);
+
 // The call's gRPC deadline on the steady clock the core uses (max: none).
 std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 
