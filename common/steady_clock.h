@@ -28,4 +28,10 @@ inline int64_t NanosecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - start).count();
 }
 
+// `t` as nanoseconds of the monotonic clock (CLOCK_MONOTONIC: one clock for
+// every process of the machine), as request traces record times.
+inline uint64_t SteadyNs(SteadyClock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+
 }  // namespace es

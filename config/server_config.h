@@ -115,10 +115,12 @@ struct ServerConfig {
   std::string log_level = "info";
   std::string log_format = "default";  // default, ISO8601 or json (common/log_setup.h)
   std::string log_file;                // "": standard error; else appended to (absolute)
-  // `trace: {file, level, rate, count, log_frequency}`: Triton's trace
-  // settings at start (docs/tracing.md; the --trace-* flags override).
+  // `trace: {mode, file, url, level, rate, count, log_frequency}`: Triton's
+  // trace settings at start (docs/tracing.md; the --trace-* flags override).
   struct Trace {
-    std::string file;  // absolute ("" = no trace file)
+    std::string mode = "triton";  // or "opentelemetry"
+    std::string file;  // mode triton: absolute ("" = no trace file)
+    std::string url;   // mode opentelemetry: the collector's OTLP/HTTP URL
     std::string level = "OFF";
     int64_t rate = 1000;
     int64_t count = -1;

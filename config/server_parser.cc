@@ -224,10 +224,16 @@ Status ParseLogLevel(const yaml::Field& root, std::string* level) {
                          "' (expected trace, debug, info, warn, error or off)");
 }
 
-// trace: Triton's trace settings (the file relative to the config's folder).
+// trace: Triton's trace settings (the file relative to the config's folder;
+// the url is checked when the server starts, server/tracing/otlp_exporter.h).
 Status ParseTrace(const yaml::Field& field, ServerConfig::Trace* trace) {
   if (!field.present()) return Status::Ok();
-  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"file", "level", "rate", "count", "log_frequency"}));
+  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"mode", "file", "url", "level", "rate", "count", "log_frequency"}));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "mode", &trace->mode));
+  if (trace->mode != "triton" && trace->mode != "opentelemetry") {
+    return yaml::Error(yaml::Child(field, "mode"), "unknown trace mode '" + trace->mode + "' (triton or opentelemetry)");
+  }
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "url", &trace->url));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "level", &trace->level));
   if (trace->level != "OFF" && trace->level != "TIMESTAMPS") {
     return yaml::Error(yaml::Child(field, "level"), "unknown trace level '" + trace->level + "' (OFF or TIMESTAMPS)");
@@ -241,8 +247,13 @@ Status ParseTrace(const yaml::Field& field, ServerConfig::Trace* trace) {
     if (path.is_relative()) path = fs::path(field.file).parent_path() / path;
     trace->file = path.lexically_normal().string();
   }
-  if (trace->level == "TIMESTAMPS" && trace->file.empty()) {
+  if (trace->level == "TIMESTAMPS" && trace->mode == "triton" && trace->file.empty()) {
     return yaml::Error(yaml::Child(field, "level"), "level TIMESTAMPS needs a file (where the traces go)");
+  }
+  if (trace->level == "TIMESTAMPS" && trace->mode == "opentelemetry" && trace->url.empty()) {
+    return yaml::Error(yaml::Child(field, "level"),
+                       "level TIMESTAMPS in mode opentelemetry needs a url (the collector's, e.g. "
+                       "http://localhost:4318/v1/traces)");
   }
   return Status::Ok();
 }

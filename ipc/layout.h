@@ -25,14 +25,15 @@
 namespace es::ipc {
 
 inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
-inline constexpr uint32_t kLayoutVersion = 6;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind;
-                                               // 5: RingControl::wake_pending; 6: kLogSettings
+inline constexpr uint32_t kLayoutVersion = 7;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind;
+                                               // 5: RingControl::wake_pending; 6: kLogSettings;
+                                               // 7: CompletionDesc's host timestamps
 inline constexpr size_t kMaxExecutors = 64;  // executor threads per host (hosts[].executors)
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
 inline constexpr size_t kMaxDims = 8;        // rank of any tensor
 inline constexpr size_t kMaxModelName = 64;  // including the terminating NUL
-inline constexpr size_t kMaxMessage = 232;   // error text in a completion
+inline constexpr size_t kMaxMessage = 216;   // error text in a completion
 inline constexpr size_t kHostMessage = 1024; // host start-up error text
 
 // One tensor inside the arena. For inputs `bytes` is the data size; for
@@ -79,11 +80,16 @@ static_assert(sizeof(RequestDesc) == 832);
 
 // Host -> router: the outcome of one request. status_code is an
 // es::StatusCode; on error `message` holds the reason (NUL-terminated).
+// The timestamps are the host's steady clock (CLOCK_MONOTONIC, which all
+// processes of one machine share), for request traces; the router treats
+// them as claims, checked against its own times of the call.
 struct alignas(kCacheLine) CompletionDesc {
   uint64_t request_id;
   uint32_t status_code;
   uint32_t num_outputs;
-  uint64_t compute_ns;  // time the host spent running the model
+  uint64_t compute_ns;        // time the host spent running the model
+  uint64_t received_ns;       // the host took the request off the ring
+  uint64_t compute_start_ns;  // the run began (it ended compute_ns later)
   TensorDesc outputs[kMaxTensors];
   char message[kMaxMessage];
 };

@@ -173,9 +173,11 @@ void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, ModelLoade
       loader->Enqueue(request);  // answered by the loader's thread
       continue;
     }
-    slot->started_ns.store(MonotonicNs(), std::memory_order_relaxed);
+    const uint64_t received = MonotonicNs();
+    slot->started_ns.store(received, std::memory_order_relaxed);
     slot->request_id.store(request.request_id, std::memory_order_release);
     executor->Execute(request, &completion);
+    completion.received_ns = received;
     slot->request_id.store(0, std::memory_order_release);
     if (!end->Complete(completion, g_stop)) break;
   }

@@ -86,6 +86,8 @@ void RequestExecutor::Execute(const ipc::RequestDesc& request, ipc::CompletionDe
   Status status = Run(request, completion);
   completion->compute_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  completion->compute_start_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count());
   completion->status_code = static_cast<uint32_t>(status.code());
   if (!status.ok()) {
     completion->num_outputs = 0;

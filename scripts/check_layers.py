@@ -34,7 +34,7 @@ SERVER_LAYERS = [
     [""],
     ["grpc", "http"],
     ["kserve"],
-    ["ensemble", "repository", "experiment"],
+    ["ensemble", "repository", "experiment", "tracing"],
     ["core"],
     ["hosts"],
     ["shm", "metrics", "security"],

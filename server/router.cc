@@ -1,5 +1,7 @@
 #include "server/router.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "server/core/trace_metrics.h"
 #include "server/repository/repository_metrics.h"
 #include "server/security/tls_files.h"
+#include "server/tracing/otlp_exporter.h"
 
 namespace es {
 namespace {
@@ -44,6 +47,7 @@ StatusOr<std::unique_ptr<Router>> Router::Start(const RouterOptions& options) {
   // Ports too: a port in use is said in one line before the hosts spend
   // their start-up, not after it as a raw gRPC or civetweb log line.
   ES_RETURN_IF_ERROR(router->CheckPorts(options));
+  ES_RETURN_IF_ERROR(router->StartTracer(options));
   if (Status s = router->StartHosts(options); !s.ok()) {
     router->Shutdown();
     return s;
@@ -77,16 +81,43 @@ Status Router::SetUpLogging(const RouterOptions& options) {
 StatusOr<TraceSettings> Router::StartTraceSettings(const RouterOptions& options) const {
   const ServerConfig::Trace& config = config_.trace;
   TraceSettings s;
+  s.mode = options.trace.mode.value_or(config.mode);
+  s.url = options.trace.url.value_or(config.url);
   s.file = options.trace.file.value_or(config.file);
   s.timestamps = options.trace.level.value_or(config.level) == "TIMESTAMPS";
   s.rate = options.trace.rate.value_or(static_cast<uint64_t>(config.rate));
   s.count = options.trace.count.value_or(config.count);
   s.log_frequency = options.trace.log_frequency.value_or(static_cast<uint64_t>(config.log_frequency));
-  if (s.timestamps && s.file.empty()) {
+  if (s.mode != "triton" && s.mode != "opentelemetry") {
+    return Status::InvalidArgument("unknown trace mode '" + s.mode + "' (triton or opentelemetry)");
+  }
+  if (s.timestamps && s.mode == "triton" && s.file.empty()) {
     return Status::InvalidArgument("trace level TIMESTAMPS needs a trace file (--trace-file, or trace.file in " +
                                    config_.path + ")");
   }
+  if (s.timestamps && s.mode == "opentelemetry" && s.url.empty()) {
+    return Status::InvalidArgument(
+        "trace level TIMESTAMPS in mode opentelemetry needs the collector's URL (--trace-url, or trace.url in " +
+        config_.path + ")");
+  }
   return s;
+}
+
+Status Router::StartTracer(const RouterOptions& options) {
+  ES_ASSIGN_OR_RETURN(TraceSettings settings, StartTraceSettings(options));
+  if (settings.mode == "opentelemetry" && !settings.url.empty()) {
+    StatusOr<OtlpEndpoint> endpoint = ParseOtlpUrl(settings.url);
+    if (!endpoint.ok()) return endpoint.status();
+    SpanResources resources;
+    char machine[256] = {};
+    if (gethostname(machine, sizeof machine - 1) == 0) resources.machine = machine;
+    resources.router_pid = getpid();
+    for (const HostConfig& host : config_.hosts) resources.devices[host.name] = host.device;
+    otlp_ = std::make_unique<OtlpExporter>(std::move(endpoint).value(), std::move(resources));
+    spdlog::info("traces go to {} (OTLP/HTTP)", otlp_->endpoint().url());
+  }
+  tracer_ = std::make_unique<Tracer>(std::move(settings), otlp_.get());
+  return Status::Ok();
 }
 
 void Router::ApplyLogSettingsEverywhere(const LogSettings& settings) {
@@ -153,8 +184,6 @@ Status Router::StartHosts(const RouterOptions& options) {
     cache_ = std::make_unique<ResponseCache>(static_cast<uint64_t>(config_.response_cache_bytes));
   }
   core_ = std::make_unique<InferenceCore>(&config_, repository_.get(), by_name, stats_.get(), cache_.get());
-  ES_ASSIGN_OR_RETURN(TraceSettings trace, StartTraceSettings(options));
-  tracer_ = std::make_unique<Tracer>(std::move(trace));
   core_->SetTracer(tracer_.get());
   experiments_ = std::make_unique<Experiments>(
       repository_.get(), [core = core_.get()](std::shared_ptr<const InferRequest> request, InferDone done) {

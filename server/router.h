@@ -54,6 +54,7 @@
 #include "server/kserve/request_metrics.h"
 #include "server/shm/shm_registry.h"
 #include "server/security/tls_files.h"
+#include "server/tracing/otlp_exporter.h"
 
 namespace es {
 
@@ -70,7 +71,7 @@ struct RouterOptions {
   // --trace-*: Triton's trace settings at start, each over the config's
   // `trace:` (server/core/request_trace.h).
   struct TraceFlags {
-    std::optional<std::string> file, level;
+    std::optional<std::string> mode, file, url, level;
     std::optional<uint64_t> rate, log_frequency;
     std::optional<int64_t> count;
   } trace;
@@ -103,8 +104,11 @@ class Router {
   Router() = default;
   Status LoadConfig(const RouterOptions& options);
   // The config's trace settings with the flags over them; an error when
-  // the level is TIMESTAMPS with no file.
+  // the level is TIMESTAMPS with nowhere to go (no file, or no url).
   StatusOr<TraceSettings> StartTraceSettings(const RouterOptions& options) const;
+  // The tracer, and in mode opentelemetry its exporter (a bad URL is an
+  // error here, before the hosts start).
+  Status StartTracer(const RouterOptions& options);
   // The flags and config's log level, format and file, before the hosts start.
   Status SetUpLogging(const RouterOptions& options);
   // A log settings call's: the router's logger, then every host's.
@@ -129,6 +133,7 @@ class Router {
   // hold the runner's admission counts until the core is gone.
   std::unique_ptr<EnsembleRunner> ensembles_;
   // Declared before the core and the calls, which use them: destroyed after.
+  std::unique_ptr<OtlpExporter> otlp_;  // mode opentelemetry; outlives the tracer that calls it
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<ResponseCache> cache_;  // null when response_cache.size_bytes is 0
   std::unique_ptr<InferenceCore> core_;

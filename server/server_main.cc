@@ -72,9 +72,18 @@ int main(int argc, char** argv) {
   app.add_option("--log-file", log_file,
                  "append the log (everything written on standard error, the hosts' lines and start-up errors "
                  "included) to this file; default: config, else standard error");
-  std::string trace_file, trace_level;
+  std::string trace_mode, trace_url, trace_file, trace_level;
   uint64_t trace_rate = 0, log_frequency = 0;
   int64_t trace_count = 0;
+  auto* trace_mode_option =
+      app.add_option("--trace-mode", trace_mode,
+                     "triton (a trace file) or opentelemetry (spans to an OTLP/HTTP collector, --trace-url; "
+                     "docs/tracing.md) (default: config trace.mode, else triton)")
+          ->check(CLI::IsMember({"triton", "opentelemetry"}));
+  auto* trace_url_option = app.add_option(
+      "--trace-url", trace_url,
+      "opentelemetry mode: the collector's OTLP/HTTP traces URL, e.g. http://localhost:4318/v1/traces (default: "
+      "config trace.url)");
   auto* trace_file_option = app.add_option(
       "--trace-file", trace_file,
       "Triton's trace mode: write request traces (JSON, Triton's format) to this file (docs/tracing.md; default: "
@@ -121,6 +130,8 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) options.log_level = log_level;
   if (!log_format.empty()) options.log_format = log_format;
   if (!log_file.empty()) options.log_file = log_file;
+  if (trace_mode_option->count() > 0) options.trace.mode = trace_mode;
+  if (trace_url_option->count() > 0) options.trace.url = trace_url;
   if (trace_file_option->count() > 0) options.trace.file = trace_file;
   if (trace_level_option->count() > 0) options.trace.level = trace_level;
   if (trace_rate_option->count() > 0) options.trace.rate = trace_rate;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/steady_clock.h"
+
 namespace es {
 namespace {
 
@@ -374,29 +376,22 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
   const auto submitted = Clock::now();
   Status s = conn->Submit(
       model_->HostKey(), batch->front().version, inputs, OutputPlanFor(rows),
-      [this, batch, dispatched, submitted, attempt](const Status& status, const ipc::CompletionDesc* completion,
-                                                    const uint8_t* arena) {
+      // The connection calls this itself, so its name outlives the call.
+      [this, batch, dispatched, submitted, attempt, host = &conn->host_name()](
+          const Status& status, const ipc::CompletionDesc* completion, const uint8_t* arena) {
         // The host died with the batch in flight: one more try on a replica.
         if (!status.ok() && status.code() == StatusCode::kUnavailable && attempt == 0 && hosts_.size() > 1) {
           Dispatch(batch, dispatched, attempt + 1);
           return;
         }
-        Finish(*batch, status, completion, arena, dispatched, submitted);
+        Finish(*batch, status, completion, arena, dispatched, submitted, host);
       });
   if (!s.ok()) Finish(*batch, s, nullptr, nullptr, dispatched, submitted);
 }
 
-namespace {
-
-uint64_t SteadyNs(std::chrono::steady_clock::time_point t) {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
-}
-
-}  // namespace
-
 void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc::CompletionDesc* completion,
-                             const uint8_t* arena, Clock::time_point dispatched, Clock::time_point submitted) {
+                             const uint8_t* arena, Clock::time_point dispatched, Clock::time_point submitted,
+                             const std::string* host) {
   const auto now = Clock::now();
   int64_t total_rows = 0;
   for (const auto& q : batch) total_rows += q.request->batch_rows();
@@ -449,6 +444,10 @@ void ModelDispatcher::Finish(const Batch& batch, const Status& status, const ipc
   const uint64_t copied = traced ? RequestTrace::NowNs() : 0;
   for (const Queued& q : batch) {
     if (q.trace == nullptr) continue;
+    if (completion != nullptr && host != nullptr) {
+      q.trace->SetHost({*host, completion->received_ns, completion->compute_start_ns,
+                        completion->compute_start_ns + completion->compute_ns});
+    }
     q.trace->Mark("QUEUE_START", SteadyNs(q.enqueued));
     q.trace->Mark("COMPUTE_START", SteadyNs(dispatched));
     q.trace->Mark("COMPUTE_INPUT_END", SteadyNs(submitted));  // the inputs are in the host's arena

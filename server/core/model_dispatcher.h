@@ -109,8 +109,10 @@ class ModelDispatcher {
   Clock::time_point OldestLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DispatchAll(std::vector<Batch> batches, Dropped dropped);
   void Dispatch(std::shared_ptr<Batch> batch, Clock::time_point dispatched, int attempt);
+  // `host`: the name of the host that answered (null when none was reached).
   void Finish(const Batch& batch, const Status& status, const ipc::CompletionDesc* completion,
-              const uint8_t* arena, Clock::time_point dispatched, Clock::time_point submitted);
+              const uint8_t* arena, Clock::time_point dispatched, Clock::time_point submitted,
+              const std::string* host = nullptr);
   void SlotFreed();
   void TimerLoop();
   // The ready host with the least outstanding work; UNAVAILABLE naming every

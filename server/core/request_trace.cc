@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -55,6 +56,33 @@ void RequestTrace::Mark(const char* name, uint64_t ns) {
   marks_.emplace_back(name, ns);
 }
 
+void RequestTrace::AddSpan(const char* name, uint64_t start_ns, uint64_t end_ns) {
+  MutexLock lock(&mu_);
+  spans_.push_back({name, start_ns, end_ns});
+}
+
+void RequestTrace::SetHost(HostTimes times) {
+  MutexLock lock(&mu_);
+  host_ = std::move(times);
+}
+
+void RequestTrace::Continue(const RemoteParent& parent, std::string trace_state) {
+  MutexLock lock(&mu_);
+  context_.trace_id = parent.trace_id;
+  context_.parent_span_id = parent.span_id;
+  context_.trace_state = std::move(trace_state);
+}
+
+TraceContext RequestTrace::context() const {
+  MutexLock lock(&mu_);
+  return context_;
+}
+
+RequestTrace::Snapshot RequestTrace::Take() const {
+  MutexLock lock(&mu_);
+  return Snapshot{id_, parent_id_, model_, request_id_, version_, context_, marks_, spans_, host_};
+}
+
 void RequestTrace::set_version(int64_t version) {
   MutexLock lock(&mu_);
   version_ = version;
@@ -74,7 +102,8 @@ std::string RequestTrace::Json() const {
   return out + "]}";
 }
 
-Tracer::Tracer(TraceSettings settings) : server_(std::move(settings)) {
+Tracer::Tracer(TraceSettings settings, TraceExporter* exporter)
+    : server_(std::move(settings)), exporter_(exporter) {
   {
     MutexLock lock(&mu_);
     UpdateActiveLocked();
@@ -88,7 +117,8 @@ void Tracer::UpdateActiveLocked() {
     const TraceSettings s = EffectiveLocked(model);
     active = active || (s.timestamps && s.count != 0);
   }
-  active_.store(active && !server_.file.empty() && !stopping_);
+  const bool has_output = server_.mode == "opentelemetry" ? exporter_ != nullptr : !server_.file.empty();
+  active_.store(active && has_output && !stopping_);
 }
 
 Tracer::~Tracer() { Stop(); }
@@ -110,7 +140,7 @@ std::shared_ptr<RequestTrace> Tracer::Sample(const std::string& model, int64_t v
   if (!active_.load(std::memory_order_relaxed)) return nullptr;
   MutexLock lock(&mu_);
   const TraceSettings s = EffectiveLocked(model);
-  if (!s.timestamps || s.file.empty() || s.count == 0 || stopping_) return nullptr;
+  if (!s.timestamps || s.count == 0 || stopping_) return nullptr;
   const uint64_t n = seen_[model]++;
   if (s.rate == 0 || n % s.rate != 0) return nullptr;
   if (s.count > 0) {
@@ -123,11 +153,17 @@ std::shared_ptr<RequestTrace> Tracer::Sample(const std::string& model, int64_t v
     }
     UpdateActiveLocked();
   }
-  return std::make_shared<RequestTrace>(next_id_++, 0, model, version, request_id);
+  TraceContext context;
+  context.trace_id = NewTraceId();
+  context.span_id = NewSpanId();
+  return std::make_shared<RequestTrace>(next_id_++, 0, model, version, request_id, std::move(context));
 }
 
 std::shared_ptr<RequestTrace> Tracer::Child(const RequestTrace& parent, const std::string& model) {
-  return std::make_shared<RequestTrace>(next_id_++, parent.id(), model, 0, "");
+  TraceContext context = parent.context();
+  context.parent_span_id = context.span_id;
+  context.span_id = NewSpanId();
+  return std::make_shared<RequestTrace>(next_id_++, parent.id(), model, 0, "", std::move(context));
 }
 
 void Tracer::Finish(std::shared_ptr<RequestTrace> trace) {
@@ -148,9 +184,11 @@ TraceSettings Tracer::Settings(const std::string& model) const {
 
 void Tracer::SetServer(const TraceSettings& settings) {
   MutexLock lock(&mu_);
-  const std::string file = server_.file;
+  const TraceSettings kept = server_;  // file, mode and url are set at start only
   server_ = settings;
-  server_.file = file;
+  server_.file = kept.file;
+  server_.mode = kept.mode;
+  server_.url = kept.url;
   UpdateActiveLocked();
 }
 
@@ -176,6 +214,7 @@ void Tracer::WriterLoop() {
     std::string file;
     uint64_t frequency = 0;
     bool stopping = false;
+    bool exporting = false;
     {
       MutexLock lock(&mu_);
       while (queue_.empty() && !stopping_) cv_.Wait(&mu_);
@@ -183,6 +222,12 @@ void Tracer::WriterLoop() {
       file = server_.file;
       frequency = server_.log_frequency;
       stopping = stopping_;
+      exporting = server_.mode == "opentelemetry";
+    }
+    if (exporting) {
+      ExportBatch(batch);
+      if (stopping) return;
+      continue;
     }
     MutexLock lock(&file_mu_);
     for (const std::shared_ptr<RequestTrace>& trace : batch) {
@@ -209,6 +254,23 @@ void Tracer::WriterLoop() {
       CloseFileLocked();
       return;
     }
+  }
+}
+
+void Tracer::ExportBatch(const std::deque<std::shared_ptr<RequestTrace>>& batch) {
+  if (exporter_ == nullptr) {
+    dropped_.fetch_add(batch.size());
+    return;
+  }
+  // In pieces, so one export request stays a few hundred kilobytes.
+  constexpr size_t kTracesPerExport = 256;
+  for (size_t i = 0; i < batch.size(); i += kTracesPerExport) {
+    const std::vector<std::shared_ptr<RequestTrace>> piece(
+        batch.begin() + static_cast<std::ptrdiff_t>(i),
+        batch.begin() + static_cast<std::ptrdiff_t>(std::min(batch.size(), i + kTracesPerExport)));
+    const size_t delivered = std::min(exporter_->Export(piece), piece.size());
+    written_.fetch_add(delivered);
+    dropped_.fetch_add(piece.size() - delivered);
   }
 }
 
@@ -245,7 +307,7 @@ Status ApplyTraceSetting(const std::string& name, const std::vector<std::string>
   const TraceSettings defaults;
   if (name == "trace_file" || name == "trace_mode") {
     return Status::InvalidArgument("trace setting '" + name +
-                                   "' is set when the server starts (--trace-file; trace_mode is triton)");
+                                   "' is set when the server starts (--trace-file, --trace-mode)");
   }
   if (values.size() > 1 && name != "trace_level") {
     return Status::InvalidArgument("trace setting '" + name + "' takes one value");

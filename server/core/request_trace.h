@@ -1,7 +1,8 @@
-// Request traces in Triton's "triton" trace mode: which requests are traced
-// (TraceSettings: level, rate, count, per model over the server's), the
-// named timestamps of each (RequestTrace), and the trace file they are
-// written to (Tracer).
+// Request traces: which requests are traced (TraceSettings: level, rate,
+// count, per model over the server's), the named timestamps of each
+// (RequestTrace), and where they go (Tracer): in Triton's "triton" trace
+// mode a trace file, in "opentelemetry" mode a TraceExporter (OTLP spans,
+// server/tracing/otlp_exporter.h).
 //
 // A traced request carries its RequestTrace (InferRequest::trace); the
 // front end marks its transport's and REQUEST_START/END, the dispatcher
@@ -10,6 +11,10 @@
 // COMPUTE_END (the outputs copied out). Each member call of an ensemble is a
 // trace of its own, its parent_id the ensemble's trace id, as Triton links
 // an ensemble's steps. Timestamps are steady-clock nanoseconds, as Triton's.
+// For OpenTelemetry a trace also carries its W3C trace context (a member
+// call's span is a child of its ensemble's), the host's own timestamps of
+// the call (SetHost, from the completion) and the spans no Triton timestamp
+// names (AddSpan: an ensemble's combine, the answer's encoding).
 //
 // The file: a JSON array of objects, two per trace, as Triton writes it:
 //   {"id": 7, "model_name": "mlp", "model_version": 1, "request_id": "...", "parent_id": 6}
@@ -19,6 +24,8 @@
 // is closed when the tracer stops (the server's shutdown). Traces are
 // written by a background thread from a bounded queue: a slow disk never
 // holds up a request; traces the queue cannot take are dropped and counted.
+// In opentelemetry mode the same thread hands them to the exporter, so a
+// slow or absent collector holds up nothing but that thread.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -36,6 +43,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "server/core/trace_context.h"
 
 namespace es {
 
@@ -47,7 +55,8 @@ struct TraceSettings {
   int64_t count = -1;        // trace_count: traces left to take; -1 = no limit
   uint64_t log_frequency = 0;
   std::string file;          // trace_file; set at start only
-  std::string mode = "triton";
+  std::string mode = "triton";  // or "opentelemetry"; set at start only
+  std::string url;              // opentelemetry: the collector's OTLP/HTTP traces URL
 };
 struct TraceOverride {
   std::optional<bool> timestamps;
@@ -57,21 +66,55 @@ struct TraceOverride {
   bool empty() const { return !timestamps && !rate && !count && !log_frequency; }
 };
 
+// What a host reported of one call (ipc::CompletionDesc), on its own
+// steady clock: when it took the request off the ring, when the model's
+// forward began and ended.
+struct HostTimes {
+  std::string host;  // the host's name (config hosts[].name)
+  uint64_t received_ns = 0, compute_start_ns = 0, compute_end_ns = 0;
+};
+
 class RequestTrace {
  public:
-  RequestTrace(uint64_t id, uint64_t parent_id, std::string model, int64_t version, std::string request_id)
+  RequestTrace(uint64_t id, uint64_t parent_id, std::string model, int64_t version, std::string request_id,
+               TraceContext context)
       : id_(id), parent_id_(parent_id), model_(std::move(model)), version_(version),
-        request_id_(std::move(request_id)) {}
+        request_id_(std::move(request_id)), context_(std::move(context)) {}
 
   // Records `name` (one of Triton's timestamp names) at `ns` (steady clock),
   // by default now.
   void Mark(const char* name, uint64_t ns = NowNs());
   static uint64_t NowNs();
 
+  // A span no Triton timestamp names ("combine", "encode"), [start, end].
+  void AddSpan(const char* name, uint64_t start_ns, uint64_t end_ns) ABSL_LOCKS_EXCLUDED(mu_);
+  // The host's times of this call (the last call's, when retried).
+  void SetHost(HostTimes times) ABSL_LOCKS_EXCLUDED(mu_);
+  // Continues the client's trace: its trace id, its span as this one's
+  // parent, its tracestate. Called before any member call's trace is made.
+  void Continue(const RemoteParent& parent, std::string trace_state) ABSL_LOCKS_EXCLUDED(mu_);
+
   uint64_t id() const { return id_; }
+  TraceContext context() const ABSL_LOCKS_EXCLUDED(mu_);
   void set_version(int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
   // The two JSON objects of the file (see above), comma-separated.
   std::string Json() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Everything recorded, copied (for the exporter's thread).
+  struct Span {
+    const char* name;
+    uint64_t start_ns, end_ns;
+  };
+  struct Snapshot {
+    uint64_t id = 0, parent_id = 0;
+    std::string model, request_id;
+    int64_t version = 0;
+    TraceContext context;
+    std::vector<std::pair<const char*, uint64_t>> marks;
+    std::vector<Span> spans;
+    std::optional<HostTimes> host;
+  };
+  Snapshot Take() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const uint64_t id_, parent_id_;
@@ -80,13 +123,26 @@ class RequestTrace {
   int64_t version_ ABSL_GUARDED_BY(mu_);
   const std::string request_id_;
   std::vector<std::pair<const char*, uint64_t>> marks_ ABSL_GUARDED_BY(mu_);
+  std::vector<Span> spans_ ABSL_GUARDED_BY(mu_);
+  std::optional<HostTimes> host_ ABSL_GUARDED_BY(mu_);
+  TraceContext context_ ABSL_GUARDED_BY(mu_);
+};
+
+// Where finished traces go in opentelemetry mode. Export runs on the
+// tracer's writer thread, one batch at a time, and returns how many of the
+// traces it delivered (the rest count as dropped).
+class TraceExporter {
+ public:
+  virtual ~TraceExporter() = default;
+  virtual size_t Export(const std::vector<std::shared_ptr<RequestTrace>>& traces) = 0;
 };
 
 class Tracer {
  public:
-  // `settings`: the server's, from the flags (file empty: traces are taken
-  // but have nowhere to go, so the level stays OFF until a file is set).
-  explicit Tracer(TraceSettings settings);
+  // `settings`: the server's, from the flags. Traces are taken only when
+  // they have somewhere to go: a file (mode triton), or `exporter` (mode
+  // opentelemetry; it outlives the tracer).
+  explicit Tracer(TraceSettings settings, TraceExporter* exporter = nullptr);
   ~Tracer();  // Stop()
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
@@ -102,7 +158,7 @@ class Tracer {
   // The server's settings, or `model`'s ("" = the server's) with its
   // override applied.
   TraceSettings Settings(const std::string& model) const;
-  // Replaces the server's settings (file excepted) or sets `model`'s
+  // Replaces the server's settings (file, mode and url excepted) or sets `model`'s
   // override (an empty override removes it).
   void SetServer(const TraceSettings& settings);
   void SetModel(const std::string& model, const TraceOverride& override);
@@ -115,6 +171,7 @@ class Tracer {
 
  private:
   void WriterLoop();
+  void ExportBatch(const std::deque<std::shared_ptr<RequestTrace>>& batch);
   Status Write(const std::string& json) ABSL_EXCLUSIVE_LOCKS_REQUIRED(file_mu_);
   void CloseFileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(file_mu_);
   TraceSettings EffectiveLocked(const std::string& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -138,6 +195,7 @@ class Tracer {
   uint64_t in_file_ ABSL_GUARDED_BY(file_mu_) = 0;  // traces in the open file
   uint64_t file_index_ ABSL_GUARDED_BY(file_mu_) = 0;
   std::thread writer_;
+  TraceExporter* const exporter_;
 };
 
 // Parses a trace setting's value as the API gives it (Triton: a list of

@@ -6,12 +6,12 @@ namespace es {
 
 std::vector<prometheus::MetricFamily> TraceMetrics::Collect() const {
   using prometheus::MetricType;
-  auto written = Family("ensemble_traces_written_total", "Request traces written to the trace file.",
+  auto written = Family("ensemble_traces_written_total", "Request traces written to the trace file, or exported to the OpenTelemetry collector.",
                         MetricType::Counter);
   AddCounter(&written, {}, static_cast<double>(tracer_->written()));
   auto dropped = Family("ensemble_traces_dropped_total",
                         "Request traces dropped: the writer's bounded queue was full, or the trace file could not be "
-                        "written.",
+                        "written, or the collector did not take the export.",
                         MetricType::Counter);
   AddCounter(&dropped, {}, static_cast<double>(tracer_->dropped()));
   std::vector<prometheus::MetricFamily> out;

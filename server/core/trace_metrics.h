@@ -1,7 +1,7 @@
 // TraceMetrics: the request tracer's figures for /metrics, read at each
 // scrape (server/core/request_trace.h):
-//   ensemble_traces_written_total   traces written to the trace file
-//   ensemble_traces_dropped_total   traces the bounded queue could not take
+//   ensemble_traces_written_total   traces written to the trace file, or exported (OTLP)
+//   ensemble_traces_dropped_total   traces the bounded queue could not take, or not written or exported
 //                                   or the file could not be written
 //
 // Thread safety: Collect() runs on the exposer's threads; the tracer is

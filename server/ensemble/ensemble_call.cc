@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "common/steady_clock.h"
 #include "server/ensemble/ensemble_combiner.h"
 
 namespace es {
@@ -189,8 +190,10 @@ Status EnsembleCall::CombineLocked(InferResponse* out) {
     out->member_versions.append(std::to_string(versions_[m]));
   }
   out->ensemble = std::move(report);
-  out->stages.combine_ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  const auto end = Clock::now();
+  out->stages.combine_ns =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+  if (request_->trace != nullptr) request_->trace->AddSpan("combine", SteadyNs(start), SteadyNs(end));
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/steady_clock.h"
 #include "server/kserve/request_codec.h"
 
 namespace es {
@@ -65,6 +66,22 @@ std::string StickyValue(const inference::ModelInferRequest& proto, const std::st
   }
 }
 
+// A client's W3C trace context (traceparent, tracestate), when it sent one:
+// the trace continues it. A malformed traceparent is ignored, as the
+// standard asks (the trace starts afresh).
+void ContinueClientTrace(const InferCalls::CallContext& context, RequestTrace* trace) {
+  if (!context.header) return;
+  const std::string traceparent = context.header("traceparent");
+  if (traceparent.empty()) return;
+  if (const std::optional<RemoteParent> parent = ParseTraceparent(traceparent)) {
+    std::string state = context.header("tracestate");
+    if (state.size() > 512) state.clear();  // the standard's bound on what must be passed on
+    trace->Continue(*parent, std::move(state));
+  } else {
+    spdlog::debug("traceparent '{}' is malformed; the trace starts afresh", traceparent.substr(0, 64));
+  }
+}
+
 }  // namespace
 
 void InferCalls::Run(const Place& place, const inference::ModelInferRequest& proto,
@@ -89,11 +106,11 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
     request->trace = tracer->Sample(request->model->name, request->version, request->id);
     if (request->trace != nullptr) {
       // Triton's names: the request had been read when the call reached us.
-      const auto at = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count());
+      const uint64_t at = SteadyNs(start);
       request->trace->Mark(context.http ? "HTTP_RECV_START" : "GRPC_WAITREAD_START", at);
       request->trace->Mark(context.http ? "HTTP_RECV_END" : "GRPC_WAITREAD_END", at);
       request->trace->Mark("REQUEST_START");
+      ContinueClientTrace(context, request->trace.get());
     }
   }
   if (metrics != nullptr) metrics->Started();
@@ -117,7 +134,9 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       encoded.cascade = answer.cascade;
       encoded.served_by = answer.served_by;
       encoded.served_accuracy = answer.served_accuracy;
+      const uint64_t encoding = request->trace != nullptr ? RequestTrace::NowNs() : 0;
       outcome = EncodeInferResponse(*request, std::move(encoded), response);
+      if (request->trace != nullptr) request->trace->AddSpan("encode", encoding, RequestTrace::NowNs());
     }
     const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
     stats->Record(request->model->name, answer.version > 0 ? answer.version : request->version, outcome.ok(), static_cast<uint64_t>(elapsed.count()),

@@ -94,11 +94,13 @@ def report_failure(failure, log_path, lines=40):
     return 1
 
 
-def run_with_server(server_bin, work, setup, checks, extra_args=(), kinds=("grpc",), after_stop=None):
+def run_with_server(server_bin, work, setup, checks, extra_args=(), kinds=("grpc",), after_stop=None,
+                    on_start=None):
     """The body of a check's main: `setup()` writes work/server.yaml and what
-    it names; the server starts on it; `checks(*addresses)` runs; SIGTERM
-    must end it with status 0; then `after_stop()`. Returns the exit status
-    (1 with the server's log tail on a failure)."""
+    it names; the server starts on it (`on_start(process)` is told);
+    `checks(*addresses)` runs; SIGTERM must end it with status 0; then
+    `after_stop()`. Returns the exit status (1 with the server's log tail on
+    a failure)."""
     log_path = work / "server.log"
     log_path.touch()
     proc = None
@@ -106,6 +108,8 @@ def run_with_server(server_bin, work, setup, checks, extra_args=(), kinds=("grpc
         setup()
         proc, addresses = start_server(server_bin, work / "server.yaml", log_path, extra_args, kinds)
         print(f"server at {' / '.join(addresses)} (pid {proc.pid})")
+        if on_start is not None:
+            on_start(proc)
         checks(*addresses)
         rc = stop_server(proc)
         proc = None

@@ -1,0 +1,344 @@
+// OpenTelemetry export (server/tracing/, server/core/trace_context.h): W3C
+// traceparent parsing, collector URLs, the span tree OtlpSpanBuilder makes of
+// request traces (parents, names, the host's times inside its call, shifted
+// when on another clock, left out when they cannot fit), the tracer in mode
+// opentelemetry (traces reach the exporter, undelivered ones are counted
+// dropped, a member call's span a child of its ensemble's, a client's trace
+// continued), and an export to a closed port failing fast.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "server/core/request_trace.h"
+#include "server/core/trace_context.h"
+#include "server/tracing/otlp_exporter.h"
+#include "server/tracing/otlp_spans.h"
+
+namespace es {
+namespace {
+
+namespace otlp = ensemble_serve::otlp;
+
+std::string Hex(const std::string& bytes) {
+  return HexId(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+TEST(TraceparentTest, ParsesVersion00AndRefusesWhatTheStandardRefuses) {
+  const auto parent = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  ASSERT_TRUE(parent.has_value());
+  EXPECT_EQ(HexId(parent->trace_id.data(), 16), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(HexId(parent->span_id.data(), 8), "00f067aa0ba902b7");
+  // A later version may append fields; version 00 may not.
+  EXPECT_TRUE(ParseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future").has_value());
+  for (const char* bad : {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",  // 00 with more
+                          "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",        // upper case
+                          "00-00000000000000000000000000000000-00f067aa0ba902b7-01",        // zero trace id
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",        // zero span id
+                          "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",        // version ff
+                          "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",         // short trace id
+                          "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",        // separator
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz",        // flags
+                          "", "00"}) {
+    EXPECT_FALSE(ParseTraceparent(bad).has_value()) << bad;
+  }
+}
+
+TEST(TraceparentTest, NewIdsAreNeverZeroAndDiffer) {
+  const TraceId a = NewTraceId(), b = NewTraceId();
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, TraceId{});
+  EXPECT_NE(NewSpanId(), SpanId{});
+}
+
+TEST(OtlpUrlTest, DefaultsAndTritonsFormAndClearErrors) {
+  auto full = ParseOtlpUrl("http://collector.local:4319/otlp/v1/traces");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(full->host, "collector.local");
+  EXPECT_EQ(full->port, "4319");
+  EXPECT_EQ(full->path, "/otlp/v1/traces");
+  auto bare = ParseOtlpUrl("localhost");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->url(), "http://localhost:4318/v1/traces");
+  auto triton = ParseOtlpUrl("localhost:4318/v1/traces");
+  ASSERT_TRUE(triton.ok());
+  EXPECT_EQ(triton->url(), "http://localhost:4318/v1/traces");
+  auto v6 = ParseOtlpUrl("http://[::1]:9/t");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, "9");
+  const std::map<std::string, std::string> bad = {
+      {"https://collector:4318/v1/traces", "https is not supported"},
+      {"grpc://collector:4317", "unknown scheme"},
+      {"http://:4318/v1/traces", "no host"},
+      {"http://collector:99999/v1/traces", "port '99999'"},
+      {"http://collector:x/v1/traces", "port 'x'"},
+      {"http://user:pw@collector/v1/traces", "credentials"},
+      {"http://collector/v1/tr aces", "space or control"},
+  };
+  for (const auto& [url, why] : bad) {
+    auto parsed = ParseOtlpUrl(url);
+    ASSERT_FALSE(parsed.ok()) << url;
+    EXPECT_NE(parsed.status().message().find(why), std::string::npos) << parsed.status().message();
+    EXPECT_NE(parsed.status().message().find(url), std::string::npos) << "the error names the URL";
+  }
+}
+
+class RecordingExporter : public TraceExporter {
+ public:
+  explicit RecordingExporter(bool deliver) : deliver_(deliver) {}
+  size_t Export(const std::vector<std::shared_ptr<RequestTrace>>& traces) override {
+    MutexLock lock(&mu_);
+    for (const auto& t : traces) got_.push_back(t);
+    return deliver_ ? traces.size() : 0;
+  }
+  size_t count() const {
+    MutexLock lock(&mu_);
+    return got_.size();
+  }
+
+ private:
+  const bool deliver_;
+  mutable Mutex mu_;
+  std::vector<std::shared_ptr<RequestTrace>> got_ ABSL_GUARDED_BY(mu_);
+};
+
+TraceSettings OpenTelemetry() {
+  TraceSettings s;
+  s.timestamps = true;
+  s.rate = 1;
+  s.mode = "opentelemetry";
+  s.url = "http://127.0.0.1:9/v1/traces";
+  return s;
+}
+
+struct Spans {
+  std::map<std::string, const otlp::Span*> by_name;
+  std::map<std::string, std::string> resource_of;  // span name -> service.name
+  std::map<std::string, std::map<std::string, std::string>> attributes;
+};
+Spans Index(const otlp::ExportTraceServiceRequest& request) {
+  Spans out;
+  for (const auto& rs : request.resource_spans()) {
+    std::string service;
+    for (const auto& kv : rs.resource().attributes()) {
+      if (kv.key() == "service.name") service = kv.value().string_value();
+    }
+    for (const auto& scope : rs.scope_spans()) {
+      for (const auto& span : scope.spans()) {
+        out.by_name[span.name()] = &span;
+        out.resource_of[span.name()] = service;
+        for (const auto& kv : span.attributes()) {
+          out.attributes[span.name()][kv.key()] =
+              kv.value().has_int_value() ? std::to_string(kv.value().int_value()) : kv.value().string_value();
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(OtlpSpansTest, TheTreeOfAnEnsembleRequestWithTheHostsTimesInsideItsCall) {
+  // An ensemble request with one member call, marked as the router marks it
+  // (the tracer has no exporter, so the root is made by hand; Child is the tracer's).
+  Tracer tracer(OpenTelemetry(), nullptr);
+  TraceContext context;
+  context.trace_id = NewTraceId();
+  context.span_id = NewSpanId();
+  struct {
+    std::shared_ptr<RequestTrace> root, member;
+  } t;
+  t.root = std::make_shared<RequestTrace>(1, 0, "ens", 1, "req-7", context);
+  t.root->Mark("GRPC_WAITREAD_START", 1000);
+  t.root->Mark("GRPC_WAITREAD_END", 1000);
+  t.root->Mark("REQUEST_START", 1100);
+  t.member = tracer.Child(*t.root, "mlp");
+  EXPECT_EQ(t.member->context().trace_id, context.trace_id);
+  EXPECT_EQ(t.member->context().parent_span_id, context.span_id);
+  t.member->Mark("REQUEST_START", 1200);
+  t.member->Mark("QUEUE_START", 1210);
+  t.member->Mark("COMPUTE_START", 1220);
+  t.member->Mark("COMPUTE_INPUT_END", 1300);
+  t.member->SetHost({"cpu1", 1400, 1500, 2200});
+  t.member->Mark("COMPUTE_OUTPUT_START", 2300);
+  t.member->Mark("COMPUTE_END", 2310);
+  t.member->Mark("REQUEST_END", 2320);
+  t.root->AddSpan("combine", 2330, 2400);
+  t.root->AddSpan("encode", 2400, 2450);
+  t.root->Mark("REQUEST_END", 2450);
+  t.root->Mark("GRPC_SEND_START", 2450);
+  t.root->Mark("GRPC_SEND_END", 2600);
+
+  OtlpSpanBuilder builder({"machine-a", 4242, {{"cpu1", "cpu"}}});
+  const auto before = std::chrono::system_clock::now();
+  const otlp::ExportTraceServiceRequest request = builder.Build({t.member, t.root});
+  Spans s = Index(request);
+  for (const char* name : {"infer ens", "decode", "combine", "encode", "send", "member mlp", "queue", "submit",
+                           "host cpu1", "host queue", "compute", "read outputs"}) {
+    ASSERT_TRUE(s.by_name.count(name)) << "no span " << name;
+    EXPECT_EQ(Hex(s.by_name[name]->trace_id()), HexId(context.trace_id.data(), 16)) << name;
+  }
+  const otlp::Span& top = *s.by_name["infer ens"];
+  EXPECT_EQ(top.kind(), otlp::Span::SPAN_KIND_SERVER);
+  EXPECT_TRUE(top.parent_span_id().empty()) << "no client context: a root span";
+  EXPECT_EQ(s.attributes["infer ens"]["request.id"], "req-7");
+  EXPECT_EQ(s.attributes["infer ens"]["es.transport"], "grpc");
+  auto parent_of = [&](const char* name) { return s.by_name[name]->parent_span_id(); };
+  for (const char* name : {"decode", "combine", "encode", "send", "member mlp"}) {
+    EXPECT_EQ(parent_of(name), top.span_id()) << name;
+  }
+  for (const char* name : {"queue", "submit", "host cpu1", "read outputs"}) {
+    EXPECT_EQ(parent_of(name), s.by_name["member mlp"]->span_id()) << name;
+  }
+  for (const char* name : {"host queue", "compute"}) {
+    EXPECT_EQ(parent_of(name), s.by_name["host cpu1"]->span_id()) << name;
+    EXPECT_EQ(s.resource_of[name], "ensemble-model-host") << name;
+    EXPECT_FALSE(s.attributes[name].count("es.clock_offset_ns")) << "same clock: not shifted";
+  }
+  EXPECT_EQ(s.resource_of["host cpu1"], "ensemble-server");
+  EXPECT_EQ(s.by_name["host cpu1"]->kind(), otlp::Span::SPAN_KIND_CLIENT);
+  // Durations are the marks' (times only moved to the Unix epoch).
+  auto length = [&](const char* name) {
+    return s.by_name[name]->end_time_unix_nano() - s.by_name[name]->start_time_unix_nano();
+  };
+  EXPECT_EQ(length("infer ens"), 1600u);
+  EXPECT_EQ(length("host queue"), 100u);  // submitted 1300 .. received 1400
+  EXPECT_EQ(length("compute"), 700u);
+  EXPECT_EQ(s.by_name["compute"]->start_time_unix_nano() - top.start_time_unix_nano(), 500u);
+  const uint64_t epoch_now =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(before.time_since_epoch()).count());
+  // The marks are tiny steady-clock values, so their Unix times lie in the
+  // past, by the machine's uptime: within a year of now, not 1970.
+  EXPECT_LT(epoch_now - top.start_time_unix_nano(), uint64_t{366} * 24 * 3600 * 1000000000);
+  // Resources.
+  ASSERT_EQ(request.resource_spans_size(), 2);
+  std::map<std::string, std::string> host_resource;
+  for (const auto& kv : request.resource_spans(1).resource().attributes()) {
+    host_resource[kv.key()] = kv.value().string_value();
+  }
+  EXPECT_EQ(host_resource["es.host"], "cpu1");
+  EXPECT_EQ(host_resource["es.device"], "cpu");
+  EXPECT_EQ(host_resource["host.name"], "machine-a");
+}
+
+std::shared_ptr<RequestTrace> PlainCall(const HostTimes& host) {
+  TraceContext context;
+  context.trace_id = NewTraceId();
+  context.span_id = NewSpanId();
+  auto t = std::make_shared<RequestTrace>(1, 0, "mlp", 1, "", context);
+  t->Mark("HTTP_RECV_START", 1000);
+  t->Mark("HTTP_RECV_END", 1000);
+  t->Mark("REQUEST_START", 1010);
+  t->Mark("QUEUE_START", 1020);
+  t->Mark("COMPUTE_START", 1030);
+  t->Mark("COMPUTE_INPUT_END", 1100);
+  t->SetHost(host);
+  t->Mark("COMPUTE_OUTPUT_START", 2100);
+  t->Mark("COMPUTE_END", 2110);
+  t->Mark("REQUEST_END", 2120);
+  t->Mark("HTTP_SEND_START", 2120);
+  t->Mark("HTTP_SEND_END", 2200);
+  return t;
+}
+
+TEST(OtlpSpansTest, AHostOnAnotherClockIsShiftedIntoItsCallAndImpossibleTimesAreLeftOut) {
+  OtlpSpanBuilder builder({"m", 1, {}});
+  // 600 ns of host work 1,000,000 ns off the router's clock: centred in the
+  // 1000 ns window, the shift an attribute.
+  Spans shifted = Index(builder.Build({PlainCall({"cpu0", 1001000, 1001100, 1001600})}));
+  ASSERT_TRUE(shifted.by_name.count("compute"));
+  EXPECT_EQ(shifted.attributes["infer mlp"]["es.transport"], "http");
+  const otlp::Span& call = *shifted.by_name["host cpu0"];
+  for (const char* name : {"host queue", "compute"}) {
+    const otlp::Span& span = *shifted.by_name[name];
+    EXPECT_GE(span.start_time_unix_nano(), call.start_time_unix_nano()) << name;
+    EXPECT_LE(span.end_time_unix_nano(), call.end_time_unix_nano()) << name;
+  }
+  // The window's middle 1600, the host's 1001300.
+  EXPECT_EQ(shifted.attributes["compute"]["es.clock_offset_ns"], "-999700");
+  EXPECT_EQ(shifted.by_name["compute"]->end_time_unix_nano() - shifted.by_name["compute"]->start_time_unix_nano(),
+            500u);
+
+  for (const HostTimes& bad : {HostTimes{"cpu0", 1500, 1400, 1600},     // compute before it was received
+                               HostTimes{"cpu0", 100, 200, 5000},       // longer than the router's window
+                               HostTimes{"cpu0", 1200, 1300, 1200}}) {  // ends before it starts
+    Spans s = Index(builder.Build({PlainCall(bad)}));
+    ASSERT_TRUE(s.by_name.count("host cpu0"));
+    EXPECT_EQ(s.attributes["host cpu0"]["es.host_times"], "inconsistent");
+    EXPECT_FALSE(s.by_name.count("compute"));
+    EXPECT_FALSE(s.by_name.count("host queue"));
+  }
+}
+
+TEST(OtlpTracerTest, TracesGoToTheExporterAndUndeliveredOnesAreCountedDropped) {
+  EXPECT_EQ(Tracer(OpenTelemetry(), nullptr).Sample("m", 1, ""), nullptr) << "no exporter: nowhere to go";
+  for (const bool deliver : {true, false}) {
+    RecordingExporter exporter(deliver);
+    Tracer tracer(OpenTelemetry(), &exporter);
+    for (int i = 0; i < 5; ++i) {
+      auto trace = tracer.Sample("m", 1, "");
+      ASSERT_NE(trace, nullptr);
+      tracer.Finish(trace);
+    }
+    tracer.Stop();
+    EXPECT_EQ(exporter.count(), 5u);
+    EXPECT_EQ(tracer.written(), deliver ? 5u : 0u);
+    EXPECT_EQ(tracer.dropped(), deliver ? 0u : 5u);
+  }
+}
+
+TEST(OtlpTracerTest, AClientsTraceIsContinuedByTheRequestAndItsMembers) {
+  RecordingExporter exporter(true);
+  Tracer tracer(OpenTelemetry(), &exporter);
+  auto root = tracer.Sample("ens", 1, "");
+  ASSERT_NE(root, nullptr);
+  const TraceId own = root->context().trace_id;
+  const auto parent = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  ASSERT_TRUE(parent.has_value());
+  root->Continue(*parent, "vendor=1");
+  EXPECT_NE(root->context().trace_id, own);
+  EXPECT_EQ(root->context().trace_id, parent->trace_id);
+  EXPECT_EQ(root->context().parent_span_id, parent->span_id);
+  auto member = tracer.Child(*root, "mlp");
+  EXPECT_EQ(member->context().trace_id, parent->trace_id);
+  EXPECT_EQ(member->context().parent_span_id, root->context().span_id);
+  EXPECT_EQ(member->context().trace_state, "vendor=1");
+  EXPECT_NE(member->context().span_id, root->context().span_id);
+  // The settings API keeps the mode and URL set at start.
+  TraceSettings changed = OpenTelemetry();
+  changed.mode = "triton";
+  changed.url = "";
+  changed.rate = 7;
+  tracer.SetServer(changed);
+  EXPECT_EQ(tracer.Settings("").mode, "opentelemetry");
+  EXPECT_EQ(tracer.Settings("").url, OpenTelemetry().url);
+  EXPECT_EQ(tracer.Settings("").rate, 7u);
+}
+
+TEST(OtlpExporterTest, AClosedPortFailsTheExportAtOnce) {
+  // A port that was free a moment ago and nobody listens on.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(fd);
+  auto endpoint = ParseOtlpUrl("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/v1/traces");
+  ASSERT_TRUE(endpoint.ok());
+  OtlpExporter exporter(*endpoint, {"m", 1, {}});
+  EXPECT_EQ(exporter.Export({PlainCall({"cpu0", 1200, 1300, 1400})}), 0u);
+  EXPECT_EQ(exporter.failed_exports(), 1u);
+  EXPECT_EQ(exporter.spans_sent(), 0u);
+}
+
+}  // namespace
+}  // namespace es
