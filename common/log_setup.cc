@@ -22,6 +22,9 @@
 namespace es {
 namespace {
 
+// The request a thread logs for (LogRequestScope); empty: none.
+thread_local std::string_view t_request_id, t_trace_id;
+
 // One bit per spdlog level (trace .. critical): the severities written.
 uint32_t Bit(spdlog::level::level_enum level) { return 1u << static_cast<uint32_t>(level); }
 
@@ -88,7 +91,8 @@ void AppendJsonString(std::string_view text, spdlog::memory_buf_t* out) {
   out->push_back('"');
 }
 
-// {"time":"2026-12-04T17:48:53.123456Z","level":"info","source":"router","pid":7,"message":"..."}
+// {"time":"2026-12-04T17:48:53.123456Z","level":"info","source":"router","pid":7,"message":"..."}, with
+// ,"request_id":"...","trace_id":"..." before the brace inside a LogRequestScope.
 class JsonFormatter final : public spdlog::formatter {
  public:
   explicit JsonFormatter(std::string source) : source_(std::move(source)) {}
@@ -110,6 +114,14 @@ class JsonFormatter final : public spdlog::formatter {
     AppendJsonString(source_, &dest);
     dest.append(std::string_view(",\"pid\":" + std::to_string(getpid()) + ",\"message\":"));
     AppendJsonString(std::string_view(msg.payload.data(), msg.payload.size()), &dest);
+    if (!t_request_id.empty()) {
+      dest.append(std::string_view(",\"request_id\":"));
+      AppendJsonString(t_request_id, &dest);
+    }
+    if (!t_trace_id.empty()) {
+      dest.append(std::string_view(",\"trace_id\":"));
+      AppendJsonString(t_trace_id, &dest);
+    }
     dest.append(std::string_view("}\n"));
   }
   std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(source_); }
@@ -274,6 +286,17 @@ Status RedirectStandardError(const std::string& path) {
   MutexLock lock(&log.mu);
   log.settings.file = path;
   return Status::Ok();
+}
+
+LogRequestScope::LogRequestScope(std::string_view request_id, std::string_view trace_id)
+    : saved_request_id_(t_request_id), saved_trace_id_(t_trace_id) {
+  t_request_id = request_id;
+  t_trace_id = trace_id;
+}
+
+LogRequestScope::~LogRequestScope() {
+  t_request_id = saved_request_id_;
+  t_trace_id = saved_trace_id_;
 }
 
 }  // namespace es

@@ -4,7 +4,8 @@
 // (log_info, log_warning, log_error, log_verbose_level) and how
 // (log_format: "default" and "ISO8601", the same human-readable line here,
 // which starts with an ISO 8601 time; or "json", one JSON object a line for
-// log shippers: time, level, source, pid, message).
+// log shippers: time, level, source, pid, message, and request_id and
+// trace_id for a line logged while a LogRequestScope is open on its thread).
 //
 // A model host writes its lines to a pipe the router copies to its own
 // standard error, whole lines, so one log holds both; the router sends each
@@ -70,5 +71,21 @@ LogSettings CurrentLogSettings();
 // host's lines included) to `path`, created 0640 when missing. An error
 // names the file and why.
 Status RedirectStandardError(const std::string& path);
+
+// While it lives, json lines logged on this thread name the request they
+// were logged for: "request_id" (the request's id, when it has one) and
+// "trace_id" (its W3C trace id as 32 hex digits, when it is traced). Scopes
+// nest (the inner one wins until it closes). The views must outlive the
+// scope; opening one copies nothing, as it is opened for every request.
+class LogRequestScope {
+ public:
+  LogRequestScope(std::string_view request_id, std::string_view trace_id);
+  ~LogRequestScope();
+  LogRequestScope(const LogRequestScope&) = delete;
+  LogRequestScope& operator=(const LogRequestScope&) = delete;
+
+ private:
+  std::string_view saved_request_id_, saved_trace_id_;
+};
 
 }  // namespace es

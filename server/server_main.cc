@@ -3,8 +3,13 @@
 // then drains and exits 0.
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <string>
+#include <optional>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -12,6 +17,7 @@
 #include "common/command_line.h"
 #include "common/grpc_process.h"
 #include "common/log_setup.h"
+#include "server/core/request_trace.h"
 #include "server/router.h"
 
 namespace {
@@ -26,6 +32,51 @@ sigset_t BlockTerminationSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return set;
+}
+
+// One --trace-config value (Triton's flag) into `flags`; "" or what is wrong.
+std::string ApplyTraceConfig(const std::string& value, es::RouterOptions::TraceFlags* flags) {
+  auto parsed = es::ParseTraceConfigFlag(value);
+  if (!parsed.ok()) return parsed.status().message();
+  const std::string& name = parsed->first;  // not a structured binding: the lambdas below capture them
+  const std::string& text = parsed->second;
+  // A whole number from `low` to 2^40, else nullopt.
+  auto number = [&](int64_t low) -> std::optional<int64_t> {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str() || *end != '\0' || v < low || v > (int64_t{1} << 40)) return std::nullopt;
+    return v;
+  };
+  auto not_number = [&](int64_t low) {
+    return "'" + value + "': " + name + " must be a number from " + std::to_string(low) + " to 2^40";
+  };
+  if (name == "level") {
+    if (text != "OFF" && text != "TIMESTAMPS") return "'" + value + "': level is OFF or TIMESTAMPS";
+    flags->level = text;
+  } else if (name == "mode") {
+    if (text != "triton" && text != "opentelemetry") {
+      return "'" + value + "': mode is triton or opentelemetry";
+    }
+    flags->mode = text;
+  } else if (name == "file") {
+    flags->file = text;
+  } else if (name == "url") {
+    flags->url = text;
+  } else if (name == "rate") {
+    const std::optional<int64_t> rate = number(1);
+    if (!rate) return not_number(1);
+    flags->rate = static_cast<uint64_t>(*rate);
+  } else if (name == "count") {
+    const std::optional<int64_t> count = number(-1);
+    if (!count) return not_number(-1);
+    flags->count = *count;
+  } else if (name == "log_frequency") {
+    const std::optional<int64_t> frequency = number(0);
+    if (!frequency) return not_number(0);
+    flags->log_frequency = static_cast<uint64_t>(*frequency);
+  }
+  return "";
 }
 
 }  // namespace
@@ -101,6 +152,14 @@ int main(int argc, char** argv) {
       app.add_option("--log-frequency", log_frequency,
                      "traces: write every N to FILE.0, FILE.1, ...; 0: all to FILE, closed at shutdown (default: "
                      "config, else 0)");
+  std::vector<std::string> trace_configs;
+  app.add_option("--trace-config", trace_configs,
+                 "Triton's form of the trace settings (repeatable): level=, rate=, count=, mode=, triton,file=, "
+                 "triton,log-frequency=, opentelemetry,url=; the --trace-* flags win over it")
+      ->check([](const std::string& value) {
+        es::RouterOptions::TraceFlags scratch;
+        return ApplyTraceConfig(value, &scratch);
+      });
   app.add_option("--host-binary", options.host_binary,
                  "the model-host program for hosts without their own `binary:` (default: ensemble-model-host "
                  "beside this binary)")
@@ -130,6 +189,7 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) options.log_level = log_level;
   if (!log_format.empty()) options.log_format = log_format;
   if (!log_file.empty()) options.log_file = log_file;
+  for (const std::string& value : trace_configs) (void)ApplyTraceConfig(value, &options.trace);  // checked above
   if (trace_mode_option->count() > 0) options.trace.mode = trace_mode;
   if (trace_url_option->count() > 0) options.trace.url = trace_url;
   if (trace_file_option->count() > 0) options.trace.file = trace_file;

@@ -361,4 +361,35 @@ Status ApplyTraceSetting(const std::string& name, const std::vector<std::string>
                                  "' (trace_level, trace_rate, trace_count, log_frequency, trace_file, trace_mode)");
 }
 
+StatusOr<std::pair<std::string, std::string>> ParseTraceConfigFlag(const std::string& flag) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("'" + flag + "': " + why +
+                                   " (taken: level=, rate=, count=, mode=, triton,file=, triton,log-frequency=, "
+                                   "opentelemetry,url=)");
+  };
+  std::string scope;  // "", "triton" or "opentelemetry"
+  std::string setting = flag;
+  const size_t comma = flag.find(',');
+  if (comma != std::string::npos) {
+    scope = flag.substr(0, comma);
+    setting = flag.substr(comma + 1);
+    if (scope != "triton" && scope != "opentelemetry") return bad("unknown trace mode '" + scope + "'");
+  }
+  const size_t equals = setting.find('=');
+  if (equals == std::string::npos || equals == 0) return bad("expected NAME=VALUE");
+  std::string name = setting.substr(0, equals);
+  const std::string value = setting.substr(equals + 1);
+  if (value.empty()) return bad("no value for '" + name + "'");
+  if (name == "log-frequency") name = "log_frequency";
+  const bool global = name == "level" || name == "rate" || name == "count" || name == "mode";
+  const bool triton = name == "file" || name == "log_frequency";
+  if (scope.empty() && (global || triton)) return std::make_pair(name, value);
+  if (scope == "triton" && triton) return std::make_pair(name, value);
+  if (scope == "opentelemetry" && name == "url") return std::make_pair(name, value);
+  if (scope == "opentelemetry") {
+    return bad("opentelemetry setting '" + name + "' is not supported (only url: the collector's OTLP/HTTP URL)");
+  }
+  return bad("unknown setting '" + name + "'" + (scope.empty() ? "" : " of mode " + scope));
+}
+
 }  // namespace es

@@ -206,4 +206,13 @@ class Tracer {
 Status ApplyTraceSetting(const std::string& name, const std::vector<std::string>& values, TraceOverride* override,
                          bool server_level);
 
+// One value of Triton's --trace-config flag, as a setting name and its
+// value: "level=TIMESTAMPS", "rate=N", "count=N", "mode=triton|opentelemetry"
+// (global), "triton,file=PATH", "triton,log-frequency=N" (also without the
+// "triton," prefix) and "opentelemetry,url=URL". The name comes back as one
+// of mode, level, rate, count, file, log_frequency, url; the value as given
+// (the caller checks it as it checks the --trace-* flags). Anything else is
+// an error naming it and what is taken.
+StatusOr<std::pair<std::string, std::string>> ParseTraceConfigFlag(const std::string& flag);
+
 }  // namespace es

@@ -27,9 +27,6 @@ void Feed(EVP_MD_CTX* ctx, const std::string& text) { Feed(ctx, text.data(), tex
 }  // namespace
 
 std::string ResponseCache::KeyOf(const ModelConfig& model, int64_t version, const InferRequest& request) {
-  for (const InferInput& in : request.inputs) {
-    if (in.data == nullptr && in.bytes > 0) return "";  // in a client's shared memory: not cached
-  }
   // OpenSSL 3 looks an algorithm up (under a global lock) each time it is
   // named: fetched once; and one context per thread, reset for each key.
   static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
@@ -41,11 +38,21 @@ std::string ResponseCache::KeyOf(const ModelConfig& model, int64_t version, cons
   // Inputs in the model's config order; by position, not name, so an
   // ensemble's member call (with the ensemble's input names) and a direct
   // call of the member share a key.
+  std::string staged;  // an input in a client's shared-memory region, read to be hashed
   for (const InferInput& in : request.inputs) {
+    const uint8_t* bytes = in.data;
+    if (bytes == nullptr && in.bytes > 0) {
+      // Read here once more (it is read again into the host's arena when
+      // submitted): the region's bytes are the client's until answered.
+      if (!in.read_into) return "";
+      staged.resize(in.bytes);
+      if (!in.read_into(reinterpret_cast<uint8_t*>(staged.data())).ok()) return "";
+      bytes = reinterpret_cast<const uint8_t*>(staged.data());
+    }
     const auto datatype = static_cast<int32_t>(in.datatype);
     Feed(ctx, &datatype, sizeof datatype);
     Feed(ctx, in.shape.data(), in.shape.size() * sizeof(int64_t));
-    Feed(ctx, in.data, in.bytes);
+    Feed(ctx, bytes, in.bytes);
   }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;

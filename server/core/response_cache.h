@@ -10,8 +10,11 @@
 // answer is trimmed to those asked for later, as any answer is. EraseModel
 // drops a model's entries when it is (re)loaded (a version folder's
 // model.pt replaced in place keeps its key), and an answer computed before
-// that erase is not kept after it (the generation the lookup gave). Requests
-// whose inputs are in a client's shared memory are not cached. Ensembles are not cached themselves: their members are, so two
+// that erase is not kept after it (the generation the lookup gave). An
+// input in a client's shared-memory region is read for the key (a copy of
+// its bytes, hashed; the client must leave the region alone until answered,
+// as for any shared-memory request). Ensembles are not cached themselves:
+// their members are, so two
 // ensembles sharing a member, or a cascade and its full ensemble, reuse one
 // another's member answers.
 //
@@ -46,7 +49,8 @@ class ResponseCache {
   explicit ResponseCache(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
   // The key of `request` run on `model` (a model with its cache enabled)
-  // at `version`; "" when it is not cached (inputs in shared memory).
+  // at `version`; "" when it cannot be keyed (a shared-memory input that
+  // cannot be read).
   static std::string KeyOf(const ModelConfig& model, int64_t version, const InferRequest& request);
 
   // The answer kept under `key` (most recently used from now), counted as a

@@ -62,7 +62,9 @@ int64_t Classes(const ModelConfig& model) {
 
 // `request` for `candidate`: its inputs borrowed from `request` (the caller
 // keeps it alive), or, with `own_inputs`, copied (a shadow outlives the
-// client's request); null when an input is in shared memory and must be copied.
+// client's request; an input in a client's shared-memory region is read
+// now, while the region is the client's promise); null when such an input
+// cannot be read.
 std::shared_ptr<InferRequest> OnCandidate(const ModelConfig& candidate, const InferRequest& request, bool own_inputs) {
   auto out = std::make_shared<InferRequest>();
   out->model = &candidate;
@@ -73,9 +75,12 @@ std::shared_ptr<InferRequest> OnCandidate(const ModelConfig& candidate, const In
     InferInput& in = out->inputs[i];
     in.spec = i < candidate.inputs.size() ? &candidate.inputs[i] : nullptr;
     if (!own_inputs) continue;
-    if (in.data == nullptr && in.bytes > 0) return nullptr;
     auto copy = std::make_unique<uint8_t[]>(std::max<size_t>(in.bytes, 1));
-    if (in.bytes > 0) std::memcpy(copy.get(), in.data, in.bytes);
+    if (in.data == nullptr && in.bytes > 0) {
+      if (!in.read_into || !in.read_into(copy.get()).ok()) return nullptr;
+    } else if (in.bytes > 0) {
+      std::memcpy(copy.get(), in.data, in.bytes);
+    }
     in.data = copy.get();
     in.read_into = nullptr;
     out->shm_scratch.push_back(std::move(copy));

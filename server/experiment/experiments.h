@@ -11,7 +11,9 @@
 //     for nothing of it. At most kMaxShadowsInFlight candidate runs per
 //     experiment: beyond that a sampled request is not shadowed (counted
 //     skipped), so under load the candidate's work is dropped first.
-//     Requests whose inputs are in shared memory are not shadowed.
+//     Inputs in a client's shared-memory region are copied for the shadow
+//     when the request arrives (a region that cannot be read: not shadowed,
+//     counted skipped).
 //   - canary: a `percent` share is answered by the candidate (response
 //     parameter `served_by` names it); with `sticky_by`, the value of that
 //     request parameter (else header or gRPC metadata entry; the transport

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_setup.h"
 #include "common/steady_clock.h"
 #include "server/kserve/request_codec.h"
 
@@ -87,6 +88,7 @@ void ContinueClientTrace(const InferCalls::CallContext& context, RequestTrace* t
 void InferCalls::Run(const Place& place, const inference::ModelInferRequest& proto,
                      inference::ModelInferResponse* response, CallContext context, Done done) {
   const auto start = std::chrono::steady_clock::now();
+  const LogRequestScope log_request(proto.id(), {});
   // Read-only map lookup; from here on metrics are relaxed atomics only.
   ModelMetrics* metrics = metrics_ != nullptr ? metrics_->Find(proto.model_name()) : nullptr;
   auto decoded = DecodeInferRequest(proto, *repository_, config_->limits, shm_);
@@ -102,6 +104,7 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
   request->deadline = std::min(request->deadline, context.deadline);
   request->cancelled = std::move(context.cancelled);
   Tracer* tracer = tracer_.load();
+  std::string trace_hex;  // the trace's W3C id, for the log lines of a traced request
   if (tracer != nullptr) {
     request->trace = tracer->Sample(request->model->name, request->version, request->id);
     if (request->trace != nullptr) {
@@ -111,11 +114,15 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       request->trace->Mark(context.http ? "HTTP_RECV_END" : "GRPC_WAITREAD_END", at);
       request->trace->Mark("REQUEST_START");
       ContinueClientTrace(context, request->trace.get());
+      const TraceId id = request->trace->context().trace_id;
+      trace_hex = HexId(id.data(), id.size());
     }
   }
+  const LogRequestScope log_trace(request->id, trace_hex);
   if (metrics != nullptr) metrics->Started();
   InferDone answered = [place, response, request, start, stats = stats_, metrics, tracer, http = context.http,
-                        done = std::move(done)](const Status& status, InferResponse answer) {
+                        trace_hex, done = std::move(done)](const Status& status, InferResponse answer) {
+    const LogRequestScope log_answer(request->id, trace_hex);
     // Encoding can fail after a good run: an output too big for the
     // shared-memory room its client gave, or a region that shrank (the
     // answer then is that error, and it is counted as one).

@@ -113,6 +113,7 @@ void FillModelConfig(const ModelConfig& model, const ServerConfig& server, infer
   for (const TensorSpec& in : model.inputs) FillTensor(in, out->add_input());
   for (const TensorSpec& output : model.outputs) FillTensor(output, out->add_output());
   FillVersionPolicy(model.version_policy, out->mutable_version_policy());
+  if (model.response_cache) out->mutable_response_cache()->set_enable(true);
   if (model.is_ensemble()) {
     out->set_platform("ensemble");
     FillEnsembleScheduling(model, out->mutable_ensemble_scheduling());

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/log_setup.h"
@@ -158,6 +160,49 @@ TEST(LogSetupTest, TheLoggerWritesTheSeveritiesSwitchedOnInTheFormatChosen) {
   EXPECT_EQ(time.size(), std::string("2026-12-04T17:48:53.123456Z").size()) << time;
   EXPECT_EQ(time.back(), 'Z') << time;
   ApplyLogSettings(LogSettings{});
+}
+
+TEST(LogSetupTest, JsonLinesNameTheRequestOfTheirThreadsScope) {
+  testing::TempDir dir;
+  const std::string path = dir.Path("server.log");
+  InstallProcessLogger("test-log-scope", "");
+  {
+    StandardErrorToFile redirect(path);
+    ASSERT_TRUE(redirect.status().ok()) << redirect.status().ToString();
+    LogSettings json;
+    json.format = LogFormat::kJson;
+    ApplyLogSettings(json);
+    spdlog::info("before");
+    {
+      const LogRequestScope outer("req-1", "");
+      spdlog::info("outer");
+      {
+        const LogRequestScope inner("req-1", "4bf92f3577b34da6a3ce929d0e0e4736");
+        spdlog::info("inner");
+        std::thread([] { spdlog::info("other thread"); }).join();
+      }
+      spdlog::info("outer again");
+    }
+    spdlog::info("after");
+    spdlog::default_logger()->flush();
+  }
+  ApplyLogSettings(LogSettings{});
+  std::map<std::string, nlohmann::json> by_message;
+  for (const std::string& line : Lines(path)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << line;
+    by_message[j.value("message", "")] = j;
+  }
+  for (const char* plain : {"before", "after", "other thread"}) {
+    EXPECT_FALSE(by_message[plain].contains("request_id")) << plain;
+    EXPECT_FALSE(by_message[plain].contains("trace_id")) << plain;
+  }
+  for (const char* outer : {"outer", "outer again"}) {
+    EXPECT_EQ(by_message[outer].value("request_id", ""), "req-1") << outer;
+    EXPECT_FALSE(by_message[outer].contains("trace_id")) << outer;
+  }
+  EXPECT_EQ(by_message["inner"].value("request_id", ""), "req-1");
+  EXPECT_EQ(by_message["inner"].value("trace_id", ""), "4bf92f3577b34da6a3ce929d0e0e4736");
 }
 
 TEST(LogSetupTest, AFileThatCannotBeOpenedIsNamed) {

@@ -80,6 +80,23 @@ TEST_F(ConfigTest, BadTraceSettings) {
                     "needs a file");
   yaml = Replace(kServerYaml, "log_level: debug", "log_level: debug\ntrace: {file: t.json, rate: 0}");
   ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_, LineOf(yaml, "trace:"), "trace.rate");
+  yaml = Replace(kServerYaml, "log_level: debug", "log_level: debug\ntrace: {mode: zipkin}");
+  ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_, LineOf(yaml, "trace:"), "trace.mode",
+                    "unknown trace mode 'zipkin' (triton or opentelemetry)");
+  yaml = Replace(kServerYaml, "log_level: debug", "log_level: debug\ntrace: {mode: opentelemetry, level: TIMESTAMPS}");
+  ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_, LineOf(yaml, "trace:"), "trace.level",
+                    "in mode opentelemetry needs a url");
+  // A file is not what opentelemetry needs, nor a url what triton needs.
+  yaml = Replace(kServerYaml, "log_level: debug",
+                 "log_level: debug\ntrace: {mode: opentelemetry, file: t.json, level: TIMESTAMPS}");
+  ExpectConfigError(LoadServerConfig(WriteServer(yaml)).status(), server_path_, LineOf(yaml, "trace:"), "trace.level",
+                    "needs a url");
+  yaml = Replace(kServerYaml, "log_level: debug",
+                 "log_level: debug\ntrace: {mode: opentelemetry, url: 'localhost:4318', level: TIMESTAMPS}");
+  StatusOr<ServerConfig> config = LoadServerConfig(WriteServer(yaml));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->trace.mode, "opentelemetry");
+  EXPECT_EQ(config->trace.url, "localhost:4318");
 }
 
 TEST_F(ConfigTest, ResponseCacheWithoutTheServersCache) {

@@ -19,7 +19,9 @@ request with no traceparent. Checks, on what the receiver decoded:
     under the host's resource (service.name ensemble-model-host, es.host,
     es.device), lying within their host span, which lies within its member
     span, which lies within the root;
-  - the router's resource names the service, the machine and its pid.
+  - the router's resource names the service, the machine and its pid;
+  - with --log-format json, a refused request's log line carries its
+    request_id.
 Then, with the collector holding every export for 6 s (past the exporter's
 2 s deadline), requests are answered as before (none waits for the
 collector), and /metrics counts the traces dropped.
@@ -48,6 +50,7 @@ CLIENT_SPAN = "00f067aa0ba902b7"
 HTTP_TRACE = "0af7651916cd43dd8448eb211c80319c"
 HTTP_SPAN = "b7ad6b7169203331"
 HOLD_MS = 6000
+BAD_REQUEST_ID = "bad-otel-1"
 
 SERVER_YAML = """repository: {repo}
 listen_address: 127.0.0.1
@@ -186,6 +189,16 @@ def run_checks(args, work, out, server_pid):
                                                        "traceparent": f"00-{HTTP_TRACE}-{HTTP_SPAN}-01"})
         with urllib.request.urlopen(http_request, timeout=TIMEOUT_S) as answer:
             expect("HTTP infer status", answer.status, 200)
+        # Refused (no such input): its debug log line names the request.
+        with grpc.insecure_channel(grpc_address) as channel:
+            bad = pb.ModelInferRequest(model_name="mlp", id=BAD_REQUEST_ID)
+            bad.inputs.add(name="no_such_input", datatype="FP32", shape=[1, 1, 28, 28])
+            bad.raw_input_contents.append(image.tobytes())
+            try:
+                pb_grpc.GRPCInferenceServiceStub(channel).ModelInfer(bad, timeout=TIMEOUT_S)
+                raise CheckFailed("a request with an unknown input was answered")
+            except grpc.RpcError as refused:
+                expect("unknown input's code", refused.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
         def complete(spans):
             names = [(s["trace_id"], s["name"]) for s, _ in spans]
@@ -211,6 +224,21 @@ def run_checks(args, work, out, server_pid):
         print(f"PASS: {len(spans)} spans; client trace continued over gRPC and HTTP; tree, resources and host "
               "times as expected")
     return checks
+
+
+def check_log_names_request(log_path):
+    """With --log-format json, the refused request's line carries its request_id."""
+    lines = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            raise CheckFailed(f"a log line is not JSON with --log-format json: {line!r}")
+    named = [j for j in lines if j.get("request_id") == BAD_REQUEST_ID]
+    if not named or "refused" not in named[0].get("message", ""):
+        raise CheckFailed(f"no json log line with request_id {BAD_REQUEST_ID!r} saying it was refused "
+                          f"({len(lines)} lines)")
+    print(f"PASS: the refused request's log line: {named[0]['message'][:80]!r} with its request_id")
 
 
 def dropped_total(metrics_address):
@@ -275,8 +303,11 @@ def main():
 
                 checks = run_checks(args, work, out, lambda server=server: server["process"].pid) \
                     if phase == "spans" else slow_collector_checks(args)
-                rc = run_with_server(args.server_bin, work, setup, checks, (), ("grpc", "http", "metrics"),
-                                     on_start=lambda proc, server=server: server.update(process=proc))
+                log_args = ("--log-format", "json", "--log-level", "debug") if phase == "spans" else ()
+                rc = run_with_server(args.server_bin, work, setup, checks, log_args, ("grpc", "http", "metrics"),
+                                     on_start=lambda proc, server=server: server.update(process=proc),
+                                     after_stop=(lambda: check_log_names_request(work / "server.log"))
+                                     if phase == "spans" else None)
                 if rc != 0:
                     return rc
         finally:

@@ -147,5 +147,39 @@ TEST(TraceSettingTest, ValuesAreCheckedAndEmptyListsClearOrRestore) {
   }
 }
 
+TEST(TraceConfigFlagTest, TritonsFormsAreReadAndOthersNamed) {
+  const std::vector<std::pair<std::string, std::pair<std::string, std::string>>> good = {
+      {"level=TIMESTAMPS", {"level", "TIMESTAMPS"}},
+      {"rate=100", {"rate", "100"}},
+      {"count=-1", {"count", "-1"}},
+      {"mode=opentelemetry", {"mode", "opentelemetry"}},
+      {"triton,file=/tmp/t.json", {"file", "/tmp/t.json"}},
+      {"triton,log-frequency=50", {"log_frequency", "50"}},
+      {"file=/tmp/t.json", {"file", "/tmp/t.json"}},
+      {"opentelemetry,url=localhost:4318/v1/traces", {"url", "localhost:4318/v1/traces"}},
+      {"opentelemetry,url=http://c:4318/v1/traces?a=b", {"url", "http://c:4318/v1/traces?a=b"}},
+  };
+  for (const auto& [flag, want] : good) {
+    auto parsed = ParseTraceConfigFlag(flag);
+    ASSERT_TRUE(parsed.ok()) << flag << ": " << parsed.status().ToString();
+    EXPECT_EQ(*parsed, want) << flag;
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"level", "expected NAME=VALUE"},
+      {"rate=", "no value for 'rate'"},
+      {"zipkin,url=x", "unknown trace mode 'zipkin'"},
+      {"opentelemetry,resource=service.name=x", "opentelemetry setting 'resource' is not supported"},
+      {"triton,url=x", "unknown setting 'url' of mode triton"},
+      {"url=x", "unknown setting 'url'"},
+      {"colour=red", "unknown setting 'colour'"},
+  };
+  for (const auto& [flag, why] : bad) {
+    auto parsed = ParseTraceConfigFlag(flag);
+    ASSERT_FALSE(parsed.ok()) << flag;
+    EXPECT_NE(parsed.status().message().find(why), std::string::npos) << parsed.status().message();
+    EXPECT_NE(parsed.status().message().find("'" + flag + "'"), std::string::npos) << "names the flag's value";
+  }
+}
+
 }  // namespace
 }  // namespace es

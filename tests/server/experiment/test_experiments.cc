@@ -120,6 +120,36 @@ TEST_F(ExperimentsTest, AShadowRunsAShareOnTheCandidateAndTheClientGetsTheModels
   EXPECT_EQ(total["serving"]["requests"], 5) << "the unshadowed requests are not counted";
 }
 
+TEST_F(ExperimentsTest, AnInputInSharedMemoryIsCopiedForTheShadowWhenTheRequestArrives) {
+  models_["serving"].experiment = Spec(ExperimentSpec::Mode::kShadow, "twin", 100);
+  uint8_t region[16] = {9, 8, 7, 6};
+  auto shm_request = [&](bool readable) {
+    auto r = Request();
+    r->inputs[0].data = nullptr;  // in the client's region: read when submitted
+    r->inputs[0].read_into = [&region, readable](uint8_t* dest) {
+      if (!readable) return Status::NotFound("shared memory region 'r' is not registered");
+      std::memcpy(dest, region, sizeof region);
+      return Status::Ok();
+    };
+    return r;
+  };
+  int answered = 0;
+  experiments_->Run(shm_request(true), "", [&](const Status& s, const InferResponse&) { answered += s.ok(); });
+  region[0] = 0;  // the client reuses its region once answered: the shadow kept what was sent
+  ASSERT_EQ(core_.runs.size(), 2u);
+  EXPECT_EQ(core_.runs[1]->model->name, "twin");
+  ASSERT_NE(core_.runs[1]->inputs[0].data, nullptr) << "the shadow owns a copy";
+  EXPECT_EQ(core_.runs[1]->inputs[0].data[0], 9);
+  EXPECT_EQ(core_.runs[1]->inputs[0].read_into, nullptr);
+  // A region that cannot be read: the request runs, unshadowed, counted skipped.
+  experiments_->Run(shm_request(false), "", [&](const Status& s, const InferResponse&) { answered += s.ok(); });
+  EXPECT_EQ(core_.runs.size(), 3u);
+  EXPECT_EQ(answered, 2);
+  const nlohmann::json status = experiments_->Describe(models_["serving"]);
+  EXPECT_EQ(status["shadowed"], 1);
+  EXPECT_EQ(status["skipped"], 1);
+}
+
 TEST_F(ExperimentsTest, ShadowsBeyondTheInFlightBoundAreSkipped) {
   models_["serving"].experiment = Spec(ExperimentSpec::Mode::kShadow, "twin", 100);
   core_.held = {"twin"};

@@ -90,6 +90,8 @@ TEST(ModelConfigReplyTest, FieldNumbersAreTritons) {
   EXPECT_EQ(ModelConfig::kDynamicBatchingFieldNumber, 11);
   EXPECT_EQ(ModelConfig::kEnsembleSchedulingFieldNumber, 15);
   EXPECT_EQ(ModelConfig::kBackendFieldNumber, 17);
+  EXPECT_EQ(ModelConfig::kResponseCacheFieldNumber, 24);
+  EXPECT_EQ(inference::ModelResponseCache::kEnableFieldNumber, 1);
   EXPECT_EQ(inference::ModelInput::kDimsFieldNumber, 4);  // 3 is Triton's `format`
   EXPECT_EQ(inference::ModelOutput::kDimsFieldNumber, 3);
   EXPECT_EQ(inference::ModelInstanceGroup::kCountFieldNumber, 2);
@@ -158,6 +160,17 @@ TEST(ModelConfigReplyTest, LatestAndAllPolicies) {
   FillModelConfig(m, server, &c);  // also checks that `c` is cleared first
   EXPECT_TRUE(c.version_policy().has_all());
   EXPECT_EQ(c.input_size(), 1);
+}
+
+TEST(ModelConfigReplyTest, ResponseCacheIsSaidAsTritonSaysIt) {
+  ModelConfig m = Mlp();
+  inference::ModelConfig c;
+  FillModelConfig(m, TwoCpuHosts(), &c);
+  EXPECT_FALSE(c.has_response_cache()) << "off: no section, as Triton's";
+  m.response_cache = true;
+  FillModelConfig(m, TwoCpuHosts(), &c);
+  ASSERT_TRUE(c.has_response_cache());
+  EXPECT_TRUE(c.response_cache().enable());
 }
 
 TEST(ModelConfigReplyTest, NoDynamicBatchingSectionMeansNoDynamicBatching) {
