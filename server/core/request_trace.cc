@@ -16,6 +16,12 @@ namespace es {
 namespace {
 
 constexpr size_t kMaxQueued = 10000;  // traces waiting for the writer; more are dropped
+// Opentelemetry mode: an export carries up to kTracesPerExport traces, and
+// the writer waits up to kExportDelay for that many (as OpenTelemetry's
+// batch span processors do): one request per trace would cost the
+// collector, and this machine, a connection each.
+constexpr size_t kTracesPerExport = 256;
+constexpr auto kExportDelay = std::chrono::milliseconds(200);
 
 std::string JsonString(const std::string& text) {
   std::string out = "\"";
@@ -174,7 +180,9 @@ void Tracer::Finish(std::shared_ptr<RequestTrace> trace) {
     return;
   }
   queue_.push_back(std::move(trace));
-  cv_.NotifyOne();
+  // The writer sleeps only on an empty queue, or (exporting) until a batch
+  // is full: a wake-up per trace would be a futex call per traced request.
+  if (queue_.size() == 1 || queue_.size() == kTracesPerExport) cv_.NotifyOne();
 }
 
 TraceSettings Tracer::Settings(const std::string& model) const {
@@ -218,6 +226,11 @@ void Tracer::WriterLoop() {
     {
       MutexLock lock(&mu_);
       while (queue_.empty() && !stopping_) cv_.Wait(&mu_);
+      if (server_.mode == "opentelemetry") {
+        const auto until = std::chrono::steady_clock::now() + kExportDelay;
+        while (queue_.size() < kTracesPerExport && !stopping_ && cv_.WaitUntil(&mu_, until)) {
+        }
+      }
       batch.swap(queue_);
       file = server_.file;
       frequency = server_.log_frequency;
@@ -263,7 +276,6 @@ void Tracer::ExportBatch(const std::deque<std::shared_ptr<RequestTrace>>& batch)
     return;
   }
   // In pieces, so one export request stays a few hundred kilobytes.
-  constexpr size_t kTracesPerExport = 256;
   for (size_t i = 0; i < batch.size(); i += kTracesPerExport) {
     const std::vector<std::shared_ptr<RequestTrace>> piece(
         batch.begin() + static_cast<std::ptrdiff_t>(i),
