@@ -17,25 +17,39 @@
 #      own accuracy on the same images (a step on it with --labels): the
 #      online agreement, KL and entropy next to the offline accuracies.
 #
-#   benchmarks/run_experiments.sh [--no-build] [--seconds S]
+#   3. (--trained DIR) two real candidates from ensemble-train: DIR is the
+#      repository it wrote (benchmarks/run_training.sh: build/fmnist, twelve
+#      convnets). Served: its best member (by the training report); the
+#      candidates, each shadowed at 100% over the test images in turn: the
+#      twelve-member ensemble as trained and a six-member one of its first
+#      six members (the same repository, config only); beside each, its own
+#      accuracy on the images (a step on it with --labels) and the report's.
+#
+#   benchmarks/run_experiments.sh [--no-build] [--seconds S] [--trained DIR]
 #
 # Prints the tables and writes them to build/bench_experiments/report.md.
-# About 4 minutes (the demo's training is most of the first).
+# About 4 minutes (the demo's training is most of the first); --trained adds
+# about 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 source benchmarks/lib/bench.sh
-BUILD=1 SECONDS_PER_STEP=5
+BUILD=1 SECONDS_PER_STEP=5 TRAINED=
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) BUILD=0 ;;
     --seconds) SECONDS_PER_STEP=$2; shift ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --trained) TRAINED=$2; shift ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_experiments.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+if [ -n "$TRAINED" ] && [ ! -f "$TRAINED/report.json" ]; then
+  echo "--trained $TRAINED: no report.json (benchmarks/run_training.sh writes build/fmnist)" >&2
+  exit 1
+fi
 [ "$BUILD" = 0 ] || scripts/build.sh >/dev/null
 require_tools ensemble-server ensemble-loadgen ensemble-model-host ensemble-make-demo
 OUT=build/bench_experiments
@@ -91,6 +105,49 @@ done
 stop_server
 trap - EXIT
 
+if [ -n "$TRAINED" ]; then
+  # The trained repository served as it is (its members linked, not
+  # copied), with the six-member ensemble beside the twelve-member one.
+  progress "the trained repository of $TRAINED, with a six-member ensemble of its members"
+  /usr/bin/python3 - "$TRAINED" "$OUT/trained" <<'EOF_PY'
+import json, os, re, sys
+trained, out = os.path.abspath(sys.argv[1]), sys.argv[2]
+os.makedirs(out)
+report = json.load(open(f"{trained}/report.json"))
+best = max(report["members"], key=lambda m: report["members"][m]["accuracy"])
+for name in report["members"]:
+    os.symlink(f"{trained}/{name}", f"{out}/{name}")
+full = next(n for n in sorted(os.listdir(trained))
+            if os.path.isfile(f"{trained}/{n}/config.yaml") and
+            len(re.findall(r"- \{model: ", open(f"{trained}/{n}/config.yaml").read().split("overload:")[0])) == len(report["members"]))
+text = open(f"{trained}/{full}/config.yaml").read().split("# Written by ensemble-train: past capacity")[0]
+members = re.findall(r"    - \{model: [^}]*\}\n", text)
+for name, keep in (("ens12", members), ("ens6", members[:6])):
+    os.makedirs(f"{out}/{name}")
+    body = text.replace("".join(members), "".join(keep))
+    open(f"{out}/{name}/config.yaml", "w").write(body)
+json.dump({"served": best, "accuracy": {best: report["members"][best]["accuracy"], "ens12": report["ensemble"]["accuracy"]}},
+          open(f"{out}/plan.json", "w"))
+print(f"served: {best}; candidates: ens12 ({len(members)} members of {full}), ens6 (its first 6)")
+EOF_PY
+  SERVED=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['served'])" "$OUT/trained/plan.json")
+  sed "s|^repository: .*|repository: $PWD/$OUT/trained|" "$TRAINED/server.yaml" >"$OUT/trained_server.yaml"
+  start_server "$OUT/trained_server.yaml" "$OUT/trained_server.log" --grpc-port 0 --http-port 0 --no-metrics
+  trap stop_server EXIT
+  for _ in $(seq 1 100); do grep -q "http listening on" "$OUT/trained_server.log" && break; sleep 0.1; done
+  HTTP=$(sed -n 's/^http listening on //p' "$OUT/trained_server.log")
+  for candidate in ens12 ens6; do
+    experiment "$SERVED" "{\"candidate\": \"$candidate\", \"mode\": \"shadow\", \"percent\": 100, \"window\": 100000}"
+    step "trained_track_$candidate" "$SERVED" 4
+    status "$SERVED" >"$OUT/trained_track_$candidate.status.json"
+    experiment "$SERVED" '{"mode": "off"}'
+    step "trained_alone_$candidate" "$candidate" 8
+  done
+  step "trained_alone_served" "$SERVED" 8
+  stop_server
+  trap - EXIT
+fi
+
 /usr/bin/python3 - "$OUT" <<'EOF_PY' | tee "$OUT/report.md"
 import json, statistics, sys
 out = sys.argv[1]
@@ -131,4 +188,25 @@ for c in ("mlp", "wide_mlp", "cnn"):
     print(f"| {c} | {t['compared_requests']:,} | {t['agreement']:.4f} | {t['mean_kl']:.4f} | {t['mean_abs_diff']:.4f} | "
           f"{t['entropy_serving']:.3f} / {t['entropy_candidate']:.3f} | {t['serving']['p99_ms']:.2f} / "
           f"{t['candidate']['p99_ms']:.2f} | {100 * served['labels']['accuracy']:.2f}% | {100 * alone['labels']['accuracy']:.2f}% |")
+import os
+if os.path.exists(f"{out}/trained/plan.json"):
+    plan = json.load(open(f"{out}/trained/plan.json"))
+    served = plan["served"]
+    print(f"\n#### 3. Two candidates from ensemble-train against the served {served}\n")
+    print(f"| candidate | compared | skipped | agreement | mean KL | mean abs diff | entropy {served} / candidate | "
+          f"p50 ms {served} / candidate | p99 ms {served} / candidate | accuracy {served} / candidate (these images) | "
+          "report's test-set accuracy |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    alone_served = step("trained_alone_served")
+    for c, members in (("ens12", 12), ("ens6", 6)):
+        st = status(f"trained_track_{c}")
+        t, alone = st["figures"]["total"], step(f"trained_alone_{c}")
+        report = plan["accuracy"].get(c)
+        print(f"| {c} ({members} members) | {t['compared_requests']:,} | {st['skipped']:,} | {t['agreement']:.4f} | "
+              f"{t['mean_kl']:.4f} | {t['mean_abs_diff']:.4f} | {t['entropy_serving']:.3f} / {t['entropy_candidate']:.3f} | "
+              f"{t['serving']['p50_ms']:.2f} / {t['candidate']['p50_ms']:.2f} | "
+              f"{t['serving']['p99_ms']:.2f} / {t['candidate']['p99_ms']:.2f} | "
+              f"{100 * alone_served['labels']['accuracy']:.2f}% / {100 * alone['labels']['accuracy']:.2f}% | "
+              f"{'%.2f%%' % (100 * report) if report else 'not in the report'} |")
+    print(f"\n{served}'s own test-set accuracy in the report: {100 * plan['accuracy'][served]:.2f}%")
 EOF_PY

@@ -21,6 +21,7 @@
 #endif
 
 #include "common/log_setup.h"
+#include "common/steady_clock.h"
 #include "ipc/channel.h"
 #include "ipc/channel_ends.h"
 #include "model_host/device_setup.h"
@@ -151,12 +152,6 @@ void HeartbeatLoop(ipc::Channel* channel, pid_t router_pid) {
   channel->requests().NotifyConsumer();  // wake executors so they see the stop
 }
 
-uint64_t MonotonicNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
 // `slot` tells the router's watchdog which request this executor computes
 // and since when (ipc::ExecutorSlot): a forward that never returns is seen
 // there, while the heartbeat thread goes on beating.
@@ -173,7 +168,7 @@ void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, ModelLoade
       loader->Enqueue(request);  // answered by the loader's thread
       continue;
     }
-    const uint64_t received = MonotonicNs();
+    const uint64_t received = SteadyNs(SteadyClock::now());
     slot->started_ns.store(received, std::memory_order_relaxed);
     slot->request_id.store(request.request_id, std::memory_order_release);
     executor->Execute(request, &completion);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/checked_math.h"
+#include "common/steady_clock.h"
 
 namespace es {
 namespace {
@@ -82,12 +83,10 @@ void RequestExecutor::Execute(const ipc::RequestDesc& request, ipc::CompletionDe
   completion->request_id = request.request_id;
   completion->num_outputs = 0;
   completion->message[0] = '\0';
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = SteadyClock::now();
   Status status = Run(request, completion);
-  completion->compute_ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-  completion->compute_start_ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count());
+  completion->compute_ns = static_cast<uint64_t>(NanosecondsSince(start));
+  completion->compute_start_ns = SteadyNs(start);
   completion->status_code = static_cast<uint32_t>(status.code());
   if (!status.ok()) {
     completion->num_outputs = 0;

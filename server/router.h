@@ -54,9 +54,10 @@
 #include "server/kserve/request_metrics.h"
 #include "server/shm/shm_registry.h"
 #include "server/security/tls_files.h"
-#include "server/tracing/otlp_exporter.h"
 
 namespace es {
+
+class OtlpExporter;  // server/tracing/otlp_exporter.h
 
 struct RouterOptions {
   std::string config_path;

@@ -185,6 +185,7 @@ void InferenceCore::CallMember(const EnsembleMember& member, const std::shared_p
                         done = std::move(done)](const Status& status, InferResponse response) {
     if (trace != nullptr) {
       trace->set_version(*version_used);
+      if (!status.ok()) trace->SetError(status.ToString());
       trace->Mark("REQUEST_END");
       tracer->Finish(trace);
     }

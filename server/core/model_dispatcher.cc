@@ -376,15 +376,14 @@ void ModelDispatcher::Dispatch(std::shared_ptr<Batch> batch, Clock::time_point d
   const auto submitted = Clock::now();
   Status s = conn->Submit(
       model_->HostKey(), batch->front().version, inputs, OutputPlanFor(rows),
-      // The connection calls this itself, so its name outlives the call.
-      [this, batch, dispatched, submitted, attempt, host = &conn->host_name()](
+      [this, batch, dispatched, submitted, attempt, host = conn->host_name()](
           const Status& status, const ipc::CompletionDesc* completion, const uint8_t* arena) {
         // The host died with the batch in flight: one more try on a replica.
         if (!status.ok() && status.code() == StatusCode::kUnavailable && attempt == 0 && hosts_.size() > 1) {
           Dispatch(batch, dispatched, attempt + 1);
           return;
         }
-        Finish(*batch, status, completion, arena, dispatched, submitted, host);
+        Finish(*batch, status, completion, arena, dispatched, submitted, &host);
       });
   if (!s.ok()) Finish(*batch, s, nullptr, nullptr, dispatched, submitted);
 }

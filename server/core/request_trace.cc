@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/errno_text.h"
+#include "common/steady_clock.h"
 
 namespace es {
 namespace {
@@ -51,11 +52,7 @@ std::optional<T> Number(const std::string& text) {
 
 }  // namespace
 
-uint64_t RequestTrace::NowNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
+uint64_t RequestTrace::NowNs() { return SteadyNs(SteadyClock::now()); }
 
 void RequestTrace::Mark(const char* name, uint64_t ns) {
   MutexLock lock(&mu_);
@@ -72,6 +69,11 @@ void RequestTrace::SetHost(HostTimes times) {
   host_ = std::move(times);
 }
 
+void RequestTrace::SetError(std::string message) {
+  MutexLock lock(&mu_);
+  error_ = std::move(message);
+}
+
 void RequestTrace::Continue(const RemoteParent& parent, std::string trace_state) {
   MutexLock lock(&mu_);
   context_.trace_id = parent.trace_id;
@@ -86,7 +88,7 @@ TraceContext RequestTrace::context() const {
 
 RequestTrace::Snapshot RequestTrace::Take() const {
   MutexLock lock(&mu_);
-  return Snapshot{id_, parent_id_, model_, request_id_, version_, context_, marks_, spans_, host_};
+  return Snapshot{id_, parent_id_, model_, request_id_, version_, context_, marks_, spans_, host_, error_};
 }
 
 void RequestTrace::set_version(int64_t version) {
@@ -282,7 +284,12 @@ void Tracer::ExportBatch(const std::deque<std::shared_ptr<RequestTrace>>& batch)
         batch.begin() + static_cast<std::ptrdiff_t>(std::min(batch.size(), i + kTracesPerExport)));
     const size_t delivered = std::min(exporter_->Export(piece), piece.size());
     written_.fetch_add(delivered);
-    dropped_.fetch_add(piece.size() - delivered);
+    if (delivered < piece.size()) {
+      // The collector failed this one: the rest of the batch is dropped
+      // rather than waited for, piece by piece (at shutdown too).
+      dropped_.fetch_add(batch.size() - i - delivered);
+      return;
+    }
   }
 }
 

@@ -90,6 +90,8 @@ class RequestTrace {
   void AddSpan(const char* name, uint64_t start_ns, uint64_t end_ns) ABSL_LOCKS_EXCLUDED(mu_);
   // The host's times of this call (the last call's, when retried).
   void SetHost(HostTimes times) ABSL_LOCKS_EXCLUDED(mu_);
+  // The request (or member call) failed: why (a span's ERROR status).
+  void SetError(std::string message) ABSL_LOCKS_EXCLUDED(mu_);
   // Continues the client's trace: its trace id, its span as this one's
   // parent, its tracestate. Called before any member call's trace is made.
   void Continue(const RemoteParent& parent, std::string trace_state) ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,6 +115,7 @@ class RequestTrace {
     std::vector<std::pair<const char*, uint64_t>> marks;
     std::vector<Span> spans;
     std::optional<HostTimes> host;
+    std::string error;  // empty: no error recorded
   };
   Snapshot Take() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -125,6 +128,7 @@ class RequestTrace {
   std::vector<std::pair<const char*, uint64_t>> marks_ ABSL_GUARDED_BY(mu_);
   std::vector<Span> spans_ ABSL_GUARDED_BY(mu_);
   std::optional<HostTimes> host_ ABSL_GUARDED_BY(mu_);
+  std::string error_ ABSL_GUARDED_BY(mu_);
   TraceContext context_ ABSL_GUARDED_BY(mu_);
 };
 

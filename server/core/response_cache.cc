@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "common/status_macros.h"
+
 namespace es {
 namespace {
 
@@ -38,26 +40,31 @@ std::string ResponseCache::KeyOf(const ModelConfig& model, int64_t version, cons
   // Inputs in the model's config order; by position, not name, so an
   // ensemble's member call (with the ensemble's input names) and a direct
   // call of the member share a key.
-  std::string staged;  // an input in a client's shared-memory region, read to be hashed
   for (const InferInput& in : request.inputs) {
-    const uint8_t* bytes = in.data;
-    if (bytes == nullptr && in.bytes > 0) {
-      // Read here once more (it is read again into the host's arena when
-      // submitted): the region's bytes are the client's until answered.
-      if (!in.read_into) return "";
-      staged.resize(in.bytes);
-      if (!in.read_into(reinterpret_cast<uint8_t*>(staged.data())).ok()) return "";
-      bytes = reinterpret_cast<const uint8_t*>(staged.data());
-    }
+    // Still in a client's region (OwnInputs was not called): its bytes
+    // could change before they are read for the host, so no key.
+    if (in.data == nullptr && in.bytes > 0) return "";
     const auto datatype = static_cast<int32_t>(in.datatype);
     Feed(ctx, &datatype, sizeof datatype);
     Feed(ctx, in.shape.data(), in.shape.size() * sizeof(int64_t));
-    Feed(ctx, bytes, in.bytes);
+    Feed(ctx, in.data, in.bytes);
   }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   if (EVP_DigestFinal_ex(ctx, digest, &size) != 1) return "";
   return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+Status ResponseCache::OwnInputs(InferRequest* request) {
+  for (InferInput& in : request->inputs) {
+    if (in.data != nullptr || in.bytes == 0 || !in.read_into) continue;
+    auto copy = std::make_unique<uint8_t[]>(in.bytes);
+    ES_RETURN_IF_ERROR(in.read_into(copy.get()));
+    in.data = copy.get();
+    in.read_into = nullptr;
+    request->shm_scratch.push_back(std::move(copy));
+  }
+  return Status::Ok();
 }
 
 std::optional<std::vector<InferOutput>> ResponseCache::Lookup(const std::string& key, const std::string& model,

@@ -11,10 +11,11 @@
 // drops a model's entries when it is (re)loaded (a version folder's
 // model.pt replaced in place keeps its key), and an answer computed before
 // that erase is not kept after it (the generation the lookup gave). An
-// input in a client's shared-memory region is read for the key (a copy of
-// its bytes, hashed; the client must leave the region alone until answered,
-// as for any shared-memory request). Ensembles are not cached themselves:
-// their members are, so two
+// input in a client's shared-memory region is keyed only once the request
+// owns a copy of it (OwnInputs, when the request arrives): the key and the
+// host then read the same bytes, whatever the client writes into its
+// region meanwhile (else one client could store an answer under another
+// input's key). Ensembles are not cached themselves: their members are, so two
 // ensembles sharing a member, or a cascade and its full ensemble, reuse one
 // another's member answers.
 //
@@ -49,9 +50,13 @@ class ResponseCache {
   explicit ResponseCache(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
   // The key of `request` run on `model` (a model with its cache enabled)
-  // at `version`; "" when it cannot be keyed (a shared-memory input that
-  // cannot be read).
+  // at `version`; "" when it is not cached (an input still in a client's
+  // shared-memory region).
   static std::string KeyOf(const ModelConfig& model, int64_t version, const InferRequest& request);
+  // Copies the request's inputs that are in a client's shared-memory region
+  // into the request (shm_scratch), so they are read once, for the key and
+  // the host alike; an error when a region cannot be read.
+  static Status OwnInputs(InferRequest* request);
 
   // The answer kept under `key` (most recently used from now), counted as a
   // hit; nullopt counted as a miss, with *generation set to the count of

@@ -1,6 +1,5 @@
 #include "server/core/trace_context.h"
 
-#include <algorithm>
 #include <random>
 
 namespace es {
@@ -22,7 +21,7 @@ std::array<uint8_t, N> RandomId() {
       const uint64_t v = Generator()();
       for (size_t k = 0; k < 8 && i + k < N; ++k) id[i + k] = static_cast<uint8_t>(v >> (8 * k));
     }
-  } while (std::all_of(id.begin(), id.end(), [](uint8_t b) { return b == 0; }));
+  } while (IsZeroId(id));
   return id;
 }
 
@@ -35,21 +34,17 @@ int HexDigit(char c) {
 template <size_t N>
 bool ParseHex(std::string_view text, std::array<uint8_t, N>* out) {
   if (text.size() != 2 * N) return false;
-  bool nonzero = false;
   for (size_t i = 0; i < N; ++i) {
     const int hi = HexDigit(text[2 * i]), lo = HexDigit(text[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
     (*out)[i] = static_cast<uint8_t>(hi << 4 | lo);
-    nonzero = nonzero || (*out)[i] != 0;
   }
-  return nonzero;
+  return !IsZeroId(*out);
 }
 
 }  // namespace
 
-bool TraceContext::has_parent() const {
-  return std::any_of(parent_span_id.begin(), parent_span_id.end(), [](uint8_t b) { return b != 0; });
-}
+bool TraceContext::has_parent() const { return !IsZeroId(parent_span_id); }
 
 TraceId NewTraceId() { return RandomId<16>(); }
 SpanId NewSpanId() { return RandomId<8>(); }

@@ -32,6 +32,16 @@ struct TraceContext {
   bool has_parent() const;
 };
 
+// Whether every byte of an id is zero (W3C: such an id is invalid; a zero
+// parent span id means none).
+template <size_t N>
+bool IsZeroId(const std::array<uint8_t, N>& id) {
+  for (const uint8_t b : id) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
 // Random, never all zero.
 TraceId NewTraceId();
 SpanId NewSpanId();

@@ -1,11 +1,13 @@
 #include "server/kserve/infer_calls.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "common/log_setup.h"
 #include "common/steady_clock.h"
+#include "server/core/response_cache.h"
 #include "server/kserve/request_codec.h"
 
 namespace es {
@@ -88,11 +90,11 @@ void ContinueClientTrace(const InferCalls::CallContext& context, RequestTrace* t
 void InferCalls::Run(const Place& place, const inference::ModelInferRequest& proto,
                      inference::ModelInferResponse* response, CallContext context, Done done) {
   const auto start = std::chrono::steady_clock::now();
-  const LogRequestScope log_request(proto.id(), {});
   // Read-only map lookup; from here on metrics are relaxed atomics only.
   ModelMetrics* metrics = metrics_ != nullptr ? metrics_->Find(proto.model_name()) : nullptr;
   auto decoded = DecodeInferRequest(proto, *repository_, config_->limits, shm_);
   if (!decoded.ok()) {
+    const LogRequestScope log_request(proto.id(), {});
     spdlog::debug("request '{}' to model '{}' refused: {}", proto.id(), proto.model_name(),
                   decoded.status().ToString());
     CountUndecodable(metrics, proto.model_name(), decoded.status());
@@ -101,6 +103,11 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
     return;
   }
   std::shared_ptr<InferRequest> request = std::move(decoded).value();
+  if (Status owned = OwnCachedSharedMemoryInputs(request.get()); !owned.ok()) {
+    done(owned);
+    place->EndRun();
+    return;
+  }
   request->deadline = std::min(request->deadline, context.deadline);
   request->cancelled = std::move(context.cancelled);
   Tracer* tracer = tracer_.load();
@@ -118,7 +125,8 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       trace_hex = HexId(id.data(), id.size());
     }
   }
-  const LogRequestScope log_trace(request->id, trace_hex);
+  // No scope is open from here: what the core logs on this thread may be
+  // about other requests (a batch's). The answer's lines open their own.
   if (metrics != nullptr) metrics->Started();
   InferDone answered = [place, response, request, start, stats = stats_, metrics, tracer, http = context.http,
                         trace_hex, done = std::move(done)](const Status& status, InferResponse answer) {
@@ -161,6 +169,7 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
     } else {
       RequestTrace& trace = *request->trace;
       trace.set_version(answer.version > 0 ? answer.version : request->version);
+      if (!outcome.ok()) trace.SetError(outcome.ToString());
       trace.Mark("REQUEST_END");
       trace.Mark(http ? "HTTP_SEND_START" : "GRPC_SEND_START");
       done(outcome);  // the answer handed to the transport
@@ -175,6 +184,20 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
   std::string sticky_value = StickyValue(proto, sticky);
   if (sticky_value.empty() && !sticky.empty() && context.header) sticky_value = context.header(sticky);
   experiments->Run(request, sticky_value, std::move(answered));
+}
+
+Status InferCalls::OwnCachedSharedMemoryInputs(InferRequest* request) const {
+  if (config_->response_cache_bytes == 0) return Status::Ok();
+  const bool in_shared_memory = std::any_of(request->inputs.begin(), request->inputs.end(),
+                                            [](const InferInput& in) { return in.data == nullptr && in.bytes > 0; });
+  if (!in_shared_memory) return Status::Ok();
+  // The model itself, or (an ensemble, a cascade) a member whose answers are cached.
+  bool cached = request->model->response_cache;
+  for (const EnsembleMember& member : request->model->ensemble.members) {
+    const ModelConfig* m = repository_->Find(member.model);
+    cached = cached || (m != nullptr && m->response_cache);
+  }
+  return cached ? ResponseCache::OwnInputs(request) : Status::Ok();
 }
 
 void InferCalls::CountUndecodable(ModelMetrics* metrics, const std::string& model_name, const Status& status) {

@@ -115,6 +115,11 @@ class InferCalls {
   // A call refused before it ran: counted against its model's metrics
   // (`metrics`, null for a model not served), else as an unknown model.
   void CountRefused(ModelMetrics* metrics, const Status& status);
+  // A request whose inputs are in a client's shared-memory region, for a
+  // model whose answers (or whose members' answers) are cached: its inputs
+  // copied into it now (ResponseCache::OwnInputs), so the cache key and the
+  // hosts read the same bytes. An error when a region cannot be read.
+  Status OwnCachedSharedMemoryInputs(InferRequest* request) const;
   // A request that did not decode: a failure in its model's statistics too.
   void CountUndecodable(ModelMetrics* metrics, const std::string& model_name, const Status& status);
 

@@ -77,13 +77,19 @@ size_t OtlpExporter::Export(const std::vector<std::shared_ptr<RequestTrace>>& tr
   return traces.size();
 }
 
-Status OtlpExporter::Post(const std::string& body) const {
+Status OtlpExporter::Post(const std::string& body) {
+  Status result = Exchange(body);  // its io_context, and any operation left pending, gone here
+  if (!result.ok()) addresses_.clear();  // resolved again next time: the collector may have moved
+  return result;
+}
+
+Status OtlpExporter::Exchange(const std::string& body) {
   asio::io_context io;
   tcp::resolver resolver(io);
   beast::tcp_stream stream(io);
   beast::flat_buffer buffer;
   http::request<http::string_body> request{http::verb::post, endpoint_.path, 11};
-  request.set(http::field::host, endpoint_.host + ":" + endpoint_.port);
+  request.set(http::field::host, endpoint_.authority());
   request.set(http::field::user_agent, "ensemble-server");
   request.set(http::field::content_type, "application/x-protobuf");
   request.body() = body;
@@ -95,26 +101,33 @@ Status OtlpExporter::Post(const std::string& body) const {
     result = Status::Unavailable(std::string(step) + ": " + ec.message());
   };
   // One chain of asynchronous steps, so the deadline bounds all of them.
-  resolver.async_resolve(
-      endpoint_.host, endpoint_.port, [&](beast::error_code resolved, const tcp::resolver::results_type& found) {
-        if (resolved) return failed("resolve", resolved);
-        stream.expires_after(kExportTimeout);
-        stream.async_connect(found, [&](beast::error_code connected, const tcp::endpoint&) {
-          if (connected) return failed("connect", connected);
-          http::async_write(stream, request, [&](beast::error_code sent, size_t) {
-            if (sent) return failed("send", sent);
-            http::async_read(stream, buffer, answer, [&](beast::error_code ec, size_t) {
-              if (ec) return failed("answer", ec);
-              const unsigned code = answer.get().result_int();
-              result = code / 100 == 2 ? Status::Ok()
-                                       : Status::Unavailable("collector answered HTTP " + std::to_string(code) + ": " +
-                                                             answer.get().body().substr(0, 200));
-              beast::error_code ignored;
-              stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-            });
-          });
-        });
+  auto exchange = [&](beast::error_code connected, const tcp::endpoint&) {
+    if (connected) return failed("connect", connected);
+    http::async_write(stream, request, [&](beast::error_code sent, size_t) {
+      if (sent) return failed("send", sent);
+      http::async_read(stream, buffer, answer, [&](beast::error_code ec, size_t) {
+        if (ec) return failed("answer", ec);
+        const unsigned code = answer.get().result_int();
+        result = code / 100 == 2 ? Status::Ok()
+                                 : Status::Unavailable("collector answered HTTP " + std::to_string(code) + ": " +
+                                                       answer.get().body().substr(0, 200));
+        beast::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
       });
+    });
+  };
+  if (addresses_.empty()) {
+    resolver.async_resolve(endpoint_.host, endpoint_.port,
+                           [&](beast::error_code resolved, const tcp::resolver::results_type& found) {
+                             if (resolved) return failed("resolve", resolved);
+                             addresses_.assign(found.begin(), found.end());
+                             stream.expires_after(kExportTimeout);
+                             stream.async_connect(addresses_, exchange);
+                           });
+  } else {
+    stream.expires_after(kExportTimeout);
+    stream.async_connect(addresses_, exchange);
+  }
   io.run_for(kExportTimeout);
   return result;
 }

@@ -1,6 +1,5 @@
 #include "server/tracing/otlp_spans.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -59,6 +58,10 @@ class TraceSpans {
     Attribute(own->mutable_attributes(), "triton.trace_id", static_cast<int64_t>(trace_.id));
     if (!trace_.request_id.empty()) Attribute(own->mutable_attributes(), "request.id", trace_.request_id);
     if (top) Attribute(own->mutable_attributes(), "es.transport", At(trace_, "HTTP_RECV_START") ? "http" : "grpc");
+    if (!trace_.error.empty()) {
+      own->mutable_status()->set_code(otlp::Status::STATUS_CODE_ERROR);
+      own->mutable_status()->set_message(trace_.error);
+    }
 
     Child("decode", AtEither(trace_, "GRPC_WAITREAD_END", "HTTP_RECV_END"), At(trace_, "REQUEST_START"));
     Child("queue", At(trace_, "QUEUE_START"), At(trace_, "COMPUTE_START"));
@@ -78,13 +81,12 @@ class TraceSpans {
   void Ids(otlp::Span* span, const SpanId& id, const SpanId& parent) const {
     span->set_trace_id(Bytes(trace_.context.trace_id.data(), trace_.context.trace_id.size()));
     span->set_span_id(Bytes(id.data(), id.size()));
-    if (std::any_of(parent.begin(), parent.end(), [](uint8_t b) { return b != 0; })) {
-      span->set_parent_span_id(Bytes(parent.data(), parent.size()));
-    }
+    if (!IsZeroId(parent)) span->set_parent_span_id(Bytes(parent.data(), parent.size()));
   }
   void Times(otlp::Span* span, uint64_t start, uint64_t end) const {
-    span->set_start_time_unix_nano(static_cast<uint64_t>(static_cast<int64_t>(start) + offset_));
-    span->set_end_time_unix_nano(static_cast<uint64_t>(static_cast<int64_t>(end) + offset_));
+    // Unsigned (wrapping) arithmetic: the times may be a host's claims.
+    span->set_start_time_unix_nano(start + static_cast<uint64_t>(offset_));
+    span->set_end_time_unix_nano(end + static_cast<uint64_t>(offset_));
   }
   otlp::Span* Child(const std::string& name, std::optional<uint64_t> start, std::optional<uint64_t> end,
                     otlp::ScopeSpans* scope = nullptr, const SpanId* parent = nullptr) {
@@ -123,7 +125,9 @@ class TraceSpans {
       const uint64_t router_mid = *submitted + window / 2;
       shift = static_cast<int64_t>(router_mid - host_mid);  // two's complement: the signed difference
     }
-    auto moved = [shift](uint64_t ns) { return static_cast<uint64_t>(static_cast<int64_t>(ns) + shift); };
+    // Wrapping unsigned arithmetic (no signed overflow whatever a host sent);
+    // the result lies in the router's window by construction.
+    auto moved = [shift](uint64_t ns) { return ns + static_cast<uint64_t>(shift); };
     otlp::Span* queued = Child("host queue", *submitted, moved(h.received_ns), host_, &call_id);
     otlp::Span* compute = Child("compute", moved(h.compute_start_ns), moved(h.compute_end_ns), host_, &call_id);
     for (otlp::Span* span : {queued, compute}) {
@@ -170,7 +174,8 @@ otlp::ExportTraceServiceRequest OtlpSpanBuilder::Build(const std::vector<std::sh
       otlp::ResourceSpans* resource = request.add_resource_spans();
       auto* attributes = resource->mutable_resource()->mutable_attributes();
       Attribute(attributes, "service.name", std::string("ensemble-model-host"));
-      Attribute(attributes, "service.instance.id", name);
+      Attribute(attributes, "service.instance.id",
+                resources_.machine + "/" + name);  // host names repeat across machines
       Attribute(attributes, "host.name", resources_.machine);
       Attribute(attributes, "es.host", name);
       auto device = resources_.devices.find(name);

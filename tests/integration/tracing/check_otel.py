@@ -138,7 +138,6 @@ def check_tree(spans, trace_id, model, members, client_span=None, trace_state=""
         within(under_root[name], root, name)
     calls = [under_root[f"member {m}"] for m in members if f"member {m}" in under_root] if members else [root]
     expect(f"member spans under '{root['name']}'", len(calls), len(members) if members else 1)
-    hosts_seen = set()
     for call in calls:
         if call is not root:
             within(call, root, call["name"])
@@ -161,7 +160,6 @@ def check_tree(spans, trace_id, model, members, client_span=None, trace_state=""
             expect(f"{name}: resource service.name", resource.get("service.name"), "ensemble-model-host")
             expect(f"{name}: resource es.host", "host " + str(resource.get("es.host")), host["name"])
             expect(f"{name}: resource es.device", resource.get("es.device"), "cpu")
-        hosts_seen.add(host["name"])
     return root
 
 

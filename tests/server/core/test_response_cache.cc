@@ -79,20 +79,30 @@ TEST_F(ResponseCacheTest, TheKeyFollowsTheModelTheVersionAndEveryInputByte) {
   member_call.inputs[0].spec = &renamed;
   member_call.requested_outputs = {"probabilities"};
   EXPECT_EQ(ResponseCache::KeyOf(model_, 1, member_call), key);
-  // An input in a client's shared memory (read when submitted): read for
-  // the key too, so it shares the key of the same bytes sent inline.
+  // An input still in a client's shared memory (read when submitted): no
+  // key, as the region could change before the host reads it ...
   InferRequest shm = Request({1, 2, 3, 4});
-  const std::vector<uint8_t> region(reinterpret_cast<const uint8_t*>(shm.inputs[0].data),
-                                    reinterpret_cast<const uint8_t*>(shm.inputs[0].data) + shm.inputs[0].bytes);
+  std::vector<uint8_t> region(reinterpret_cast<const uint8_t*>(shm.inputs[0].data),
+                              reinterpret_cast<const uint8_t*>(shm.inputs[0].data) + shm.inputs[0].bytes);
   shm.inputs[0].data = nullptr;
-  shm.inputs[0].read_into = [region](uint8_t* dest) {
+  shm.inputs[0].read_into = [&region](uint8_t* dest) {
     std::copy(region.begin(), region.end(), dest);
     return Status::Ok();
   };
-  EXPECT_EQ(ResponseCache::KeyOf(model_, 1, shm), key);
-  // A region that cannot be read (unregistered since): no key, not cached.
-  shm.inputs[0].read_into = [](uint8_t*) { return Status::NotFound("region 'r' is not registered"); };
   EXPECT_EQ(ResponseCache::KeyOf(model_, 1, shm), "");
+  // ... and once the request owns a copy, the key of the same bytes sent
+  // inline, whatever the region holds afterwards.
+  ASSERT_TRUE(ResponseCache::OwnInputs(&shm).ok());
+  region.assign(region.size(), 0xff);
+  ASSERT_NE(shm.inputs[0].data, nullptr);
+  EXPECT_EQ(shm.inputs[0].read_into, nullptr);
+  EXPECT_EQ(ResponseCache::KeyOf(model_, 1, shm), key);
+  // A region that cannot be read (unregistered since): the error, the input untouched.
+  InferRequest gone = Request({1, 2, 3, 4});
+  gone.inputs[0].data = nullptr;
+  gone.inputs[0].read_into = [](uint8_t*) { return Status::NotFound("region 'r' is not registered"); };
+  EXPECT_EQ(ResponseCache::OwnInputs(&gone).code(), StatusCode::kNotFound);
+  EXPECT_EQ(gone.inputs[0].data, nullptr);
 }
 
 TEST_F(ResponseCacheTest, TheLeastRecentlyUsedGoFirstWithinTheBound) {

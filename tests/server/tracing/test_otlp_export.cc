@@ -14,6 +14,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/mutex.h"
@@ -266,6 +267,20 @@ TEST(OtlpSpansTest, AHostOnAnotherClockIsShiftedIntoItsCallAndImpossibleTimesAre
   EXPECT_EQ(shifted.by_name["compute"]->end_time_unix_nano() - shifted.by_name["compute"]->start_time_unix_nano(),
             500u);
 
+  // Host times near 2^63 and near 2^64 (a host's claims): shifted without
+  // overflow into the window all the same.
+  constexpr uint64_t kHalf = uint64_t{1} << 63;
+  for (const HostTimes& far : {HostTimes{"cpu0", kHalf - 100, kHalf, kHalf + 400},
+                               HostTimes{"cpu0", UINT64_MAX - 600, UINT64_MAX - 500, UINT64_MAX}}) {
+    Spans s = Index(builder.Build({PlainCall(far)}));
+    ASSERT_TRUE(s.by_name.count("compute")) << far.received_ns;
+    const otlp::Span& window = *s.by_name["host cpu0"];
+    for (const char* name : {"host queue", "compute"}) {
+      EXPECT_GE(s.by_name[name]->start_time_unix_nano(), window.start_time_unix_nano()) << name;
+      EXPECT_LE(s.by_name[name]->end_time_unix_nano(), window.end_time_unix_nano()) << name;
+    }
+  }
+
   for (const HostTimes& bad : {HostTimes{"cpu0", 1500, 1400, 1600},     // compute before it was received
                                HostTimes{"cpu0", 100, 200, 5000},       // longer than the router's window
                                HostTimes{"cpu0", 1200, 1300, 1200}}) {  // ends before it starts
@@ -322,22 +337,146 @@ TEST(OtlpTracerTest, AClientsTraceIsContinuedByTheRequestAndItsMembers) {
   EXPECT_EQ(tracer.Settings("").rate, 7u);
 }
 
-TEST(OtlpExporterTest, AClosedPortFailsTheExportAtOnce) {
-  // A port that was free a moment ago and nobody listens on.
+// A TCP socket bound to a free loopback port (not listening yet).
+int BoundLoopbackSocket(uint16_t* port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   socklen_t len = sizeof addr;
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  close(fd);
-  auto endpoint = ParseOtlpUrl("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/v1/traces");
-  ASSERT_TRUE(endpoint.ok());
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// A collector on a port of its own that takes one export: reads the
+// request (headers and Content-Length body) and answers `status`, or, with
+// `hold`, answers nothing until the exporter gives up and closes.
+class OneShotCollector {
+ public:
+  OneShotCollector(int status, bool hold) : status_(status), hold_(hold) {
+    listener_ = BoundLoopbackSocket(&port_);
+    EXPECT_EQ(listen(listener_, 1), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~OneShotCollector() {
+    thread_.join();
+    close(listener_);
+  }
+  OneShotCollector(const OneShotCollector&) = delete;
+  OneShotCollector& operator=(const OneShotCollector&) = delete;
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1/traces"; }
+  // What was posted; read once the export returned (the thread has it all).
+  std::string request() {
+    thread_.join();
+    thread_ = std::thread([] {});
+    return request_;
+  }
+
+ private:
+  void Serve() {
+    const int fd = accept(listener_, nullptr, nullptr);
+    if (fd < 0) return;
+    char buf[65536];
+    size_t want = std::string::npos;
+    while (want == std::string::npos || request_.size() < want) {
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      request_.append(buf, static_cast<size_t>(n));
+      const size_t end = request_.find("\r\n\r\n");
+      const size_t length = request_.find("Content-Length: ");
+      if (want == std::string::npos && end != std::string::npos && length != std::string::npos) {
+        want = end + 4 + std::stoul(request_.substr(length + 16));
+      }
+    }
+    if (!hold_) {
+      const std::string answer = "HTTP/1.1 " + std::to_string(status_) + " X\r\nContent-Length: 0\r\n\r\n";
+      EXPECT_EQ(write(fd, answer.data(), answer.size()), static_cast<ssize_t>(answer.size()));
+    } else {
+      while (read(fd, buf, sizeof buf) > 0) {  // until the exporter gives up and closes
+      }
+    }
+    close(fd);
+  }
+
+  const int status_;
+  const bool hold_;
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  std::string request_;
+  std::thread thread_;
+};
+
+// One plain call's trace exported to `url`: traces delivered, exports
+// failed, and how long Export took.
+struct ExportOutcome {
+  size_t delivered = 0;
+  uint64_t failed = 0;
+  double seconds = 0;
+};
+ExportOutcome ExportOneTo(const std::string& url) {
+  auto endpoint = ParseOtlpUrl(url);
+  EXPECT_TRUE(endpoint.ok()) << url;
   OtlpExporter exporter(*endpoint, {"m", 1, {}});
-  EXPECT_EQ(exporter.Export({PlainCall({"cpu0", 1200, 1300, 1400})}), 0u);
-  EXPECT_EQ(exporter.failed_exports(), 1u);
-  EXPECT_EQ(exporter.spans_sent(), 0u);
+  const auto start = std::chrono::steady_clock::now();
+  ExportOutcome out;
+  out.delivered = exporter.Export({PlainCall({"cpu0", 1200, 1300, 1400})});
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.failed = exporter.failed_exports();
+  return out;
+}
+
+TEST(OtlpExporterTest, A2xxAnswerDeliversTheBatchAndOthersLoseIt) {
+  for (const int status : {200, 503}) {
+    OneShotCollector collector(status, /*hold=*/false);
+    auto endpoint = ParseOtlpUrl(collector.url());
+    ASSERT_TRUE(endpoint.ok());
+    OtlpExporter exporter(*endpoint, {"m", 1, {}});
+    auto failed = PlainCall({"cpu0", 1200, 1300, 1400});
+    failed->SetError("INTERNAL: model 'mlp' exploded");
+    EXPECT_EQ(exporter.Export({PlainCall({"cpu0", 1200, 1300, 1400}), failed}), status == 200 ? 2u : 0u);
+    EXPECT_EQ(exporter.failed_exports(), status == 200 ? 0u : 1u);
+    const std::string request = collector.request();
+    if (status != 200) continue;
+    EXPECT_EQ(exporter.spans_sent(), 2u * 9u) << "9 spans a plain call (the host's two among them)";
+    EXPECT_EQ(request.rfind("POST /v1/traces HTTP/1.1\r\n", 0), 0u) << request.substr(0, 80);
+    EXPECT_NE(request.find("Content-Type: application/x-protobuf"), std::string::npos);
+    // The body decodes as the export message, the failed call's span with its ERROR.
+    otlp::ExportTraceServiceRequest body;
+    ASSERT_TRUE(body.ParseFromString(request.substr(request.find("\r\n\r\n") + 4)));
+    int errors = 0;
+    for (const auto& rs : body.resource_spans()) {
+      for (const auto& scope : rs.scope_spans()) {
+        for (const auto& span : scope.spans()) {
+          if (span.status().code() != otlp::Status::STATUS_CODE_ERROR) continue;
+          ++errors;
+          EXPECT_EQ(span.name(), "infer mlp");
+          EXPECT_EQ(span.status().message(), "INTERNAL: model 'mlp' exploded");
+        }
+      }
+    }
+    EXPECT_EQ(errors, 1);
+  }
+}
+
+TEST(OtlpExporterTest, ACollectorThatNeverAnswersLosesTheBatchAtTheDeadline) {
+  OneShotCollector collector(200, /*hold=*/true);
+  const ExportOutcome out = ExportOneTo(collector.url());
+  EXPECT_EQ(out.delivered, 0u);
+  EXPECT_EQ(out.failed, 1u);
+  // It waited for the deadline (2 s), and then stopped.
+  EXPECT_GE(out.seconds, 1.5);
+  EXPECT_LT(out.seconds, 10.0);
+}
+
+TEST(OtlpExporterTest, AClosedPortFailsTheExportAtOnce) {
+  uint16_t port = 0;
+  close(BoundLoopbackSocket(&port));  // free a moment ago, and nobody listens on it
+  const ExportOutcome out = ExportOneTo("http://127.0.0.1:" + std::to_string(port) + "/v1/traces");
+  EXPECT_EQ(out.delivered, 0u);
+  EXPECT_EQ(out.failed, 1u);
+  EXPECT_LT(out.seconds, 1.0) << "refused at once, not after the 2 s deadline";
 }
 
 }  // namespace
