@@ -105,6 +105,15 @@ StatusOr<TraceSettings> Router::StartTraceSettings(const RouterOptions& options)
 
 Status Router::StartTracer(const RouterOptions& options) {
   ES_ASSIGN_OR_RETURN(TraceSettings settings, StartTraceSettings(options));
+  // Said, not refused: a config may carry both, and switch modes by a flag.
+  if (settings.mode == "triton" && !settings.url.empty()) {
+    spdlog::warn("trace url {} is not used: trace mode is triton (the trace file); --trace-mode opentelemetry "
+                 "sends spans to it",
+                 settings.url);
+  }
+  if (settings.mode == "opentelemetry" && !settings.file.empty()) {
+    spdlog::warn("trace file {} is not written: trace mode is opentelemetry (spans to the trace url)", settings.file);
+  }
   if (settings.mode == "opentelemetry" && !settings.url.empty()) {
     StatusOr<OtlpEndpoint> endpoint = ParseOtlpUrl(settings.url);
     if (!endpoint.ok()) return endpoint.status();
