@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Tracing's cost: the demo repository served with tracing off, and in each
 # trace mode (triton: the trace file; opentelemetry: spans over OTLP/HTTP to
-# a sink on this machine that decodes and counts them) at --trace-rate 1000
+# a sink on this machine that answers at once) at --trace-rate 1000
 # (one request in 1000 traced) and at --trace-rate 1 (every request), each a
 # server of its own started in turn, under the same closed loop
 # (ensemble-loadgen, concurrency 8, random images) on `mlp` and on
 # `demo_ensemble` (whose traced requests make a trace per member too).
-# Two rounds of the five, so the machine's drift shows; each figure is
-# requests/s and its ratio to the same round's run with tracing off.
+# Two rounds of the five, so the machine's drift shows; the figures are
+# requests/s, and the router's own CPU per request (core-us, tracing's
+# writer thread included; the sink's not), each with its ratio to the same
+# round's run with tracing off.
 #
 #   benchmarks/run_tracing.sh [--no-build] [--seconds S]
 #
 # Prints the tables and writes them to build/bench_tracing/report.md. About
-# 5 minutes.
+# 2 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --no-build) BUILD=0 ;;
     --seconds) SECONDS_PER_STEP=$2; shift ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_tracing.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -77,7 +79,8 @@ for round in 1 2; do
     [ "${mode#otel_}" = "$mode" ] || metrics=(--metrics-port 0)
     start_server "$OUT/server.yaml" "$OUT/server_${mode}_$round.log" --grpc-port 0 --no-http "${metrics[@]}" ${flags[@]+"${flags[@]}"}
     for model in mlp demo_ensemble; do
-      "$BIN/ensemble-loadgen" --server "$SERVER_ADDR" --model "$model" --concurrency 8 --duration-s "$SECONDS_PER_STEP" \
+      "$BIN/ensemble-loadgen" --server "$SERVER_ADDR" --server-pid "$SERVER_PID" --model "$model" --concurrency 8 \
+        --duration-s "$SECONDS_PER_STEP" \
         --warmup-s 1 --max-windows 1 --ceiling-model none --json "$OUT/${model}_${mode}_$round.json" \
         >"$OUT/${model}_${mode}_$round.txt" 2>&1 || { cat "$OUT/${model}_${mode}_$round.txt" >&2; exit 1; }
     done
@@ -96,6 +99,8 @@ import json, os, sys
 out = sys.argv[1]
 def rps(model, mode, r):
     return json.load(open(f"{out}/{model}_{mode}_{r}.json"))["steps"][0]["throughput_rps"]
+def cpu(model, mode, r):
+    return json.load(open(f"{out}/{model}_{mode}_{r}.json"))["steps"][0]["server_cpu_us_per_request"]
 def traces(mode, r):
     path = f"{out}/trace_{mode}_{r}.json"
     return len(json.load(open(path))) // 2 if os.path.exists(path) else 0
@@ -112,6 +117,14 @@ for model in ("mlp", "demo_ensemble"):
         off = rps(model, "off", r)
         cells = [f"{x:.0f} ({x / off:.3f})" for x in (rps(model, m, r) for m in ("1000", "1", "otel_1000", "otel_1"))]
         print(f"| {model} | {r} | {off:.0f} | " + " | ".join(cells) + " |")
+print("\nThe router's CPU per request, core-us (ratio to off):\n")
+print("| model | round | off | triton, rate 1000 | triton, rate 1 | opentelemetry, rate 1000 | opentelemetry, rate 1 |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for model in ("mlp", "demo_ensemble"):
+    for r in (1, 2):
+        off = cpu(model, "off", r)
+        cells = [f"{x:.1f} ({x / off:.3f})" for x in (cpu(model, m, r) for m in ("1000", "1", "otel_1000", "otel_1"))]
+        print(f"| {model} | {r} | {off:.1f} | " + " | ".join(cells) + " |")
 print("\nTraces written (both models of a round, members included): " +
       ", ".join(f"round {r}: rate 1000 {traces('1000', r)}, rate 1 {traces('1', r)}" for r in (1, 2)))
 print("OpenTelemetry: " + "; ".join(f"round {r}: rate 1000 {exported('otel_1000', r)}, rate 1 {exported('otel_1', r)}"
