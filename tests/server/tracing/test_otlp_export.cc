@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,14 +121,18 @@ TraceSettings OpenTelemetry() {
   return s;
 }
 
+// The spans of an export by name; it keeps the export alive, as by_name
+// points into it.
 struct Spans {
+  std::shared_ptr<const otlp::ExportTraceServiceRequest> request;
   std::map<std::string, const otlp::Span*> by_name;
   std::map<std::string, std::string> resource_of;  // span name -> service.name
   std::map<std::string, std::map<std::string, std::string>> attributes;
 };
-Spans Index(const otlp::ExportTraceServiceRequest& request) {
+Spans Index(otlp::ExportTraceServiceRequest built) {
   Spans out;
-  for (const auto& rs : request.resource_spans()) {
+  out.request = std::make_shared<const otlp::ExportTraceServiceRequest>(std::move(built));
+  for (const auto& rs : out.request->resource_spans()) {
     std::string service;
     for (const auto& kv : rs.resource().attributes()) {
       if (kv.key() == "service.name") service = kv.value().string_value();
