@@ -122,7 +122,7 @@ Tracer::Tracer(TraceSettings settings, TraceExporter* exporter)
 void Tracer::UpdateActiveLocked() {
   bool active = server_.timestamps && server_.count != 0;
   for (const auto& [model, o] : models_) {
-    const TraceSettings s = EffectiveLocked(model);
+    const Sampling s = SamplingLocked(model);
     active = active || (s.timestamps && s.count != 0);
   }
   const bool has_output = server_.mode == "opentelemetry" ? exporter_ != nullptr : !server_.file.empty();
@@ -131,15 +131,25 @@ void Tracer::UpdateActiveLocked() {
 
 Tracer::~Tracer() { Stop(); }
 
-TraceSettings Tracer::EffectiveLocked(const std::string& model) const {
-  TraceSettings s = server_;
+Tracer::Sampling Tracer::SamplingLocked(const std::string& model) const {
+  Sampling s{server_.timestamps, server_.rate, server_.count};
   auto it = models_.find(model);
   if (it == models_.end()) return s;
   const TraceOverride& o = it->second;
   if (o.timestamps) s.timestamps = *o.timestamps;
   if (o.rate) s.rate = *o.rate;
   if (o.count) s.count = *o.count;
-  if (o.log_frequency) s.log_frequency = *o.log_frequency;
+  return s;
+}
+
+TraceSettings Tracer::EffectiveLocked(const std::string& model) const {
+  TraceSettings s = server_;
+  const Sampling sampling = SamplingLocked(model);
+  s.timestamps = sampling.timestamps;
+  s.rate = sampling.rate;
+  s.count = sampling.count;
+  auto it = models_.find(model);
+  if (it != models_.end() && it->second.log_frequency) s.log_frequency = *it->second.log_frequency;
   return s;
 }
 
@@ -147,7 +157,7 @@ std::shared_ptr<RequestTrace> Tracer::Sample(const std::string& model, int64_t v
                                              const std::string& request_id) {
   if (!active_.load(std::memory_order_relaxed)) return nullptr;
   MutexLock lock(&mu_);
-  const TraceSettings s = EffectiveLocked(model);
+  const Sampling s = SamplingLocked(model);
   if (!s.timestamps || s.count == 0 || stopping_) return nullptr;
   const uint64_t n = seen_[model]++;
   if (s.rate == 0 || n % s.rate != 0) return nullptr;

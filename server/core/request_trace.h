@@ -179,6 +179,14 @@ class Tracer {
   Status Write(const std::string& json) ABSL_EXCLUSIVE_LOCKS_REQUIRED(file_mu_);
   void CloseFileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(file_mu_);
   TraceSettings EffectiveLocked(const std::string& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The sampling fields alone of `model`'s settings: Sample runs for every
+  // request while tracing is on, and EffectiveLocked copies three strings.
+  struct Sampling {
+    bool timestamps;
+    uint64_t rate;
+    int64_t count;
+  };
+  Sampling SamplingLocked(const std::string& model) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable Mutex mu_;
   TraceSettings server_ ABSL_GUARDED_BY(mu_);
