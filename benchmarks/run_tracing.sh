@@ -110,21 +110,20 @@ def exported(mode, r):
     return (f"{float(figures.get('ensemble_traces_written_total', 0)):.0f} traces exported "
             f"({float(figures.get('ensemble_traces_dropped_total', 0)):.0f} dropped) in {sent[0]} exports of "
             f"{int(sent[1]) / 1e6:.1f} MB")
-print("| model | round | off req/s | triton, rate 1000 (ratio) | triton, rate 1 (ratio) | opentelemetry, rate 1000 (ratio) | opentelemetry, rate 1 (ratio) |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
-for model in ("mlp", "demo_ensemble"):
-    for r in (1, 2):
-        off = rps(model, "off", r)
-        cells = [f"{x:.0f} ({x / off:.3f})" for x in (rps(model, m, r) for m in ("1000", "1", "otel_1000", "otel_1"))]
-        print(f"| {model} | {r} | {off:.0f} | " + " | ".join(cells) + " |")
-print("\nThe router's CPU per request, core-us (ratio to off):\n")
-print("| model | round | off | triton, rate 1000 | triton, rate 1 | opentelemetry, rate 1000 | opentelemetry, rate 1 |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
-for model in ("mlp", "demo_ensemble"):
-    for r in (1, 2):
-        off = cpu(model, "off", r)
-        cells = [f"{x:.1f} ({x / off:.3f})" for x in (cpu(model, m, r) for m in ("1000", "1", "otel_1000", "otel_1"))]
-        print(f"| {model} | {r} | {off:.1f} | " + " | ".join(cells) + " |")
+def table(figure, unit, digits):
+    """One row per model and round: `figure` off, then in each mode with its ratio to off."""
+    print(f"| model | round | off {unit} | triton, rate 1000 (ratio) | triton, rate 1 (ratio) | "
+          "opentelemetry, rate 1000 (ratio) | opentelemetry, rate 1 (ratio) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for model in ("mlp", "demo_ensemble"):
+        for r in (1, 2):
+            off = figure(model, "off", r)
+            cells = [f"{x:.{digits}f} ({x / off:.3f})"
+                     for x in (figure(model, m, r) for m in ("1000", "1", "otel_1000", "otel_1"))]
+            print(f"| {model} | {r} | {off:.{digits}f} | " + " | ".join(cells) + " |")
+table(rps, "req/s", 0)
+print("\nThe router's CPU per request (ratio to off):\n")
+table(cpu, "core-us", 1)
 print("\nTraces written (both models of a round, members included): " +
       ", ".join(f"round {r}: rate 1000 {traces('1000', r)}, rate 1 {traces('1', r)}" for r in (1, 2)))
 print("OpenTelemetry: " + "; ".join(f"round {r}: rate 1000 {exported('otel_1000', r)}, rate 1 {exported('otel_1', r)}"
