@@ -35,6 +35,7 @@ PACKAGES=(
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch python3-yaml
   dpkg-dev file debootstrap curl                  # scripts/package.sh (dpkg-shlibdeps; cpack needs file), scripts/package-test.sh
   iproute2                                        # tests/training/integration/test_multi_machine.cc: ip netns, veth
+  linux-perf                                      # benchmarks/run_tracing.sh: the router's profile by call stack
 )
 
 # scripts/container-test.sh runs the image, the Kubernetes manifests and

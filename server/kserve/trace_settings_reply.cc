@@ -8,6 +8,7 @@ namespace {
 
 void Answer(const TraceSettings& s, inference::TraceSettingResponse* resp) {
   auto& out = *resp->mutable_settings();
+  out.clear();  // the answer is the settings now, whatever `resp` held
   out["trace_level"].add_value(s.timestamps ? "TIMESTAMPS" : "OFF");
   out["trace_rate"].add_value(std::to_string(s.rate));
   out["trace_count"].add_value(std::to_string(s.count));
@@ -37,6 +38,18 @@ Status TraceSettingsReply::Update(const inference::TraceSettingRequest& req, inf
       continue;
     }
     ES_RETURN_IF_ERROR(ApplyTraceSetting(name, values, &updated, /*server_level=*/model.empty()));
+  }
+  // A level that would trace into nothing is refused, not taken silently:
+  // where traces go is set when the server starts.
+  const bool sets_timestamps = req.settings().count("trace_level") > 0 && updated.timestamps && *updated.timestamps;
+  const bool has_output = current.mode == "opentelemetry" ? !current.url.empty() : !current.file.empty();
+  if (sets_timestamps && !has_output) {
+    return Status::InvalidArgument(
+        current.mode == "opentelemetry"
+            ? "'trace_level': TIMESTAMPS has nowhere to go: this server was started without a collector URL "
+              "(--trace-url, or trace.url in its config)"
+            : "'trace_level': TIMESTAMPS has nowhere to go: this server was started without a trace file "
+              "(--trace-file, or trace.file in its config)");
   }
   if (!req.settings().empty()) {
     if (model.empty()) {

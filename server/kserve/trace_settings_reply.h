@@ -6,7 +6,10 @@
 //
 // Settings, with Triton's names, each a list of strings: trace_level (OFF,
 // TIMESTAMPS), trace_rate, trace_count, log_frequency; trace_file and
-// trace_mode read only (set at start: --trace-file; the mode is triton).
+// trace_mode read only (set at start: --trace-file, --trace-mode). Level
+// TIMESTAMPS on a server started with nowhere to put traces (no trace file
+// in mode triton, no collector URL in mode opentelemetry) is refused, naming
+// the flag that gives it one.
 // With a model name, an update sets that model's own values (an empty list
 // clears one: the server's applies) and the answer is the model's
 // effective settings; without, the server's (an empty list restores the

@@ -57,6 +57,12 @@ class HttpRoutesTest : public ::testing::Test {
                                            &log_settings_, trace_settings_.get());
   }
 
+  static TraceSettings TraceFileIn(const testing::TempDir& dir) {
+    TraceSettings settings;
+    settings.file = (dir.path() / "trace.json").string();
+    return settings;
+  }
+
   void TearDown() override {
     routes_.reset();
     parts_.reset();
@@ -110,7 +116,9 @@ class HttpRoutesTest : public ::testing::Test {
     applied_.push_back(settings);
     ApplyLogSettings(settings);
   }};
-  Tracer tracer_{TraceSettings{}};
+  // Traces to a file in dir_: a trace level can be set (without somewhere to
+  // write them it is refused).
+  Tracer tracer_{TraceFileIn(dir_)};
   std::unique_ptr<TraceSettingsReply> trace_settings_;
   std::unique_ptr<HttpRoutes> routes_;
 };
@@ -401,8 +409,10 @@ TEST_F(HttpRoutesTest, TraceSettingsAreReadAndSetServerWideAndPerModelWithTriton
   Start(/*tokens=*/true);
   HttpResponse r = Call("GET", "/v2/trace/setting", "", kTestInferToken);
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(Body(r), json::parse(R"({"trace_level":["OFF"],"trace_rate":"1000","trace_count":"-1",)"
-                                 R"("log_frequency":"0","trace_file":"","trace_mode":"triton"})"));
+  json defaults = json::parse(R"({"trace_level":["OFF"],"trace_rate":"1000","trace_count":"-1",)"
+                              R"("log_frequency":"0","trace_mode":"triton"})");
+  defaults["trace_file"] = (dir_.path() / "trace.json").string();
+  EXPECT_EQ(Body(r), defaults);
   EXPECT_EQ(Call("POST", "/v2/trace/setting", R"({"trace_rate":"5"})", kTestInferToken).status, 403);
   r = Call("POST", "/v2/models/mlp/trace/setting", R"({"trace_level":["TIMESTAMPS"],"trace_rate":"2"})",
            kTestAdminToken);
