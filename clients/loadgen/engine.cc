@@ -352,7 +352,7 @@ void LoadEngine::Completed(Worker* w, std::unique_ptr<Call> call) {
     const CheckedAnswer checked = Check(*call);
     CountAnswer(*w, code, call->scheduled, call->sent, done, &checked);
   } else {
-    CountAnswer(*w, code, call->scheduled, call->sent, done);
+    CountAnswer(*w, code, call->scheduled, call->sent, done, nullptr, call->status.error_message());
   }
   // UNAVAILABLE from a server that answers (a model's host restarting) is not
   // a connection failure; the channel then stays connected.
@@ -593,7 +593,7 @@ void LoadEngine::OnStreamAnswer(Worker* w, Stream* s) {
     // Not an answer to a request of this stream: a server fault, counted
     // as a failure (UNKNOWN, neither hung nor a connection's); no slot
     // waits on it.
-    CountAnswer(*w, grpc::StatusCode::UNKNOWN, now, now, now);
+    CountAnswer(*w, grpc::StatusCode::UNKNOWN, now, now, now, nullptr, "an answer on the stream to no request of it");
     return;
   }
   SlotState& state = slot_states_[static_cast<size_t>(slot)];
@@ -602,7 +602,7 @@ void LoadEngine::OnStreamAnswer(Worker* w, Stream* s) {
   CountEnded(*w);
   if (s->abandoned) return;  // counted unanswered when Stop() cancelled the stream
   const grpc::StatusCode code = error.empty() ? grpc::StatusCode::OK : CodeOfMessage(error);
-  CountAnswer(*w, code, state.sent, state.sent, now);
+  CountAnswer(*w, code, state.sent, state.sent, now, nullptr, error);
   CountConnection(false, {});  // the stream answered: its connection is up
   if (stopping_.load(std::memory_order_relaxed) || lost_server()) return;
   if (code != grpc::StatusCode::UNAVAILABLE) {
@@ -630,7 +630,8 @@ void LoadEngine::MaybeStreamClosed(Worker* w, Stream* s) {
     state.awaiting = false;
     CountEnded(*w);
     if (s->abandoned) continue;
-    CountAnswer(*w, code, state.sent, state.sent, now);
+    CountAnswer(*w, code, state.sent, state.sent, now, nullptr,
+                s->status.ok() ? "the stream closed before answering" : s->status.error_message());
     CountConnection(connection_failure, s->status.error_message());
   }
   s->awaiting = 0;

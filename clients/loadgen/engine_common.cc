@@ -62,6 +62,11 @@ std::map<grpc::StatusCode, uint64_t> CountingEngine::total_errors() const {
   return errors;
 }
 
+std::map<grpc::StatusCode, std::string> CountingEngine::first_error_messages() const {
+  MutexLock lock(&reason_mu_);
+  return first_messages_;
+}
+
 std::string CountingEngine::lost_server_reason() const {
   MutexLock lock(&reason_mu_);
   return std::to_string(settings_.max_connection_failures) +
@@ -91,7 +96,8 @@ void CountingEngine::CountEnded(Sender& sender) {
 }
 
 void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::time_point scheduled,
-                                 Clock::time_point sent, Clock::time_point answered, const CheckedAnswer* checked) {
+                                 Clock::time_point sent, Clock::time_point answered, const CheckedAnswer* checked,
+                                 std::string_view message) {
   const bool ok = code == grpc::StatusCode::OK;
   const bool hung = answered - sent > settings_.hung;
   {
@@ -117,7 +123,11 @@ void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::t
   } else {
     total_failed_.fetch_add(1, std::memory_order_relaxed);
     const int index = static_cast<int>(code);
-    if (index > 0 && index < 17) total_by_code_[index].fetch_add(1, std::memory_order_relaxed);
+    // The first of its code only: a lock per failure, none per success.
+    if (index > 0 && index < 17 && total_by_code_[index].fetch_add(1, std::memory_order_relaxed) == 0) {
+      MutexLock lock(&reason_mu_);
+      first_messages_.emplace(code, std::string(message.substr(0, kMaxErrorMessage)));
+    }
   }
   if (hung) total_hung_.fetch_add(1, std::memory_order_relaxed);
 }

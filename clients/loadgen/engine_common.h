@@ -112,6 +112,7 @@ class Engine {
   virtual uint64_t total_hung() const = 0;
   virtual uint64_t total_unanswered() const = 0;
   virtual std::map<grpc::StatusCode, uint64_t> total_errors() const = 0;
+  virtual std::map<grpc::StatusCode, std::string> first_error_messages() const = 0;
   virtual bool lost_server() const = 0;
   virtual std::string lost_server_reason() const = 0;
 };
@@ -149,6 +150,11 @@ class CountingEngine : public Engine {
   uint64_t total_unanswered() const final { return total_unanswered_.load(); }
   // Failed calls by gRPC code since construction.
   std::map<grpc::StatusCode, uint64_t> total_errors() const final;
+  // The first failure's message for each code in total_errors() (cut at
+  // kMaxErrorMessage bytes): what the counts alone do not say, e.g. which
+  // of a server's limits refused with RESOURCE_EXHAUSTED.
+  std::map<grpc::StatusCode, std::string> first_error_messages() const final;
+  static constexpr size_t kMaxErrorMessage = 300;
   // True once max_connection_failures connection failures came in a row
   // (until the next Start); then no call is sent any more.
   bool lost_server() const final { return lost_server_.load(); }
@@ -178,9 +184,10 @@ class CountingEngine : public Engine {
   // to be sent shows the wait: no coordinated omission), any other code is
   // a failure; hung when it came more than settings_.hung after `sent`.
   // `checked` (--labels, OK only): the answer read against its labels,
-  // counted in the same sample as its latency.
+  // counted in the same sample as its latency. `message`: a failure's text,
+  // kept when it is the first of its code.
   void CountAnswer(Sender& sender, grpc::StatusCode code, Clock::time_point scheduled, Clock::time_point sent,
-                   Clock::time_point answered, const CheckedAnswer* checked = nullptr);
+                   Clock::time_point answered, const CheckedAnswer* checked = nullptr, std::string_view message = {});
   // `calls` that Stop gave up waiting for.
   void CountUnanswered(Sender& sender, uint64_t calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sender.mu);
   // The lost-server rule, after every counted outcome: a connection failure
@@ -204,6 +211,7 @@ class CountingEngine : public Engine {
   std::atomic<bool> lost_server_{false};
   mutable Mutex reason_mu_;
   std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
+  std::map<grpc::StatusCode, std::string> first_messages_ ABSL_GUARDED_BY(reason_mu_);
   Clock::time_point last_sample_;
   Sample drained_;  // kept by Stop() for the next TakeSample()
 };

@@ -86,7 +86,7 @@ grpc::StatusCode HttpLoadEngine::Send(Slot* slot, es::client::HttpClient& client
   CountEnded(*slot);
   // From the scheduled time: in open loop a call that waited for a free
   // connection shows that wait.
-  CountAnswer(*slot, status.code(), scheduled, sent, done);
+  CountAnswer(*slot, status.code(), scheduled, sent, done, nullptr, status.message());
   // UNAVAILABLE from a server that answers (503: a model's host
   // restarting) keeps the connection: not a connection failure.
   CountConnection(status.code() == grpc::StatusCode::UNAVAILABLE && !client.connected(), status.message());

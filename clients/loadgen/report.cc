@@ -304,6 +304,7 @@ std::string Summary(const Report& r) {
         << " failed for '" << r.model << "'";
   }
   out << "\n";
+  for (const auto& [code, message] : r.client_error_messages) out << "first " << code << ": " << message << "\n";
   if (r.interrupted) out << "interrupted: the report holds the steps finished before it\n";
   if (!r.lost_server.empty()) {
     out << "lost the server: " << r.lost_server << "; the run stopped there (" << r.client_ok
@@ -385,6 +386,7 @@ std::string JsonText(const Report& r) {
                  {"client_ok", r.client_ok},
                  {"client_failed", r.client_failed},
                  {"client_errors", r.client_errors},
+                 {"client_error_messages", r.client_error_messages},
                  {"client_hung", r.client_hung},
                  {"client_unanswered", r.client_unanswered},
                  {"server_success", r.server_success_delta ? nlohmann::json(*r.server_success_delta) : nlohmann::json()},

@@ -51,6 +51,7 @@ struct Report {
   uint64_t client_ok = 0, client_failed = 0;  // every call of the run (warm-ups too)
   uint64_t client_sent = 0, client_hung = 0, client_unanswered = 0;
   std::map<std::string, uint64_t> client_errors;  // gRPC code name -> failed calls, whole run
+  std::map<std::string, std::string> client_error_messages;  // gRPC code name -> its first failure's message
   std::string lost_server;  // why the run ended early (the server went away), if it did
   int hung_ms = 0;
   double soak_s = 0;

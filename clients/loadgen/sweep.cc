@@ -93,6 +93,9 @@ void RunSweep(const Options& o, RunPlan& plan, Console& console, const std::atom
   report.client_hung = engine.total_hung();
   report.client_unanswered = engine.total_unanswered();
   for (const auto& [code, count] : engine.total_errors()) report.client_errors[es::client::CodeName(code)] += count;
+  for (const auto& [code, message] : engine.first_error_messages()) {
+    report.client_error_messages[es::client::CodeName(code)] = message;
+  }
   const auto counters_after = ReadServerCounters(*plan.client, o.model, o.model_version);
   if (counters_before && counters_after) {
     report.server_success_delta = counters_after->success_count - counters_before->success_count;

@@ -522,7 +522,8 @@ TEST_F(LoadgenTest, SharedMemoryInputsMatchServerCountsAndCleanUp) {
 
 // Answers that are errors (error_message "CODE: ...") count under their
 // code while the streams go on: a server that admits 2 calls at a time
-// refuses some of 8 slots' requests RESOURCE_EXHAUSTED, and the rest succeed.
+// refuses some of 8 slots' requests RESOURCE_EXHAUSTED, and the rest
+// succeed; the first refusal's message is kept.
 TEST(LoadgenStreaming, ErrorAnswersCountByTheirCode) {
   WatchdogScope watchdog(seconds(150), "ErrorAnswersCountByTheirCode");
   ServerProcess::Options options;
@@ -544,6 +545,11 @@ TEST(LoadgenStreaming, ErrorAnswersCountByTheirCode) {
   EXPECT_EQ(totals["client_errors"].size(), 1u) << "no other code (an unmatched answer would be UNKNOWN): "
                                                 << totals.dump();
   EXPECT_EQ(totals["client_unanswered"], 0u);
+  // Which limit refused is said: the first refusal's message, in the JSON
+  // and in the summary.
+  const std::string first = totals["client_error_messages"].value("RESOURCE_EXHAUSTED", "");
+  EXPECT_NE(first.find("server busy"), std::string::npos) << totals.dump();
+  EXPECT_NE(output.find("first RESOURCE_EXHAUSTED: "), std::string::npos) << output;
 }
 
 // A stalled server (SIGSTOP to the end of the run) under --streaming: the
