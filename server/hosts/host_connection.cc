@@ -1,8 +1,8 @@
 #include "server/hosts/host_connection.h"
 
-#include <cstring>
-
 #include <spdlog/spdlog.h>
+
+#include <cstring>
 
 #include "common/checked_math.h"
 
@@ -31,8 +31,8 @@ uint64_t NowNs() {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<HostConnection>> HostConnection::Create(const std::string& host_name,
-                                                                 uint64_t arena_bytes, ipc::WaitPolicy wait) {
+StatusOr<std::unique_ptr<HostConnection>> HostConnection::Create(const std::string& host_name, uint64_t arena_bytes,
+                                                                 ipc::WaitPolicy wait) {
   ipc::ChannelOptions options;
   options.arena_bytes = arena_bytes;
   auto channel = ipc::Channel::Create(options);
@@ -50,7 +50,9 @@ HostConnection::HostConnection(std::string host_name, ipc::Channel channel, ipc:
 
 HostConnection::~HostConnection() { Close(Status::Unavailable("host '" + host_name_ + "' connection closed")); }
 
-void HostConnection::StartCompletionThread() { completion_thread_ = std::thread([this] { CompletionLoop(); }); }
+void HostConnection::StartCompletionThread() {
+  completion_thread_ = std::thread([this] { CompletionLoop(); });
+}
 
 Status HostConnection::Submit(const std::string& model, int64_t version, const std::vector<TensorParts>& inputs,
                               const OutputPlan& outputs, Done done) {
@@ -152,20 +154,42 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
     pending_.emplace(desc.request_id, std::move(pending));
     outstanding_.fetch_add(1, std::memory_order_relaxed);
   }
-  Status pushed = end_.Submit(desc);
-  if (!pushed.ok()) {
-    MutexLock lock(&mu_);
-    if (auto it = pending_.find(desc.request_id); it != pending_.end()) {
-      pending_compute_ -= it->second.max_compute;
-      pending_.erase(it);
-      outstanding_.fetch_sub(1, std::memory_order_relaxed);
-      arena_.Free(*region);
-      return Status(pushed.code(), "host '" + host_name_ + "': " + pushed.message());
-    }
-    // Close() raced with us and already failed (and freed) the request.
-    return Status::Ok();
-  }
+  // (Should Close() race with us, it has failed and freed the request: the
+  // ring it goes onto is read by no one any more.)
+  Publish(desc);
   return Status::Ok();
+}
+
+void HostConnection::Publish(const ipc::RequestDesc& desc) {
+  MutexLock lock(&overflow_mu_);
+  if (waiting_.empty() && end_.Submit(desc).ok()) return;
+  // Behind the waiting ones, never past them: the ring is the host's queue,
+  // and its order is the order of arrival.
+  waiting_.push_back(desc);
+  waiting_ids_.insert(desc.request_id);
+  PublishWaitingLocked();
+}
+
+void HostConnection::PublishWaiting() {
+  if (waiting_count_.load(std::memory_order_relaxed) == 0) return;
+  MutexLock lock(&overflow_mu_);
+  PublishWaitingLocked();
+}
+
+void HostConnection::PublishWaitingLocked() {
+  // The id leaves waiting_ids_ under the same lock as the push: a completion
+  // for it, which can only follow the push, finds it sent (IsWaiting locks).
+  while (!waiting_.empty() && end_.Submit(waiting_.front()).ok()) {
+    waiting_ids_.erase(waiting_.front().request_id);
+    waiting_.pop_front();
+  }
+  waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
+}
+
+bool HostConnection::IsWaiting(uint64_t request_id) const {
+  if (waiting_count_.load(std::memory_order_relaxed) == 0) return false;
+  MutexLock lock(&overflow_mu_);
+  return waiting_ids_.count(request_id) > 0;
 }
 
 void HostConnection::CompletionLoop() {
@@ -178,7 +202,10 @@ void HostConnection::CompletionLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
-    if (end_.NextCompletion(&completion)) Finish(completion);
+    if (end_.NextCompletion(&completion)) {
+      Finish(completion);
+      PublishWaiting();  // the host took at least that request off the ring
+    }
   }
 }
 
@@ -201,6 +228,14 @@ std::string HostConnection::fault() const {
 // `completion` is the router's private copy (the ring copied it out of the
 // slot), so the host cannot change it between the check and its use.
 void HostConnection::Finish(const ipc::CompletionDesc& completion) {
+  if (IsWaiting(completion.request_id)) {
+    // Its id is guessable, but the host has not been sent it: it cannot
+    // have computed it. Its request stays waiting (and fails with the rest
+    // when the supervisor closes the connection).
+    RecordViolation("completion for request " + std::to_string(completion.request_id) +
+                    ", which was never sent to the host");
+    return;
+  }
   Pending pending;
   {
     MutexLock lock(&mu_);
@@ -214,8 +249,7 @@ void HostConnection::Finish(const ipc::CompletionDesc& completion) {
   if (!pending.done) {
     // A completion for no request in flight: made up, or a replay of one
     // already answered. Nothing to answer; the host is not to be trusted.
-    RecordViolation("completion for request " + std::to_string(completion.request_id) +
-                    ", which is not in flight");
+    RecordViolation("completion for request " + std::to_string(completion.request_id) + ", which is not in flight");
     return;
   }
   Status status = CheckCompletion(completion, pending.reservation);
@@ -274,6 +308,12 @@ void HostConnection::Close(const Status& why, const std::map<uint64_t, Status>& 
     closed_ = true;
     failed.swap(pending_);
     pending_compute_ = std::chrono::milliseconds(0);
+  }
+  {
+    MutexLock lock(&overflow_mu_);  // never to be sent: their arena regions are freed below
+    waiting_.clear();
+    waiting_ids_.clear();
+    waiting_count_.store(0, std::memory_order_relaxed);
   }
   for (auto& [id, pending] : failed) {
     auto own = exceptions.find(id);

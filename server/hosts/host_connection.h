@@ -15,6 +15,13 @@
 // (if any) is answered INTERNAL, the violation is counted and recorded as
 // the connection's fault(), and the supervisor restarts the host.
 //
+// The request ring holds a fixed number of requests (the host's queue);
+// requests beyond it wait in the router, oldest first, and go onto the ring
+// as the host takes others off it (after each completion), so a burst
+// larger than the ring queues instead of failing. The arena still bounds
+// what is in flight: a request it cannot hold is refused. A completion for
+// a request still waiting here (never sent) is a protocol violation.
+//
 // Hung forwards: each request carries its model's execution limit;
 // FindOverrun() reads the host's executor slots (ipc::ExecutorSlot) and
 // names a request that has computed past its limit, so the supervisor can
@@ -28,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,15 +44,16 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "common/datatype.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "ipc/arena_allocator.h"
 #include "ipc/channel.h"
 #include "ipc/channel_ends.h"
 #include "server/hosts/completion_check.h"
-#include "common/datatype.h"
 
 namespace es {
 
@@ -152,6 +161,13 @@ class HostConnection {
   void CompletionLoop();
   void Finish(const ipc::CompletionDesc& completion);
   void RecordViolation(const std::string& what);
+  // Puts `desc` on the request ring, or behind the requests already
+  // waiting for room (see above).
+  void Publish(const ipc::RequestDesc& desc) ABSL_LOCKS_EXCLUDED(overflow_mu_);
+  // Moves waiting requests onto the ring while it has room.
+  void PublishWaiting() ABSL_LOCKS_EXCLUDED(overflow_mu_);
+  void PublishWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(overflow_mu_);
+  bool IsWaiting(uint64_t request_id) const ABSL_LOCKS_EXCLUDED(overflow_mu_);
 
   struct Pending {
     uint64_t arena_offset = 0;
@@ -180,6 +196,12 @@ class HostConnection {
   std::chrono::milliseconds pending_compute_ ABSL_GUARDED_BY(mu_) = std::chrono::milliseconds(0);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::string fault_ ABSL_GUARDED_BY(mu_);
+  // Requests the ring had no room for, oldest first, and their ids; never
+  // taken together with mu_.
+  mutable Mutex overflow_mu_;
+  std::deque<ipc::RequestDesc> waiting_ ABSL_GUARDED_BY(overflow_mu_);
+  std::unordered_set<uint64_t> waiting_ids_ ABSL_GUARDED_BY(overflow_mu_);
+  std::atomic<size_t> waiting_count_{0};  // waiting_.size(), read without the lock
 };
 
 }  // namespace es

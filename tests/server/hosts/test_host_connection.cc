@@ -3,8 +3,6 @@
 // points of its transfers: the router side must never hang or crash, every
 // call must end exactly once with a clear status, the arena must be empty
 // afterwards, and no descriptor or shared-memory object may leak.
-#include "server/hosts/host_connection.h"
-
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -24,6 +24,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "server/hosts/host_connection.h"
 
 namespace es {
 namespace {
@@ -280,8 +282,8 @@ bool WaitFor(const std::function<bool()>& done, milliseconds timeout = milliseco
 // INTERNAL (never with those bytes) and recorded as the connection's fault.
 TEST(HostConnectionTest, InvalidCompletionIsAnsweredInternalAndFaultsTheHost) {
   Answered answered;  // before conn: its destructor answers what is left
-  ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c,
-                                     ipc::HostEnd& end, std::atomic<bool>& stop) {
+  ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c, ipc::HostEnd& end,
+                                     std::atomic<bool>& stop) {
     c->outputs[0].offset = 0;  // the arena's first region: the request's input, not its output
     end.Complete(*c, stop);
   });
@@ -303,8 +305,8 @@ TEST(HostConnectionTest, InvalidCompletionIsAnsweredInternalAndFaultsTheHost) {
 // answers nothing and is a fault; the real answer still gets through.
 TEST(HostConnectionTest, CompletionForNoRequestInFlightIsAFault) {
   Answered answered;  // before conn: its destructor answers what is left
-  ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c,
-                                     ipc::HostEnd& end, std::atomic<bool>& stop) {
+  ScriptedConnection conn("liar", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c, ipc::HostEnd& end,
+                                     std::atomic<bool>& stop) {
     end.Complete(*c, stop);
     end.Complete(*c, stop);  // the same answer again: a replay
   });
@@ -357,8 +359,8 @@ TEST(HostConnectionTest, FindOverrunNamesARequestPastItsLimit) {
 // it was submitted.
 TEST(HostConnectionTest, QueueTimeInTheHostIsNotCountedAgainstTheLimit) {
   Answered answered;  // before conn: its destructor answers what is left
-  ScriptedConnection conn("sequential", [](ipc::Channel& channel, const ipc::RequestDesc& req,
-                                           ipc::CompletionDesc* c, ipc::HostEnd& end, std::atomic<bool>& stop) {
+  ScriptedConnection conn("sequential", [](ipc::Channel& channel, const ipc::RequestDesc& req, ipc::CompletionDesc* c,
+                                           ipc::HostEnd& end, std::atomic<bool>& stop) {
     ipc::ExecutorSlot& slot = channel.header().executors[0];
     slot.started_ns.store(static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -396,6 +398,106 @@ TEST(HostConnectionTest, SilentlyDroppedRequestsAreFoundLost) {
   EXPECT_NE(lost.find("model 'echo'"), std::string::npos) << lost;
   EXPECT_NE(lost.find("lost"), std::string::npos) << lost;
   EXPECT_EQ(answered.calls.load(), 0);
+}
+
+// A host that waits for a byte on `gate` before it reads a request, then
+// answers each request through `answer`: the router can fill the ring (and
+// more) before the host takes anything off it.
+[[noreturn]] void GatedHost(int fd, int gate, const Answer& answer) {
+  char byte = 0;
+  while (read(gate, &byte, 1) < 0 && errno == EINTR) {
+  }
+  ScriptedHost(fd, answer);
+}
+
+// A connection whose host starts reading only on Open().
+class GatedConnection {
+ public:
+  GatedConnection(const std::string& host, const Answer& answer) {
+    auto created = HostConnection::Create(host, 8 << 20);
+    if (!created.ok() || pipe(gate_) != 0) std::abort();
+    conn_ = std::move(created).value();
+    child_ = fork();
+    if (child_ < 0) std::abort();
+    if (child_ == 0) GatedHost(dup(conn_->channel().fd()), gate_[0], answer);
+    conn_->StartCompletionThread();
+  }
+  ~GatedConnection() {
+    kill(child_, SIGKILL);
+    waitpid(child_, nullptr, 0);
+    conn_->Close(Status::Unavailable("test over"));
+    close(gate_[0]);
+    close(gate_[1]);
+  }
+  void Open() { ASSERT_EQ(write(gate_[1], "x", 1), 1); }
+  HostConnection* operator->() { return conn_.get(); }
+  HostConnection& operator*() { return *conn_; }
+
+ private:
+  std::unique_ptr<HostConnection> conn_;
+  int gate_[2] = {-1, -1};
+  pid_t child_ = -1;
+};
+
+constexpr int kRingSlots = 256;  // ipc::ChannelOptions' request_slots
+
+// More requests than the request ring holds, sent before the host reads any:
+// none is refused (they wait in the router), and all are answered, with the
+// right bytes and in the order they came, once the host reads.
+TEST(HostConnectionTest, MoreRequestsThanTheRingHoldsWaitAndAreAllAnswered) {
+  constexpr int kRequests = 2 * kRingSlots + 44;
+  std::mutex mu;
+  std::vector<uint32_t> order;
+  CallLog log;
+  std::atomic<int> done{0};
+  GatedConnection conn("gated", [](ipc::Channel&, const ipc::RequestDesc&, ipc::CompletionDesc* c, ipc::HostEnd& end,
+                                   std::atomic<bool>& stop) { end.Complete(*c, stop); });
+  for (uint32_t i = 0; i < kRequests; ++i) {
+    std::vector<float> payload(16, static_cast<float>(i));
+    TensorParts input;
+    input.datatype = DataType::kFp32;
+    input.shape = {16};
+    input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), input.shape[0] * sizeof(float), {}}};
+    const Status s = conn->Submit(
+        "echo", 1, {input}, OutputPlan{input.bytes(), OneFp32Output(), {}},
+        [&, i](const Status& status, const ipc::CompletionDesc* c, const uint8_t* arena) {
+          const bool good =
+              status.ok() && reinterpret_cast<const float*>(arena + c->outputs[0].offset)[15] == static_cast<float>(i);
+          (good ? log.ok : log.other)++;
+          std::lock_guard<std::mutex> lock(mu);
+          order.push_back(i);
+          done.fetch_add(1);
+        });
+    ASSERT_TRUE(s.ok()) << "request " << i << ": " << s.ToString();
+  }
+  EXPECT_EQ(done.load(), 0) << "the host has not read yet";
+  conn.Open();
+  ASSERT_TRUE(WaitFor([&] { return done.load() == kRequests; }));
+  EXPECT_EQ(log.ok.load(), kRequests);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end())) << "answered out of the order they came";
+  EXPECT_EQ(conn->violations(), 0u);
+  EXPECT_TRUE(WaitFor([&] { return conn->arena_used_bytes() == 0; }));
+}
+
+// A host answering a request it was never sent (ids are guessable; this
+// one still waits for room on the ring) is a protocol violation; nothing is
+// answered for it.
+TEST(HostConnectionTest, CompletionForARequestNeverSentIsAFault) {
+  constexpr int kRequests = kRingSlots + 10;
+  Answered answered;  // before conn: its destructor answers what is left
+  GatedConnection conn("guesser", [](ipc::Channel&, const ipc::RequestDesc& req, ipc::CompletionDesc* c,
+                                     ipc::HostEnd& end, std::atomic<bool>& stop) {
+    ipc::CompletionDesc guessed = *c;
+    guessed.request_id = req.request_id + kRequests - 1;  // the last one sent: still waiting
+    end.Complete(guessed, stop);
+    while (true) pause();  // answers nothing more
+  });
+  for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(SubmitFloats(*conn, 4, &answered).ok()) << i;
+  conn.Open();
+  ASSERT_TRUE(WaitFor([&] { return conn->violations() == 1; }));
+  EXPECT_NE(conn->fault().find("never sent"), std::string::npos) << conn->fault();
+  EXPECT_EQ(answered.calls.load(), 0) << "no request is answered by the made-up completion";
 }
 
 }  // namespace
