@@ -62,6 +62,27 @@ std::map<grpc::StatusCode, uint64_t> CountingEngine::total_errors() const {
   return errors;
 }
 
+// `message` for one line of a report: without the "CODE: " a streamed
+// answer's error starts with (the code is printed beside it), no line
+// breaks, and at most kMaxErrorMessage bytes, cut between UTF-8 characters
+// (the JSON writer refuses half a character).
+std::string CountingEngine::OneLine(std::string_view message) {
+  const size_t colon = message.find(": ");
+  if (colon != std::string_view::npos && colon > 0 &&
+      message.substr(0, colon).find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == std::string_view::npos) {
+    message.remove_prefix(colon + 2);
+  }
+  std::string line(message.substr(0, kMaxErrorMessage));
+  if (message.size() > kMaxErrorMessage) {
+    while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
+    if (!line.empty() && static_cast<unsigned char>(line.back()) >= 0xC0) line.pop_back();  // a lead byte cut off
+  }
+  for (char& ch : line) {
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  }
+  return line;
+}
+
 std::map<grpc::StatusCode, std::string> CountingEngine::first_error_messages() const {
   MutexLock lock(&reason_mu_);
   return first_messages_;
@@ -123,10 +144,12 @@ void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::t
   } else {
     total_failed_.fetch_add(1, std::memory_order_relaxed);
     const int index = static_cast<int>(code);
-    // The first of its code only: a lock per failure, none per success.
-    if (index > 0 && index < 17 && total_by_code_[index].fetch_add(1, std::memory_order_relaxed) == 0) {
+    if (index > 0 && index < 17) total_by_code_[index].fetch_add(1, std::memory_order_relaxed);
+    // The first message of its code: a lock per failure (none per success)
+    // until every code seen has one.
+    if (index > 0 && index < 17 && !message.empty() && !has_message_[index].load(std::memory_order_relaxed)) {
       MutexLock lock(&reason_mu_);
-      first_messages_.emplace(code, std::string(message.substr(0, kMaxErrorMessage)));
+      if (first_messages_.emplace(code, OneLine(message)).second) has_message_[index].store(true);
     }
   }
   if (hung) total_hung_.fetch_add(1, std::memory_order_relaxed);

@@ -150,9 +150,10 @@ class CountingEngine : public Engine {
   uint64_t total_unanswered() const final { return total_unanswered_.load(); }
   // Failed calls by gRPC code since construction.
   std::map<grpc::StatusCode, uint64_t> total_errors() const final;
-  // The first failure's message for each code in total_errors() (cut at
-  // kMaxErrorMessage bytes): what the counts alone do not say, e.g. which
-  // of a server's limits refused with RESOURCE_EXHAUSTED.
+  // The first failure's message for each code in total_errors() that came
+  // with one (one line, at most kMaxErrorMessage bytes): what the counts
+  // alone do not say, e.g. which of a server's limits refused with
+  // RESOURCE_EXHAUSTED.
   std::map<grpc::StatusCode, std::string> first_error_messages() const final;
   static constexpr size_t kMaxErrorMessage = 300;
   // True once max_connection_failures connection failures came in a row
@@ -212,6 +213,8 @@ class CountingEngine : public Engine {
   mutable Mutex reason_mu_;
   std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
   std::map<grpc::StatusCode, std::string> first_messages_ ABSL_GUARDED_BY(reason_mu_);
+  std::atomic<bool> has_message_[17] = {};  // first_messages_ holds that code's
+  static std::string OneLine(std::string_view message);
   Clock::time_point last_sample_;
   Sample drained_;  // kept by Stop() for the next TakeSample()
 };

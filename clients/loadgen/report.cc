@@ -393,7 +393,8 @@ std::string JsonText(const Report& r) {
                  {"server_fail", r.server_fail_delta ? nlohmann::json(*r.server_fail_delta) : nlohmann::json()}};
   j["interrupted"] = r.interrupted;
   j["lost_server"] = r.lost_server.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.lost_server);
-  return j.dump(2) + "\n";
+  // Replace, not throw, on text that is not UTF-8 (a server's error message).
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 namespace {

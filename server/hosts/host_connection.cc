@@ -130,6 +130,10 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
   desc.output_offset = cursor;
   desc.output_capacity = outputs.capacity;
 
+  // Held from the request's entry in pending_ until it is on the ring or
+  // waiting: a completion for it (IsWaiting takes this lock first) can only
+  // be checked once it is one or the other, never in between.
+  MutexLock publishing(&overflow_mu_);
   {
     MutexLock lock(&mu_);
     if (closed_) {
@@ -154,14 +158,15 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
     pending_.emplace(desc.request_id, std::move(pending));
     outstanding_.fetch_add(1, std::memory_order_relaxed);
   }
-  // (Should Close() race with us, it has failed and freed the request: the
-  // ring it goes onto is read by no one any more.)
-  Publish(desc);
+  // (Should Close() take it from pending_ meanwhile, it frees its region
+  // only after clearing what waits, under the lock this holds: nothing that
+  // waits points into freed memory, and the ring of a closed connection is
+  // read by no one.)
+  PublishLocked(desc);
   return Status::Ok();
 }
 
-void HostConnection::Publish(const ipc::RequestDesc& desc) {
-  MutexLock lock(&overflow_mu_);
+void HostConnection::PublishLocked(const ipc::RequestDesc& desc) {
   if (waiting_.empty() && end_.Submit(desc).ok()) return;
   // Behind the waiting ones, never past them: the ring is the host's queue,
   // and its order is the order of arrival.
@@ -171,7 +176,9 @@ void HostConnection::Publish(const ipc::RequestDesc& desc) {
 }
 
 void HostConnection::PublishWaiting() {
-  if (waiting_count_.load(std::memory_order_relaxed) == 0) return;
+  // Always under the lock (one uncontended lock per completion): a count
+  // read without it could miss a request queued just as the host emptied
+  // the ring, which would then wait for the next request or completion.
   MutexLock lock(&overflow_mu_);
   PublishWaitingLocked();
 }
@@ -183,11 +190,9 @@ void HostConnection::PublishWaitingLocked() {
     waiting_ids_.erase(waiting_.front().request_id);
     waiting_.pop_front();
   }
-  waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
 }
 
 bool HostConnection::IsWaiting(uint64_t request_id) const {
-  if (waiting_count_.load(std::memory_order_relaxed) == 0) return false;
   MutexLock lock(&overflow_mu_);
   return waiting_ids_.count(request_id) > 0;
 }
@@ -202,10 +207,10 @@ void HostConnection::CompletionLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
-    if (end_.NextCompletion(&completion)) {
-      Finish(completion);
-      PublishWaiting();  // the host took at least that request off the ring
-    }
+    if (end_.NextCompletion(&completion)) Finish(completion);
+    // After a completion the host took at least that request off the ring;
+    // after a quiet wait too, so nothing waits on a ring with room for long.
+    PublishWaiting();
   }
 }
 
@@ -313,7 +318,6 @@ void HostConnection::Close(const Status& why, const std::map<uint64_t, Status>& 
     MutexLock lock(&overflow_mu_);  // never to be sent: their arena regions are freed below
     waiting_.clear();
     waiting_ids_.clear();
-    waiting_count_.store(0, std::memory_order_relaxed);
   }
   for (auto& [id, pending] : failed) {
     auto own = exceptions.find(id);

@@ -163,7 +163,7 @@ class HostConnection {
   void RecordViolation(const std::string& what);
   // Puts `desc` on the request ring, or behind the requests already
   // waiting for room (see above).
-  void Publish(const ipc::RequestDesc& desc) ABSL_LOCKS_EXCLUDED(overflow_mu_);
+  void PublishLocked(const ipc::RequestDesc& desc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(overflow_mu_);
   // Moves waiting requests onto the ring while it has room.
   void PublishWaiting() ABSL_LOCKS_EXCLUDED(overflow_mu_);
   void PublishWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(overflow_mu_);
@@ -196,12 +196,11 @@ class HostConnection {
   std::chrono::milliseconds pending_compute_ ABSL_GUARDED_BY(mu_) = std::chrono::milliseconds(0);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::string fault_ ABSL_GUARDED_BY(mu_);
-  // Requests the ring had no room for, oldest first, and their ids; never
-  // taken together with mu_.
-  mutable Mutex overflow_mu_;
+  // Requests the ring had no room for, oldest first, and their ids. Taken
+  // before mu_ (Submit), never after it.
+  mutable Mutex overflow_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::deque<ipc::RequestDesc> waiting_ ABSL_GUARDED_BY(overflow_mu_);
   std::unordered_set<uint64_t> waiting_ids_ ABSL_GUARDED_BY(overflow_mu_);
-  std::atomic<size_t> waiting_count_{0};  // waiting_.size(), read without the lock
 };
 
 }  // namespace es

@@ -549,6 +549,7 @@ TEST(LoadgenStreaming, ErrorAnswersCountByTheirCode) {
   // and in the summary.
   const std::string first = totals["client_error_messages"].value("RESOURCE_EXHAUSTED", "");
   EXPECT_NE(first.find("server busy"), std::string::npos) << totals.dump();
+  EXPECT_NE(first.rfind("RESOURCE_EXHAUSTED", 0), 0u) << "the code is not repeated in its message: " << first;
   EXPECT_NE(output.find("first RESOURCE_EXHAUSTED: "), std::string::npos) << output;
 }
 

@@ -403,9 +403,11 @@ TEST(HostConnectionTest, SilentlyDroppedRequestsAreFoundLost) {
 // A host that waits for a byte on `gate` before it reads a request, then
 // answers each request through `answer`: the router can fill the ring (and
 // more) before the host takes anything off it.
-[[noreturn]] void GatedHost(int fd, int gate, const Answer& answer) {
+[[noreturn]] void GatedHost(int fd, const int gate[2], const Answer& answer) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test, not even while gated
+  close(gate[1]);                    // the test's end: its death ends the read
   char byte = 0;
-  while (read(gate, &byte, 1) < 0 && errno == EINTR) {
+  while (read(gate[0], &byte, 1) < 0 && errno == EINTR) {
   }
   ScriptedHost(fd, answer);
 }
@@ -419,17 +421,23 @@ class GatedConnection {
     conn_ = std::move(created).value();
     child_ = fork();
     if (child_ < 0) std::abort();
-    if (child_ == 0) GatedHost(dup(conn_->channel().fd()), gate_[0], answer);
+    if (child_ == 0) GatedHost(dup(conn_->channel().fd()), gate_, answer);
     conn_->StartCompletionThread();
   }
   ~GatedConnection() {
-    kill(child_, SIGKILL);
-    waitpid(child_, nullptr, 0);
+    KillHost();
     conn_->Close(Status::Unavailable("test over"));
     close(gate_[0]);
     close(gate_[1]);
   }
   void Open() { ASSERT_EQ(write(gate_[1], "x", 1), 1); }
+  // What the supervisor does first when it gives up on a host.
+  void KillHost() {
+    if (child_ <= 0) return;
+    kill(child_, SIGKILL);
+    waitpid(child_, nullptr, 0);
+    child_ = -1;
+  }
   HostConnection* operator->() { return conn_.get(); }
   HostConnection& operator*() { return *conn_; }
 
@@ -498,6 +506,13 @@ TEST(HostConnectionTest, CompletionForARequestNeverSentIsAFault) {
   ASSERT_TRUE(WaitFor([&] { return conn->violations() == 1; }));
   EXPECT_NE(conn->fault().find("never sent"), std::string::npos) << conn->fault();
   EXPECT_EQ(answered.calls.load(), 0) << "no request is answered by the made-up completion";
+  // The supervisor's answer to a fault: the host killed, the connection
+  // closed. Every request ends once, those still waiting included, and
+  // nothing is left in the arena.
+  conn.KillHost();
+  conn->Close(Status::Unavailable("host restarted"));
+  EXPECT_EQ(answered.calls.load(), kRequests);
+  EXPECT_EQ(conn->arena_used_bytes(), 0u);
 }
 
 }  // namespace
