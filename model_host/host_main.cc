@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "ensemble-model-host")) return *exit_code;
   // After the flags (a bad one is then one line), before LibTorch's first
   // BLAS call; the process may run again from the top (blas_kernels.h).
-  es::UseTheCpusBlasKernels(argv);
+  // Its note waits for the host's logger (which may write JSON lines).
+  es::UseTheCpusBlasKernels(argv, es::BlasNote::kDeferred);
   es::KeepFreedTensorMemory();  // tensor_memory.h
   return es::RunModelHost(options);
 }

@@ -27,6 +27,7 @@
 #include "model_host/device_setup.h"
 #include "model_host/model_loader.h"
 #include "model_host/request_executor.h"
+#include "torch_utils/blas_kernels.h"
 
 namespace es {
 namespace {
@@ -190,6 +191,8 @@ int RunModelHost(const HostOptions& options) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   SetUpLogging(options.host.name);
+  // The BLAS kernels' note (host_main), in the log's own format.
+  if (const std::string note = TakeBlasKernelsNote(); !note.empty()) spdlog::info("{}", note);
 
   auto attached = ipc::Channel::Attach(options.channel_fd);
   if (!attached.ok()) {

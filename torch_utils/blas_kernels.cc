@@ -45,17 +45,29 @@ std::string LoadedBlasCoreName() {
   return name != nullptr ? name : "";
 }
 
-void UseTheCpusBlasKernels(char** argv) {
+namespace {
+
+constexpr const char* kNoteVariable = "ES_BLAS_NOTE";
+
+void Say(BlasNote how, const std::string& note) {
+  if (how == BlasNote::kDeferred) {
+    setenv(kNoteVariable, note.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): before threads start
+    return;
+  }
+  std::fprintf(stderr, "note: %s\n", note.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+void UseTheCpusBlasKernels(char** argv, BlasNote how) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
   if (strcasecmp(LoadedBlasCoreName().c_str(), "Prescott") != 0) return;
   const std::string core = BlasCoreTypeFor(DetectCpuFeatures());
   if (core.empty()) return;
   setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  std::fprintf(stderr,
-               "note: OpenBLAS does not know this CPU and picked its generic Prescott kernels; "
-               "running again with OPENBLAS_CORETYPE=%s (set OPENBLAS_CORETYPE to choose yourself)\n",
-               core.c_str());
-  std::fflush(stderr);
+  Say(how, "OpenBLAS does not know this CPU and picked its generic Prescott kernels; running again with "
+           "OPENBLAS_CORETYPE=" + core + " (set OPENBLAS_CORETYPE to choose yourself)");
   // Exec the link's target, not the link: the process name (comm) is the last
   // part of the path exec'd, and tools and tests find hosts by that name.
   char self[4096];
@@ -67,7 +79,16 @@ void UseTheCpusBlasKernels(char** argv) {
   const char* base = std::strrchr(self, '/');
   if (std::strncmp(base != nullptr ? base + 1 : self, "ld-", 3) == 0) return;
   execv(self, argv);
-  std::fprintf(stderr, "note: could not run again (%s); going on with the generic kernels\n", es::ErrnoText(errno).c_str());
+  Say(how, "OpenBLAS does not know this CPU and picked its generic Prescott kernels; could not run again with "
+           "OPENBLAS_CORETYPE=" + core + " (" + ErrnoText(errno) + "); going on with the generic kernels");
+}
+
+std::string TakeBlasKernelsNote() {
+  const char* note = std::getenv(kNoteVariable);  // NOLINT(concurrency-mt-unsafe): called before threads start
+  if (note == nullptr) return "";
+  std::string taken = note;
+  unsetenv(kNoteVariable);  // NOLINT(concurrency-mt-unsafe): called before threads start
+  return taken;
 }
 
 int LimitBlasThreads(int threads) {

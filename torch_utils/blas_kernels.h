@@ -19,7 +19,10 @@
 // with the same arguments, pid, descriptors, affinity and parent-death
 // signal. It returns if that exec fails, or if the program was started
 // through the dynamic loader (which the exec would run instead). Setting OPENBLAS_CORETYPE yourself (any value)
-// turns it off.
+// turns it off. It says what it did in one note: on stderr (BlasNote::kStderr),
+// or (kDeferred) through the environment to the program run again, where
+// TakeBlasKernelsNote() hands it to the program's logger once that is set
+// up: a model host writing JSON log lines must not write a plain one.
 #pragma once
 
 #include <string>
@@ -48,7 +51,14 @@ std::string BlasCoreTypeFor(const CpuFeatures& cpu);
 // when the process has no OpenBLAS.
 std::string LoadedBlasCoreName();
 
-void UseTheCpusBlasKernels(char** argv);
+enum class BlasNote { kStderr, kDeferred };
+void UseTheCpusBlasKernels(char** argv, BlasNote note = BlasNote::kStderr);
+
+// The note a kDeferred UseTheCpusBlasKernels left ("OpenBLAS does not know
+// this CPU ..."), or "" when none. Once: it removes the variable, so the
+// program's own children do not repeat it. Call it before starting threads
+// (it changes the environment).
+std::string TakeBlasKernelsNote();
 
 // Makes OpenBLAS compute on the calling thread only (no pool of its own),
 // as in a host, whose OPENBLAS_NUM_THREADS is its `threads`: an in-process

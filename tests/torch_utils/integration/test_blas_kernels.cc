@@ -48,6 +48,21 @@ TEST(BlasKernelsTest, ProgramRunsOnKernelsForThisCpuWithItsArgumentsIntact) {
   EXPECT_EQ(out.find("core=Prescott"), std::string::npos) << out;
 }
 
+// A model host logs JSON lines: its note waits for its logger (the
+// environment carries it through the exec) instead of a plain stderr line.
+TEST(BlasKernelsTest, DeferredNoteReachesTheProgramRunAgainAndNotStderr) {
+  const std::string out =
+      RunShell("env -u OPENBLAS_CORETYPE ES_PROBE_DEFERRED=1 '" ES_BLAS_PROBE_PATH "' y 2>&1");
+  ASSERT_NE(out.find("sum=262144"), std::string::npos) << out;
+  EXPECT_EQ(out.find("note: "), std::string::npos) << "a plain line on stderr: " << out;
+  EXPECT_NE(out.find(" left=-"), std::string::npos) << "the note's variable outlived its taking: " << out;
+  if (out.find("note= left") != std::string::npos) {
+    GTEST_SKIP() << "OpenBLAS here chose this CPU's kernels itself: nothing to note (" << out << ")";
+  }
+  EXPECT_NE(out.find("note=OpenBLAS does not know this CPU"), std::string::npos) << out;
+  EXPECT_NE(out.find("OPENBLAS_CORETYPE=" + es::BlasCoreTypeFor(es::DetectCpuFeatures())), std::string::npos) << out;
+}
+
 TEST(BlasKernelsTest, UsersCoreTypeIsLeftAlone) {
   const std::string out = RunShell("OPENBLAS_CORETYPE=PRESCOTT '" ES_BLAS_PROBE_PATH "' x");
   ASSERT_NE(out.find("sum=262144"), std::string::npos) << out;
