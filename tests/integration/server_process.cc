@@ -294,6 +294,23 @@ bool MakeTestRepository(const fs::path& repo, std::initializer_list<std::string>
   return true;
 }
 
+bool SetSpinnerLimitMs(const fs::path& repo, int64_t ms, std::string* error) {
+  const fs::path yaml = repo / "spinner" / "config.yaml";
+  std::string config = ReadTextFile(yaml);
+  const std::string written = "max_compute_ms: 1000";
+  const size_t at = config.find(written);
+  if (at == std::string::npos) {
+    *error = yaml.string() + " has no '" + written + "'";
+    return false;
+  }
+  config.replace(at, written.size(), "max_compute_ms: " + std::to_string(ms));
+  if (!WriteTextFile(yaml, config)) {
+    *error = "cannot write " + yaml.string();
+    return false;
+  }
+  return true;
+}
+
 // ---- /proc ------------------------------------------------------------------
 
 std::vector<std::string> ProcessArgs(pid_t pid) {

@@ -77,6 +77,9 @@ bool CopyDemoRepository(const fs::path& dest, std::string* error);
 // The demo repository plus the test models named (make_test_models.py:
 // thrower, echo, spinner, hang_warmup, versioned); false with *error set.
 bool MakeTestRepository(const fs::path& repo, std::initializer_list<std::string> models, std::string* error);
+// Sets the spinner test model's execution limit (max_compute_ms, 1000 as
+// written) in `repo`; false with *error set.
+bool SetSpinnerLimitMs(const fs::path& repo, int64_t ms, std::string* error);
 
 // Writes `text` to `path`; false (and ADD_FAILURE) on error.
 bool WriteTextFile(const fs::path& path, const std::string& text);

@@ -416,14 +416,15 @@ TEST_F(ErrorsTest, HostDownIsUnavailable) {
 }
 
 TEST_F(ErrorsTest, ServerStillAnswersAfterAllOfThem) {
-  WatchdogScope watchdog(seconds(60), "StillAnswers");
+  WatchdogScope watchdog(seconds(120), "StillAnswers");
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   inference::ServerLiveResponse live;
   ASSERT_TRUE(stub_->ServerLive(&ctx, inference::ServerLiveRequest(), &live).ok());
   EXPECT_TRUE(live.live());
-  // cpu1 comes back (restart with backoff); then everything serves.
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  // cpu1 comes back (restart with backoff, then LibTorch's start and the
+  // models' warm-up, slower on a busy machine); then everything serves.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(45);
   grpc::Status last;
   while (std::chrono::steady_clock::now() < deadline) {
     last = Infer(*stub_, ImageRequest("demo_ensemble", RandomImages(3, 4)), milliseconds(2000)).status;

@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 
 #include <atomic>
-#include <cstring>
 #include <random>
 #include <thread>
 
@@ -240,12 +239,8 @@ TEST_F(HungForwardTest, SigtermEndsTheServerWithinTheDrainTimeoutWhateverTheHost
   WatchdogScope watchdog(seconds(180), "HungForwardTest: SIGTERM");
   // No execution limit to rescue the call: only the shutdown path can.
   // The spinner's own limit (1000 ms) would end the call; raise it to an hour.
-  const fs::path spinner_yaml = dir_.path() / "repo" / "spinner" / "config.yaml";
-  std::string spinner_config = ReadTextFile(spinner_yaml);
-  const size_t limit = spinner_config.find("max_compute_ms: 1000");
-  ASSERT_NE(limit, std::string::npos);
-  spinner_config.replace(limit, std::strlen("max_compute_ms: 1000"), "max_compute_ms: 3600000");
-  ASSERT_TRUE(WriteTextFile(spinner_yaml, spinner_config));
+  std::string error;
+  ASSERT_TRUE(SetSpinnerLimitMs(dir_.path() / "repo", 3600000, &error)) << error;
   ServerProcess::Options options;
   options.repository = (dir_.path() / "repo").string();
   options.drain_timeout_ms = 2000;

@@ -273,7 +273,9 @@ TEST_F(LimitsTest, ClientThatNeverReadsCannotGrowTheRoutersMemory) {
   const InferResult busy = Infer(*stub_, request, seconds(5));
   EXPECT_TRUE(
       HasError(busy.status, grpc::RESOURCE_EXHAUSTED, {"max_inflight_calls " + std::to_string(kMaxInflightCalls)}));
-  EXPECT_LT(busy.latency, milliseconds(1000));
+  // At once: not after the hostile calls (which never end by themselves);
+  // the bound is loose for a busy machine (tests run side by side).
+  EXPECT_LT(busy.latency, milliseconds(4000));
 
   // The hostile client goes: its calls are cancelled, their places freed,
   // and a normal client is answered again.

@@ -172,6 +172,10 @@ TEST(StreamingTest, SlowRequestDoesNotHoldBackLaterOnes) {
   TempDir dir("es_stream_slow_");
   std::string error;
   ASSERT_TRUE(MakeTestRepository(dir.path() / "repo", {"spinner"}, &error)) << error;
+  // The eight cnn answers must come before the spinner's limit ends it: 3 s,
+  // not the written 1 s, so a busy machine (tests run side by side) cannot
+  // make them lose the race.
+  ASSERT_TRUE(SetSpinnerLimitMs(dir.path() / "repo", 3000, &error)) << error;
   ServerProcess::Options options;
   options.repository = (dir.path() / "repo").string();
   auto server = ServerProcess::Start(options);
@@ -179,7 +183,7 @@ TEST(StreamingTest, SlowRequestDoesNotHoldBackLaterOnes) {
   auto stub = server->Stub();
 
   // First the spinner on a large input (on cpu0: computes until its
-  // max_compute_ms, 1000, ends it), then cnn requests (on cpu1). Served
+  // max_compute_ms, 3000, ends it), then cnn requests (on cpu1). Served
   // one after another, the spinner's answer would come first.
   std::vector<ModelInferRequest> requests;
   requests.push_back(WithId(RawRequest("spinner", {1, 4}, std::vector<float>(4, 1e7f)), "slow"));
