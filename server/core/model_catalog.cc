@@ -8,8 +8,6 @@ namespace es {
 
 StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig& model, const std::string& requested) {
   const std::vector<int64_t> ready = catalog.ReadyVersions(model);
-  std::string list;
-  for (int64_t v : ready) list += (list.empty() ? "" : ", ") + std::to_string(v);
   if (ready.empty() && model.is_ensemble()) {
     for (const EnsembleMember& m : model.ensemble.members) {
       const ModelConfig* member = catalog.Find(m.model);
@@ -34,6 +32,9 @@ StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig&
   const bool digits = requested.size() <= 18 && requested.find_first_not_of("0123456789") == std::string::npos;
   if (digits) version = std::stoll(requested);
   if (!digits || std::find(ready.begin(), ready.end(), version) == ready.end()) {
+    // Listed only for the error: every request (and member call) resolves a version.
+    std::string list;
+    for (int64_t v : ready) list += (list.empty() ? "" : ", ") + std::to_string(v);
     return Status::NotFound("model '" + model.name + "' has no served version '" + requested + "' (served: " + list +
                             ")");
   }
