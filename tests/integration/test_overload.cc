@@ -411,10 +411,19 @@ TEST_F(OverloadTest, UnderLoadMostAnswersComeFromTheCheaperRungWithinTheTarget) 
   std::this_thread::sleep_for(seconds(4));  // the load's duration
   const std::vector<Answer> answers = load.Stop();
 
-  int failed = 0, cheap = 0, rich = 0, inconsistent = 0, exact_ok = 0, exact_total = 0;
+  // The ladder may shed a rare request when even fast_a's prediction passes
+  // the target for a moment (a stall of the shared machine shows in it);
+  // at most one in a thousand, each refused by the ladder naming the target.
+  // Any other failure fails the test.
+  int failed = 0, shed = 0, cheap = 0, rich = 0, inconsistent = 0, exact_ok = 0, exact_total = 0;
   std::string first_failure, first_inconsistent;
   std::vector<double> cheap_ms, rich_ms, exact_ms;
   for (const Answer& a : answers) {
+    if (a.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+        a.status.error_message().find("overload.latency_target_ms") != std::string::npos) {
+      ++shed;
+      continue;
+    }
     if (!a.status.ok()) {
       if (failed++ == 0) first_failure = Show(a);
       continue;
@@ -440,10 +449,12 @@ TEST_F(OverloadTest, UnderLoadMostAnswersComeFromTheCheaperRungWithinTheTarget) 
   }
   std::printf(
       "%d clients + exact sampler, after 1 s: %d by %s (median %.1f ms), %d by %s (median %.1f ms); exact: %d of %d "
-      "in full (median %.1f ms); %d failed\n",
+      "in full (median %.1f ms); %d shed by the ladder, %d failed otherwise\n",
       kClients, cheap, kCheapRung.c_str(), Median(cheap_ms), rich, kEnsemble.c_str(), Median(rich_ms), exact_ok,
-      exact_total, Median(exact_ms), failed);
+      exact_total, Median(exact_ms), shed, failed);
   EXPECT_EQ(failed, 0) << "first failure: " << first_failure << "\n" << Timeline(answers);
+  EXPECT_LE(shed * 1000, static_cast<int>(answers.size())) << "the ladder shed more than one request in 1000\n"
+                                                           << Timeline(answers);
   EXPECT_EQ(inconsistent, 0) << "first: " << first_inconsistent;
   ASSERT_GT(cheap + rich, 20);
   EXPECT_GE(cheap, 4 * rich) << "most answers under load should come from " << kCheapRung << "\n" << Timeline(answers);
