@@ -66,8 +66,8 @@ void UseTheCpusBlasKernels(char** argv, BlasNote how) {
   const std::string core = BlasCoreTypeFor(DetectCpuFeatures());
   if (core.empty()) return;
   setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  Say(how, "OpenBLAS does not know this CPU and picked its generic Prescott kernels; running again with "
-           "OPENBLAS_CORETYPE=" + core + " (set OPENBLAS_CORETYPE to choose yourself)");
+  const std::string why = "OpenBLAS does not know this CPU and picked its generic Prescott kernels; ";
+  Say(how, why + "running again with OPENBLAS_CORETYPE=" + core + " (set OPENBLAS_CORETYPE to choose yourself)");
   // Exec the link's target, not the link: the process name (comm) is the last
   // part of the path exec'd, and tools and tests find hosts by that name.
   char self[4096];
@@ -79,8 +79,9 @@ void UseTheCpusBlasKernels(char** argv, BlasNote how) {
   const char* base = std::strrchr(self, '/');
   if (std::strncmp(base != nullptr ? base + 1 : self, "ld-", 3) == 0) return;
   execv(self, argv);
-  Say(how, "OpenBLAS does not know this CPU and picked its generic Prescott kernels; could not run again with "
-           "OPENBLAS_CORETYPE=" + core + " (" + ErrnoText(errno) + "); going on with the generic kernels");
+  const int failed = errno;  // before the message's allocations
+  Say(how, why + "could not run again with OPENBLAS_CORETYPE=" + core + " (" + ErrnoText(failed) +
+               "); going on with the generic kernels");
 }
 
 std::string TakeBlasKernelsNote() {
