@@ -2,15 +2,24 @@
 # The whole test suite: installs what is missing, builds (warnings are errors
 # here, not in users' builds), checks the code with clang (thread-safety
 # analysis of every source, clang-tidy on what changed), runs every test with
-# ctest. A table of the time each phase took closes the output.
+# ctest. A table of the time each phase took closes the output, with how busy
+# the machine's cores were meanwhile (a phase well below 100% leaves cores
+# idle: waiting, or one test at a time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+cpu_ticks() {  # cpu_ticks: "BUSY TOTAL" jiffies of all cores so far (/proc/stat)
+  awk '/^cpu / { total = 0; for (i = 2; i <= NF; ++i) total += $i; print total - $5 - $6, total; exit }' /proc/stat
+}
 phases=()
 phase_start=$SECONDS
+read -r phase_busy phase_total < <(cpu_ticks)
 phase_done() {  # phase_done NAME: records the time since the previous phase
-  phases+=("$(printf '%-28s %6d s' "$1" $((SECONDS - phase_start)))")
-  phase_start=$SECONDS
+  local busy total
+  read -r busy total < <(cpu_ticks)
+  local share=$(( total > phase_total ? 100 * (busy - phase_busy) / (total - phase_total) : 0 ))
+  phases+=("$(printf '%-28s %6d s   cores busy %3d%%' "$1" $((SECONDS - phase_start)) "$share")")
+  phase_start=$SECONDS phase_busy=$busy phase_total=$total
 }
 print_phases() {
   echo
