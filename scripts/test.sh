@@ -27,12 +27,40 @@ print_phases() {
   printf '  %s\n' "${phases[@]}"
   printf '  %-28s %6d s\n' total "$SECONDS"
 }
-trap print_phases EXIT
+side_pid=""
+finish() {
+  # A run that fails early lets the package and container tests (started in
+  # the background below) end, and clean up after themselves, first.
+  if [ -n "$side_pid" ] && kill -0 "$side_pid" 2>/dev/null; then
+    echo "test.sh: waiting for the package and container tests to end (log $side_log)" >&2
+    wait "$side_pid" || true
+  fi
+  print_phases
+}
+trap finish EXIT
 
 scripts/install-deps.sh
 phase_done install
 scripts/build.sh -DES_WERROR=ON
 phase_done build
+
+# OpenBLAS's kernels for this CPU, set once for every test (see
+# torch_utils/blas_kernels.h): where OpenBLAS does not know the CPU, each
+# LibTorch program of the project finds OPENBLAS_CORETYPE unset and runs
+# itself again with it, so every model host the tests start (hundreds)
+# would load LibTorch twice, and the tests' own LibTorch processes, which
+# do not run again, would compute with OpenBLAS's generic kernels. The probe
+# is such a program; it prints the value it ran with ('-': OpenBLAS chose
+# well by itself, nothing to set). A value set by the caller is kept. The
+# BLAS tests clear it for the runs that check the restart.
+if [ -z "${OPENBLAS_CORETYPE+set}" ] && [ -x "${BUILD_DIR:-build}/bin/blas_probe" ]; then
+  coretype=$(env -u OPENBLAS_CORETYPE "${BUILD_DIR:-build}/bin/blas_probe" 2>/dev/null |
+    sed -n 's/.* coretype=\([A-Za-z0-9_]*\) .*/\1/p')
+  if [ -n "$coretype" ]; then
+    export OPENBLAS_CORETYPE=$coretype
+    echo "test.sh: OPENBLAS_CORETYPE=$coretype for every test (OpenBLAS does not know this CPU)"
+  fi
+fi
 
 # clang's thread-safety analysis (and -Wshadow) over every source of the build,
 # the LibTorch ones included, which the torch-free clang builds below leave out.
@@ -44,6 +72,44 @@ phase_done "thread-safety analysis"
 # (ES_TIDY_BASE to compare with another revision).
 scripts/tidy.sh
 phase_done clang-tidy
+
+# The Debian package and the deployment files, beside the sanitizer builds
+# and fuzzing: these two tests mostly wait (a chroot's installs, podman,
+# health checks; the cores were half idle through them), the builds keep the
+# cores busy, so together they take little more than the builds alone. The
+# builds run niced, so the tests get the CPU when they need it. Their output
+# goes to a log printed once they end (before the suite); a failure fails
+# the run there.
+#  - scripts/package-test.sh (docs/package.md): scripts/package.sh builds the
+#    .deb from build/, the test installs it into a debootstrapped Debian 12
+#    chroot, serves a request from it over loopback, stops it and purges it.
+#    Under a minute with its cached base system (/var/cache/ensemble-serve),
+#    a few more without. Skip with ES_SKIP_PACKAGE=1.
+#  - scripts/container-test.sh (docs/deploy.md, "Podman"): the image's
+#    runtime stage built from the same .deb, run and compared with the
+#    server outside it; the Kubernetes CPU manifests with `podman kube
+#    play`; compose with podman-compose and a Prometheus image made from
+#    Debian's package. About 1.5 minutes with its images cached, more the
+#    first time (apt downloads, cached for the next run). Skip with
+#    ES_SKIP_CONTAINERS=1.
+# Both need root (CI is).
+side_log=$(mktemp /tmp/es-test-side.XXXXXX)
+side_times=$(mktemp /tmp/es-test-side-times.XXXXXX)
+(
+  set -e
+  if [ "${ES_SKIP_PACKAGE:-0}" != 1 ]; then
+    started=$SECONDS
+    scripts/package-test.sh  # runs scripts/package.sh first
+    printf '%-28s %6d s   beside the builds\n' "package test" $((SECONDS - started)) >>"$side_times"
+  fi
+  if [ "${ES_SKIP_CONTAINERS:-0}" != 1 ]; then
+    started=$SECONDS
+    scripts/container-test.sh
+    printf '%-28s %6d s   beside the builds\n' "container test" $((SECONDS - started)) >>"$side_times"
+  fi
+) >"$side_log" 2>&1 &
+side_pid=$!
+echo "test.sh: the package and container tests run beside the next phases (log $side_log)"
 
 # First the sanitizer builds, each in its own build folder, torch-free (a few
 # minutes) and with clang, so that -Wthread-safety checks the lock annotations
@@ -71,7 +137,7 @@ if [ "${ES_SKIP_SANITIZERS:-0}" != 1 ]; then
     # folder too, so a fresh clone elsewhere would miss every object; with
     # CCACHE_NOHASHDIR it hits (an object from the cache may then name the
     # other clone's folder in its debug info: sanitizer reports' file paths).
-    CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1 cmake --build "$dir" -j "$(nproc)" --target "$@"
+    CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1 nice -n 10 cmake --build "$dir" -j "$(nproc)" --target "$@"
   }
   sanitizer_ctest() {  # sanitizer_ctest DIR [CTEST ARGS...]: the tests registered in build folder DIR
     local dir=$1
@@ -123,27 +189,18 @@ if [ "${ES_SKIP_FUZZ:-0}" != 1 ]; then
   phase_done fuzz
 fi
 
-# Then the Debian package (docs/package.md): scripts/package.sh builds the
-# .deb from build/, scripts/package-test.sh installs it into a debootstrapped
-# Debian 12 chroot, serves a request from it over loopback, stops it and
-# purges it. About 2 minutes with its cached base system, 3 without
-# (/var/cache/ensemble-serve). Needs root (CI is). Skip with ES_SKIP_PACKAGE=1.
-if [ "${ES_SKIP_PACKAGE:-0}" != 1 ]; then
-  scripts/package-test.sh  # runs scripts/package.sh first
-  phase_done "package test"
+# The package and container tests, started beside the builds above.
+side_rc=0
+wait "$side_pid" || side_rc=$?
+cat "$side_log"
+while IFS= read -r line; do phases+=("$line"); done <"$side_times"
+rm -f "$side_times"
+if [ "$side_rc" != 0 ]; then
+  echo "test.sh: the package or container test failed (output above, kept in $side_log)" >&2
+  exit 1
 fi
-
-# Then the deployment files run for real with podman (docs/deploy.md,
-# "Podman"): the image's runtime stage built from the same .deb, run and
-# compared with the server outside it; the Kubernetes CPU manifests with
-# `podman kube play`; compose with podman-compose and a Prometheus image made
-# from Debian's package. About 2 minutes with its images cached, more the
-# first time (apt downloads, cached for the next run). Needs root. Skip with
-# ES_SKIP_CONTAINERS=1.
-if [ "${ES_SKIP_CONTAINERS:-0}" != 1 ]; then
-  scripts/container-test.sh
-  phase_done "container test"
-fi
+rm -f "$side_log"
+phase_done "waiting for them"
 
 # The whole suite last, so its summary closes the output. In parallel: the
 # tests that start servers pinned to CPUs or measure time are RUN_SERIAL
