@@ -192,6 +192,7 @@ fi
 # The package and container tests, started beside the builds above.
 side_rc=0
 wait "$side_pid" || side_rc=$?
+side_pid=""
 cat "$side_log"
 while IFS= read -r line; do phases+=("$line"); done <"$side_times"
 rm -f "$side_times"
