@@ -17,8 +17,9 @@ read -r phase_busy phase_total < <(cpu_ticks)
 phase_done() {  # phase_done NAME: records the time since the previous phase
   local busy total
   read -r busy total < <(cpu_ticks)
-  local share=$(( total > phase_total ? 100 * (busy - phase_busy) / (total - phase_total) : 0 ))
-  phases+=("$(printf '%-28s %6d s   cores busy %3d%%' "$1" $((SECONDS - phase_start)) "$share")")
+  local share="   -"  # under a second: too short to say
+  if (( total - phase_total >= 100 )); then share=$(printf '%3d%%' $(( 100 * (busy - phase_busy) / (total - phase_total) ))); fi
+  phases+=("$(printf '%-28s %6d s   cores busy %s' "$1" $((SECONDS - phase_start)) "$share")")
   phase_start=$SECONDS phase_busy=$busy phase_total=$total
 }
 print_phases() {
@@ -183,9 +184,11 @@ fi
 # Then the libFuzzer targets (tests/fuzz), each for a short while on its
 # checked-in seeds: clang, its own build folder build-fuzz/; one target per
 # core at a time. Skip with ES_SKIP_FUZZ=1; ES_FUZZ_SECONDS sets the time per
-# target (default 20).
+# target (default 10: every seed replayed and a short search beyond them, a
+# check that no change broke a parser; long searches are scripts/fuzz.sh's
+# own runs, e.g. scripts/fuzz.sh 600).
 if [ "${ES_SKIP_FUZZ:-0}" != 1 ]; then
-  scripts/fuzz.sh "${ES_FUZZ_SECONDS:-20}"
+  scripts/fuzz.sh "${ES_FUZZ_SECONDS:-10}"
   phase_done fuzz
 fi
 
