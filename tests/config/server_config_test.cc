@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "config_fixture.h"
+#include "tests/common/test_paths.h"
 
 namespace es::testing {
 namespace {
@@ -165,7 +166,7 @@ TEST_F(ConfigTest, MajorityVoteOnClassProbabilities) {
 // The user-facing example must load as documented: copy it into a tree that
 // has the `../build/demo_repo` it names and load it from there.
 TEST(DemoConfigTest, DemoYamlLoads) {
-  std::ifstream in(std::string(ES_SOURCE_DIR) + "/config/demo.yaml");
+  std::ifstream in(std::string(es::test_paths::kSourceDir) + "/config/demo.yaml");
   ASSERT_TRUE(in.good()) << "config/demo.yaml is missing";
   std::stringstream text;
   text << in.rdbuf();

@@ -17,13 +17,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "config/server_config.h"
+#include "tests/common/test_paths.h"
 
 namespace {
 
@@ -73,14 +73,14 @@ void WriteFile(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-const fs::path kSource = ES_SOURCE_DIR;
+const fs::path kSource = es::test_paths::kSourceDir;
 
 // Runs validate.js on `root` ("": the roots are in `extra`).
 CommandResult Validate(const fs::path& root, const std::string& extra = "") {
-  std::string cmd = Quote(ES_NODE);
+  std::string cmd = Quote(es::test_paths::kNodeBin);
   cmd.append(" ").append(Quote((kSource / "tests/deploy/validate.js").string()));
   if (!root.empty()) cmd.append(" --root ").append(Quote(root.string()));
-  cmd.append(" --bin-dir ").append(Quote(ES_BIN_DIR));
+  cmd.append(" --bin-dir ").append(Quote(es::test_paths::kBinDir));
   if (!extra.empty()) cmd.append(" ").append(extra);
   return Shell(cmd);
 }

@@ -1,12 +1,12 @@
 #include "tests/integration/server_process.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,12 +26,7 @@
 #include <sstream>
 #include <thread>
 
-#ifndef ES_SERVER_BIN
-#error "ES_SERVER_BIN must be defined (path of ensemble-server)"
-#endif
-#ifndef ES_MAKE_DEMO_BIN
-#error "ES_MAKE_DEMO_BIN must be defined (path of ensemble-make-demo)"
-#endif
+#include "tests/common/test_paths.h"
 
 namespace es::it {
 namespace {
@@ -250,8 +245,9 @@ const std::string& DemoRepository() {
     std::string output;
     // Untrained (--train-steps 0): these tests need models, not good ones,
     // and each test process would spend seconds training them.
-    const int rc = RunCommand({ES_MAKE_DEMO_BIN, "--out", out.string(), "--seed", "1", "--train-steps", "0"},
-                              std::chrono::seconds(180), &output);
+    const int rc =
+        RunCommand({es::test_paths::kMakeDemoBin, "--out", out.string(), "--seed", "1", "--train-steps", "0"},
+                   std::chrono::seconds(180), &output);
     if (rc != 0) {
       error = "ensemble-make-demo failed (rc " + std::to_string(rc) + "): " + output;
     } else {
@@ -283,8 +279,8 @@ bool CopyDemoRepository(const fs::path& dest, std::string* error) {
 
 bool MakeTestRepository(const fs::path& repo, std::initializer_list<std::string> models, std::string* error) {
   if (!CopyDemoRepository(repo, error)) return false;
-  std::vector<std::string> argv = {"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_test_models.py",
-                                   repo.string()};
+  std::vector<std::string> argv = {
+      "/usr/bin/python3", std::string(es::test_paths::kIntegrationSourceDir) + "/make_test_models.py", repo.string()};
   argv.insert(argv.end(), models.begin(), models.end());
   std::string output;
   if (RunCommand(argv, std::chrono::seconds(180), &output) != 0) {
@@ -476,7 +472,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const Options& options) {
     return nullptr;
   }
   const int log_fd = open(server->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  std::string bin = ES_SERVER_BIN;
+  std::string bin = es::test_paths::kServerBin;
   std::string config = server->config_path_.string();
   std::vector<char*> argv = {bin.data(),
                              const_cast<char*>("--config"),

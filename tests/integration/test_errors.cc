@@ -20,13 +20,10 @@
 #include <utility>
 #include <vector>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
-
-#ifndef ES_INTEGRATION_SOURCE_DIR
-#error "ES_INTEGRATION_SOURCE_DIR must be defined"
-#endif
 
 namespace es::it {
 namespace {
@@ -42,8 +39,10 @@ class ErrorsTest : public SharedServerSuite<ErrorsTest> {
     std::string error;
     if (!CopyDemoRepository(repo, &error)) return error;
     std::string output;
-    const int rc = RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_test_models.py", repo.string()},
-                              seconds(180), &output);
+    const int rc =
+        RunCommand({"/usr/bin/python3", std::string(es::test_paths::kIntegrationSourceDir) + "/make_test_models.py",
+                    repo.string()},
+                   seconds(180), &output);
     if (rc != 0) return "make_test_models.py failed (rc " + std::to_string(rc) + "): " + output;
     options->repository = repo.string();
     return "";

@@ -11,6 +11,7 @@
 
 #include <fstream>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/server_process.h"
 
 namespace es::it {
@@ -70,8 +71,8 @@ TEST(HostStartupTest, APortInUseIsNamedBeforeAnyHostStarts) {
   TakenPort taken;
   for (const char* listener : {"--grpc-port", "--http-port", "--metrics-port"}) {
     const std::string port = std::to_string(taken.port());
-    std::vector<std::string> argv = {ES_SERVER_BIN, "--config", config, "--grpc-port", "0",
-                                     "--http-port", "0", "--metrics-port", "0"};
+    std::vector<std::string> argv = {
+        es::test_paths::kServerBin, "--config", config, "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"};
     for (size_t i = 3; i < argv.size(); i += 2) {
       if (argv[i] == listener) argv[i + 1] = port;
     }

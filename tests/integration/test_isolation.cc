@@ -20,13 +20,10 @@
 #include <random>
 #include <thread>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
-#include "tests/integration/server_process.h"
 #include "tests/integration/metrics/metrics_support.h"
-
-#ifndef ES_LYING_HOST_BIN
-#error "ES_LYING_HOST_BIN must be defined"
-#endif
+#include "tests/integration/server_process.h"
 
 namespace es::it {
 namespace {
@@ -120,7 +117,7 @@ std::unique_ptr<ServerProcess> StartWithLyingHost(const TempDir& dir, std::vecto
   WriteCanaryRepository(dir.path() / "repo");
   ServerProcess::Options options;
   options.repository = (dir.path() / "repo").string();
-  options.hosts = {{"liar", 0, ES_LYING_HOST_BIN}};
+  options.hosts = {{"liar", 0, es::test_paths::kLyingHostBin}};
   options.env = std::move(env);
   return ServerProcess::Start(options);
 }

@@ -23,12 +23,9 @@
 #include <cstring>
 #include <thread>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
-
-#ifndef ES_INTEGRATION_SOURCE_DIR
-#error "ES_INTEGRATION_SOURCE_DIR must be defined"
-#endif
 
 namespace es::it {
 namespace {
@@ -191,7 +188,8 @@ class LimitsTest : public ::testing::Test {
     repo_ = std::make_unique<TempDir>("es_limits_repo_");
     std::string output;
     const int rc =
-        RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_queue_models.py", repo_->path().string()},
+        RunCommand({"/usr/bin/python3", std::string(es::test_paths::kIntegrationSourceDir) + "/make_queue_models.py",
+                    repo_->path().string()},
                    seconds(180), &output);
     ASSERT_EQ(rc, 0) << "make_queue_models.py: " << output;
     ServerProcess::Options options;

@@ -49,13 +49,10 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
-
-#ifndef ES_INTEGRATION_SOURCE_DIR
-#error "ES_INTEGRATION_SOURCE_DIR must be defined"
-#endif
 
 namespace es::it {
 namespace {
@@ -247,8 +244,10 @@ class OverloadTest : public SharedServerSuite<OverloadTest> {
   // slow_c on cpu1, one executor each.
   static std::string PrepareServer(const std::filesystem::path& dir, ServerProcess::Options* options) {
     std::string output;
-    const int rc = RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_overload_models.py", dir.string()},
-                              seconds(180), &output);
+    const int rc =
+        RunCommand({"/usr/bin/python3", std::string(es::test_paths::kIntegrationSourceDir) + "/make_overload_models.py",
+                    dir.string()},
+                   seconds(180), &output);
     if (rc != 0) return "make_overload_models.py failed (rc " + std::to_string(rc) + "): " + output;
     options->repository = dir.string();
     options->hosts = {{"cpu0", 0, "", 1}, {"cpu1", 1, "", 1}};
@@ -516,9 +515,10 @@ TEST(OverloadConfigTest, ALadderNamingAnUnknownModelStopsTheStartNamingFileLineA
   WatchdogScope watchdog(seconds(180), "ALadderNamingAnUnknownModelStopsTheStartNamingFileLineAndField");
   TempDir repo("es_overload_bad_");
   std::string output;
-  const int rc = RunCommand(
-      {"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_overload_models.py", "--bad-ladder", repo.path().string()},
-      seconds(180), &output);
+  const int rc =
+      RunCommand({"/usr/bin/python3", std::string(es::test_paths::kIntegrationSourceDir) + "/make_overload_models.py",
+                  "--bad-ladder", repo.path().string()},
+                 seconds(180), &output);
   ASSERT_EQ(rc, 0) << output;
   const fs::path config = repo.path() / "slow_ens" / "config.yaml";
   // The line of the bad rung (1-based).

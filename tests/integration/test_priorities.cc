@@ -14,13 +14,10 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
-
-#ifndef ES_INTEGRATION_SOURCE_DIR
-#error "ES_INTEGRATION_SOURCE_DIR must be defined"
-#endif
 
 namespace es::it {
 namespace {
@@ -105,8 +102,10 @@ class QueueOrderTest : public SharedServerSuite<QueueOrderTest> {
   // The queue models (make_queue_models.py) on one single-executor host.
   static std::string PrepareServer(const std::filesystem::path& dir, ServerProcess::Options* options) {
     std::string output;
-    const int rc = RunCommand({"/usr/bin/python3", ES_INTEGRATION_SOURCE_DIR "/make_queue_models.py", dir.string()},
-                              seconds(180), &output);
+    const int rc =
+        RunCommand({"/usr/bin/python3", std::string(es::test_paths::kIntegrationSourceDir) + "/make_queue_models.py",
+                    dir.string()},
+                   seconds(180), &output);
     if (rc != 0) return "make_queue_models.py failed (rc " + std::to_string(rc) + "): " + output;
     options->repository = dir.string();
     options->hosts = {{"cpu0", 0, "", 1}};

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 
@@ -276,10 +277,10 @@ TEST(ShutdownTest, BadFlagsExitTwo) {
   const fs::path config = dir.path() / "server.yaml";
   ASSERT_TRUE(WriteTextFile(config, ServerConfigYaml(repo, ServerProcess::Options())));
   const std::vector<std::vector<std::string>> cases = {
-      {ES_SERVER_BIN},                                                              // --config is required
-      {ES_SERVER_BIN, "--config", config.string(), "--no-such-flag"},               // unknown flag
-      {ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "not-a-number"},  // bad value
-      {ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "70000"},         // out of range
+      {es::test_paths::kServerBin},                                                              // --config is required
+      {es::test_paths::kServerBin, "--config", config.string(), "--no-such-flag"},               // unknown flag
+      {es::test_paths::kServerBin, "--config", config.string(), "--grpc-port", "not-a-number"},  // bad value
+      {es::test_paths::kServerBin, "--config", config.string(), "--grpc-port", "70000"},         // out of range
   };
   for (const auto& argv : cases) {
     std::string output;
@@ -328,8 +329,8 @@ TEST(ShutdownTest, BadConfigExitsOneWithAOneLineError) {
     const fs::path config = dir.path() / "bad.yaml";
     ASSERT_TRUE(WriteTextFile(config, c.yaml));
     std::string output;
-    const int rc = RunCommand({ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "0", "--http-port", "0",
-                               "--metrics-port", "0"},
+    const int rc = RunCommand({es::test_paths::kServerBin, "--config", config.string(), "--grpc-port", "0",
+                               "--http-port", "0", "--metrics-port", "0"},
                               seconds(60), &output);
     EXPECT_EQ(rc, 1) << output;
     const auto lines = Lines(output);
@@ -353,8 +354,8 @@ TEST(ShutdownTest, HostThatCannotStartExitsOneAndLeavesNothing) {
   const auto start = Clock::now();
   // Free ports for every listener: a port in use would fail the start for
   // another reason (before the hosts), and prove nothing.
-  const int rc = RunCommand({ES_SERVER_BIN, "--config", config.string(), "--grpc-port", "0", "--http-port", "0",
-                             "--metrics-port", "0"},
+  const int rc = RunCommand({es::test_paths::kServerBin, "--config", config.string(), "--grpc-port", "0", "--http-port",
+                             "0", "--metrics-port", "0"},
                             seconds(100), &output);
   std::printf("host start failure -> exit %d in %.1f ms\n", rc, Ms(Clock::now() - start));
   EXPECT_EQ(rc, 1) << output;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "clients/client.h"
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 
@@ -49,8 +50,9 @@ class Certs {
  private:
   Certs() : dir_("es_tls_certs_") {
     std::string output;
-    const int rc =
-        RunCommand({"/bin/bash", ES_INTEGRATION_SOURCE_DIR "/make_test_certs.sh", dir_.root()}, seconds(60), &output);
+    const int rc = RunCommand(
+        {"/bin/bash", std::string(es::test_paths::kIntegrationSourceDir) + "/make_test_certs.sh", dir_.root()},
+        seconds(60), &output);
     ok_ = rc == 0;
     if (!ok_) error_ = "make_test_certs.sh exited " + std::to_string(rc) + ": " + output;
     ok_ = ok_ && WriteTextFile(dir_.path() / "tokens.txt",
@@ -324,7 +326,7 @@ TEST_F(MtlsAuthTest, CliAndLoadgenSendTlsAndToken) {
   std::string output;
   // The token from the environment (not in argv).
   ASSERT_EQ(setenv("ENSEMBLE_TOKEN", kInferToken, 1), 0);
-  std::vector<std::string> cli = {ES_CLI_BIN, "--server", server_->address()};
+  std::vector<std::string> cli = {es::test_paths::kCliBin, "--server", server_->address()};
   cli.insert(cli.end(), tls.begin(), tls.end());
   cli.insert(cli.end(), {"infer", "mlp"});
   EXPECT_EQ(RunCommand(cli, seconds(60), &output), 0) << output;
@@ -334,8 +336,8 @@ TEST_F(MtlsAuthTest, CliAndLoadgenSendTlsAndToken) {
   EXPECT_EQ(RunCommand(cli, seconds(60), &output), 1) << output;
   EXPECT_NE(output.find("UNAUTHENTICATED"), std::string::npos) << output;
   // --token; without a client certificate the handshake fails.
-  std::vector<std::string> no_cert = {ES_CLI_BIN,       "--server", server_->address(), "--ssl-ca",
-                                      c.Path("ca.pem"), "--token",  kInferToken,        "ready"};
+  std::vector<std::string> no_cert = {es::test_paths::kCliBin, "--server", server_->address(), "--ssl-ca",
+                                      c.Path("ca.pem"),        "--token",  kInferToken,        "ready"};
   EXPECT_EQ(RunCommand(no_cert, seconds(60), &output), 1) << output;
   EXPECT_NE(output.find("UNAVAILABLE"), std::string::npos) << output;
   // gRPC's own message names no cause; the CLI says what to check.
@@ -343,8 +345,8 @@ TEST_F(MtlsAuthTest, CliAndLoadgenSendTlsAndToken) {
             std::string::npos)
       << output;
   // A plaintext client meets the TLS server: the hint says to add --ssl.
-  EXPECT_EQ(RunCommand({ES_CLI_BIN, "--server", server_->address(), "--token", kInferToken, "ready"}, seconds(60),
-                       &output),
+  EXPECT_EQ(RunCommand({es::test_paths::kCliBin, "--server", server_->address(), "--token", kInferToken, "ready"},
+                       seconds(60), &output),
             1)
       << output;
   EXPECT_NE(output.find("If it serves TLS, add --ssl and --ssl-ca"), std::string::npos) << output;
@@ -352,7 +354,7 @@ TEST_F(MtlsAuthTest, CliAndLoadgenSendTlsAndToken) {
   // The loadgen's generic-stub calls carry the token: exit 0 means calls
   // succeeded, and no call was refused.
   const std::string json = (server_->dir() / "loadgen.json").string();
-  std::vector<std::string> loadgen = {ES_LOADGEN_BIN,
+  std::vector<std::string> loadgen = {es::test_paths::kLoadgenBin,
                                       "--server",
                                       server_->address(),
                                       "--model",

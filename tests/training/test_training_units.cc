@@ -3,18 +3,18 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include <cmath>
-
+#include "tests/common/temp_dir.h"
+#include "tests/common/test_paths.h"
+#include "tests/training/training_test_util.h"
 #include "torch_utils/model_zoo.h"
 #include "torch_utils/served_config.h"
 #include "training/checkpoint.h"
 #include "training/ensemble_trainer.h"
 #include "training/train_config.h"
 #include "training/train_options.h"
-#include "tests/common/temp_dir.h"
-#include "tests/training/training_test_util.h"
 
 namespace es::training_test {
 namespace {
@@ -50,13 +50,14 @@ TEST(TrainConfigTest, PackCanBeTurnedOff) {
 }
 
 TEST(TrainConfigTest, TheExampleConfigsLoad) {
-  StatusOr<TrainConfig> config = LoadTrainConfig(ES_SOURCE_DIR "/config/train-fashion-mnist.yaml");
+  StatusOr<TrainConfig> config =
+      LoadTrainConfig(std::string(es::test_paths::kSourceDir) + "/config/train-fashion-mnist.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   // The training benchmark's: twelve convnets.
   ASSERT_EQ(config->members.size(), 12u);
   EXPECT_EQ(config->members[11].architecture, "convnet");
   // The cascade benchmark's: members of different depths, cheapest first.
-  config = LoadTrainConfig(ES_SOURCE_DIR "/config/train-fashion-mnist-cascade.yaml");
+  config = LoadTrainConfig(std::string(es::test_paths::kSourceDir) + "/config/train-fashion-mnist-cascade.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   ASSERT_EQ(config->members.size(), 5u);
   EXPECT_EQ(config->members[0].architecture, "mlp");

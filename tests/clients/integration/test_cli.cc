@@ -3,19 +3,19 @@
 // the same answers as the C++ client library, and every error path with its
 // exit code (1 call failed, 2 usage, 3 answered no) and one-line message.
 #include <gtest/gtest.h>
-
-#include <filesystem>
-#include <fstream>
-#include <set>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "clients/cli/input_source.h"
 #include "clients/client.h"
+#include "tests/common/test_paths.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
 
@@ -27,8 +27,7 @@ using es::it::ServerProcess;
 using es::it::WatchdogScope;
 using std::chrono::seconds;
 
-const char* const kCli = ES_CLI_BIN;
-
+const char* const kCli = es::test_paths::kCliBin;
 
 struct CliRun {
   int rc = -1;

@@ -22,6 +22,7 @@
 #include "clients/cli/input_source.h"
 #include "clients/client.h"
 #include "clients/http_client.h"
+#include "tests/common/test_paths.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
 
@@ -33,8 +34,8 @@ using es::it::ServerProcess;
 using es::it::WatchdogScope;
 using std::chrono::seconds;
 
-const char* const kCli = ES_CLI_BIN;
-const char* const kLoadgen = ES_LOADGEN_BIN;
+const char* const kCli = es::test_paths::kCliBin;
+const char* const kLoadgen = es::test_paths::kLoadgenBin;
 constexpr char kInferToken[] = "infer-7c1d2e3f4a5b6c7d8e";
 
 struct CliRun {
@@ -425,7 +426,8 @@ TEST(CliHttpTls, ClientCertificateAndToken) {
   WatchdogScope watchdog(seconds(200), "CliHttpTls");
   es::it::TempDir certs("es_cli_http_certs_");
   std::string output;
-  ASSERT_EQ(RunCommand({"/bin/bash", ES_MAKE_CERTS_SH, certs.root()}, seconds(60), &output), 0) << output;
+  ASSERT_EQ(RunCommand({"/bin/bash", es::test_paths::kMakeTestCertsSh, certs.root()}, seconds(60), &output), 0)
+      << output;
   ASSERT_TRUE(es::it::WriteTextFile(certs.path() / "tokens.txt", std::string("infer ") + kInferToken + "\n"));
   ServerProcess::Options options;
   options.extra_config = "tls:\n  cert: " + certs.Path("server.pem") + "\n  key: " + certs.Path("server.key") +

@@ -23,16 +23,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
-
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "clients/cli/input_source.h"
 #include "clients/client.h"
 #include "clients/loadgen/process_cpu.h"
+#include "tests/common/test_paths.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
 
@@ -44,8 +44,7 @@ using es::it::ServerProcess;
 using es::it::WatchdogScope;
 using std::chrono::seconds;
 
-const char* const kLoadgen = ES_LOADGEN_BIN;
-
+const char* const kLoadgen = es::test_paths::kLoadgenBin;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -70,7 +69,8 @@ class LoadgenTest : public es::it::SharedServerSuite<LoadgenTest> {
     const auto repo = dir / "repo";
     if (!es::it::CopyDemoRepository(repo, &error)) return "copying the demo repository: " + error;
     std::string output;
-    const int rc = RunCommand({"/usr/bin/python3", ES_MAKE_ECHO_PY, "--out", repo.string()}, seconds(120), &output);
+    const int rc =
+        RunCommand({"/usr/bin/python3", es::test_paths::kMakeEchoPy, "--out", repo.string()}, seconds(120), &output);
     if (rc != 0) return "make_echo_model.py failed (rc " + std::to_string(rc) + "): " + output;
     options->repository = repo.string();
     return "";

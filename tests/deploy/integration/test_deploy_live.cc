@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 
@@ -25,16 +26,16 @@ using es::it::ServerProcess;
 using es::it::WatchdogScope;
 using std::chrono::seconds;
 
-const std::string kSource = ES_SOURCE_DIR;
-const std::string kBinDir = ES_BIN_DIR;
+const std::string kSource = es::test_paths::kSourceDir;
+const std::string kBinDir = es::test_paths::kBinDir;
 
 nlohmann::json Describe() {
   es::it::TempDir dir;
   const std::string file = (dir.path() / "describe.json").string();
   std::string output;
-  es::it::RunCommand(
-      {ES_NODE, kSource + "/tests/deploy/validate.js", "--root", kSource, "--bin-dir", kBinDir, "--describe", file},
-      seconds(60), &output);
+  es::it::RunCommand({es::test_paths::kNodeBin, kSource + "/tests/deploy/validate.js", "--root", kSource, "--bin-dir",
+                      kBinDir, "--describe", file},
+                     seconds(60), &output);
   const std::string text = es::it::ReadTextFile(file);
   if (text.empty()) {
     ADD_FAILURE() << "validate.js --describe wrote nothing:\n" << output;

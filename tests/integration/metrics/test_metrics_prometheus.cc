@@ -16,9 +16,10 @@
 #include <optional>
 #include <thread>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
-#include "tests/integration/server_process.h"
 #include "tests/integration/metrics/metrics_support.h"
+#include "tests/integration/server_process.h"
 
 namespace es::metrics_test {
 namespace {
@@ -116,7 +117,7 @@ TEST(MetricsPrometheusTest, PrometheusScrapesTheServerAndAnswersQueries) {
       << "hosts up: " << last;
 
   // The dashboard's queries, with Grafana's variables filled in.
-  const nlohmann::json dashboard = nlohmann::json::parse(es::it::ReadTextFile(ES_DASHBOARD_JSON));
+  const nlohmann::json dashboard = nlohmann::json::parse(es::it::ReadTextFile(es::test_paths::kDashboardJson));
   int queries = 0;
   for (const auto& panel : dashboard.at("panels")) {
     if (!panel.contains("targets")) continue;

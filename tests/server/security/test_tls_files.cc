@@ -13,6 +13,7 @@
 
 #include "server/security/tls_files.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_paths.h"
 
 namespace es {
 namespace {
@@ -21,7 +22,8 @@ class TlsFilesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir("es_tls_files_");
-    const std::string command = std::string("bash '") + ES_MAKE_TEST_CERTS + "' '" + dir_->root() + "' 2>&1";
+    const std::string command =
+        std::string("bash '") + es::test_paths::kMakeTestCertsSh + "' '" + dir_->root() + "' 2>&1";
     const int rc = std::system(command.c_str());
     made_ = rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
   }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "tests/common/test_paths.h"
 #include "torch_utils/blas_kernels.h"
 
 namespace {
@@ -39,7 +40,8 @@ TEST(BlasKernelsTest, CoreTypeFollowsTheWidestVectorUnits) {
 }
 
 TEST(BlasKernelsTest, ProgramRunsOnKernelsForThisCpuWithItsArgumentsIntact) {
-  const std::string out = RunShell("env -u OPENBLAS_CORETYPE '" ES_BLAS_PROBE_PATH "' --flag 'two words'");
+  const std::string out =
+      RunShell("env -u OPENBLAS_CORETYPE '" + std::string(es::test_paths::kBlasProbeBin) + "' --flag 'two words'");
   ASSERT_NE(out.find("sum=262144"), std::string::npos) << out;
   EXPECT_NE(out.find("args=--flag two words "), std::string::npos) << out;
   if (out.find("core= ") != std::string::npos) GTEST_SKIP() << "LibTorch's BLAS here is not OpenBLAS: " << out;
@@ -51,8 +53,8 @@ TEST(BlasKernelsTest, ProgramRunsOnKernelsForThisCpuWithItsArgumentsIntact) {
 // A model host logs JSON lines: its note waits for its logger (the
 // environment carries it through the exec) instead of a plain stderr line.
 TEST(BlasKernelsTest, DeferredNoteReachesTheProgramRunAgainAndNotStderr) {
-  const std::string out =
-      RunShell("env -u OPENBLAS_CORETYPE ES_PROBE_DEFERRED=1 '" ES_BLAS_PROBE_PATH "' y 2>&1");
+  const std::string out = RunShell("env -u OPENBLAS_CORETYPE ES_PROBE_DEFERRED=1 '" +
+                                   std::string(es::test_paths::kBlasProbeBin) + "' y 2>&1");
   ASSERT_NE(out.find("sum=262144"), std::string::npos) << out;
   EXPECT_EQ(out.find("note: "), std::string::npos) << "a plain line on stderr: " << out;
   EXPECT_NE(out.find(" left=-"), std::string::npos) << "the note's variable outlived its taking: " << out;
@@ -64,7 +66,7 @@ TEST(BlasKernelsTest, DeferredNoteReachesTheProgramRunAgainAndNotStderr) {
 }
 
 TEST(BlasKernelsTest, UsersCoreTypeIsLeftAlone) {
-  const std::string out = RunShell("OPENBLAS_CORETYPE=PRESCOTT '" ES_BLAS_PROBE_PATH "' x");
+  const std::string out = RunShell("OPENBLAS_CORETYPE=PRESCOTT '" + std::string(es::test_paths::kBlasProbeBin) + "' x");
   ASSERT_NE(out.find("sum=262144"), std::string::npos) << out;
   EXPECT_NE(out.find("coretype=PRESCOTT args=x "), std::string::npos) << out;
   if (out.find("core= ") != std::string::npos) GTEST_SKIP() << "LibTorch's BLAS here is not OpenBLAS: " << out;

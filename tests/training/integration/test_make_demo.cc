@@ -12,6 +12,7 @@
 
 #include "model_host/model_runner.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_paths.h"
 
 namespace es {
 namespace {
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 
 // Runs the tool with `args`, output discarded; returns its exit code.
 int MakeDemo(const std::string& args) {
-  const std::string command = std::string(ES_MAKE_DEMO_PATH) + " " + args + " >/dev/null 2>&1";
+  const std::string command = std::string(es::test_paths::kMakeDemoBin) + " " + args + " >/dev/null 2>&1";
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -92,7 +93,7 @@ TEST(MakeDemoTest, WrittenMemberServes) {
 
 // Runs the tool with `args`; returns its exit code and what it printed.
 int MakeDemoOutput(const std::string& args, std::string* output) {
-  const std::string command = std::string(ES_MAKE_DEMO_PATH) + " " + args + " 2>&1";
+  const std::string command = std::string(es::test_paths::kMakeDemoBin) + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   char buffer[4096];

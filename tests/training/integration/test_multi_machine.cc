@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_paths.h"
 #include "tests/training/integration/background_process.h"
 #include "tests/training/training_test_util.h"
 
@@ -155,10 +156,10 @@ class MultiMachineTest : public ::testing::Test {
     std::vector<std::string> argv{IpBinary(), "netns", "exec", namespaces_[node]};
     if (node == 0) {
       argv.insert(argv.end(), {"env", "NNODES=2", "NODE_RANK=0", "MASTER_ADDR=" + std::string(kNode0Address),
-                               "MASTER_PORT=" + std::string(kMasterPort), ES_TRAIN_BIN});
+                               "MASTER_PORT=" + std::string(kMasterPort), es::test_paths::kTrainBin});
     } else {
-      argv.insert(argv.end(), {ES_TRAIN_BIN, "--nnodes", "2", "--node-rank", "1", "--master-addr", kNode0Address,
-                               "--master-port", kMasterPort});
+      argv.insert(argv.end(), {es::test_paths::kTrainBin, "--nnodes", "2", "--node-rank", "1", "--master-addr",
+                               kNode0Address, "--master-port", kMasterPort});
     }
     argv.insert(argv.end(), args.begin(), args.end());
     nodes_.push_back(std::make_unique<Process>(argv, dir_.path() / log_name));
@@ -230,7 +231,7 @@ TEST_F(MultiMachineTest, TwoMachinesTrainAsOneMachineDoes) {
 
   // One machine, one rank, the same seed and global batch (loopback, here).
   const fs::path single = dir_.path() / "single";
-  Process one({ES_TRAIN_BIN, "--config", config, "--devices", "cpu:1", "--out", single.string()},
+  Process one({es::test_paths::kTrainBin, "--config", config, "--devices", "cpu:1", "--out", single.string()},
               dir_.path() / "single.log");
   ASSERT_EQ(one.ExitCode(seconds(120)), 0) << one.Log();
   EXPECT_EQ(ReadReport(single)["world_size"], 1);
@@ -331,7 +332,7 @@ TEST(MultiMachineUsageTest, BadNodeSettingsExitTwoNamingThem) {
       {{"--nnodes", "2", "--master-addr", "10.77.0.1", "--devices", "cpu:3"}, "does not split evenly over 6 ranks"},
   };
   for (const Case& c : cases) {
-    std::vector<std::string> argv{ES_TRAIN_BIN, "--config", config, "--out", dir.Path("out")};
+    std::vector<std::string> argv{es::test_paths::kTrainBin, "--config", config, "--out", dir.Path("out")};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     Process train(argv, dir.path() / "train.log");
     EXPECT_EQ(train.ExitCode(seconds(60)), 2) << train.Log();

@@ -16,19 +16,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <thread>
 
+#include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
-#include "tests/integration/server_process.h"
 #include "tests/integration/metrics/metrics_support.h"
+#include "tests/integration/server_process.h"
 #include "tests/training/integration/background_process.h"
 #include "training/dataset.h"
 #include "training/fashion_mnist.h"
@@ -59,7 +59,7 @@ std::string SyntheticConfig(int epochs, int64_t checkpoint_every) {
 
 int Train(const std::vector<std::string>& args, std::string* output,
           seconds timeout = seconds(120)) {
-  std::vector<std::string> argv{ES_TRAIN_BIN};
+  std::vector<std::string> argv{es::test_paths::kTrainBin};
   argv.insert(argv.end(), args.begin(), args.end());
   return it::RunCommand(argv, timeout, output);
 }
@@ -384,8 +384,8 @@ TEST(TrainCommandTest, KilledRankStopsTheLauncherAndTheOtherRanksWithinTheTimeou
   it::TempDir dir;
   const std::string config = dir.Write("train.yaml", SyntheticConfig(100000, 0));
   const int port = metrics_test::FreePort();
-  Background launcher({ES_TRAIN_BIN, "--config", config, "--devices", "cpu:2", "--out",
-                       dir.Path("out"), "--metrics-port", std::to_string(port)},
+  Background launcher({es::test_paths::kTrainBin, "--config", config, "--devices", "cpu:2", "--out", dir.Path("out"),
+                       "--metrics-port", std::to_string(port)},
                       {}, dir.path() / "train.log");
   ASSERT_TRUE(launcher.WaitForLog("epoch 2/", milliseconds(60000))) << launcher.Log();
 
@@ -431,8 +431,8 @@ TEST(TrainCommandTest, UnderTorchrunVariablesAKilledPeerFailsTheOtherRank) {
         {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", std::to_string(rank)},
         {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
   };
-  const std::vector<std::string> argv{ES_TRAIN_BIN, "--config", config, "--devices", "cpu:2",
-                                      "--out", dir.Path("out")};
+  const std::vector<std::string> argv{
+      es::test_paths::kTrainBin, "--config", config, "--devices", "cpu:2", "--out", dir.Path("out")};
   Background rank0(argv, env(0), dir.path() / "rank0.log");  // hosts the store
   Background rank1(argv, env(1), dir.path() / "rank1.log");
   ASSERT_TRUE(rank0.WaitForLog("epoch 1/", milliseconds(60000))) << rank0.Log() << rank1.Log();

@@ -5,8 +5,6 @@
 // restarts it after it is SIGKILLed, loading the assignment again; stops it
 // cleanly (the process is gone and reaped, the connection withdrawn); and
 // reports a host binary that cannot start. Waits are on conditions, bounded.
-#include "server/hosts/host_supervisor.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,9 +19,8 @@
 #include <thread>
 #include <vector>
 
-#ifndef ES_LYING_HOST_BIN
-#error "ES_LYING_HOST_BIN must be defined"
-#endif
+#include "server/hosts/host_supervisor.h"
+#include "tests/common/test_paths.h"
 
 namespace es {
 namespace {
@@ -63,7 +60,7 @@ class HostSupervisorTest : public ::testing::Test {
                           [] { return uint64_t{1}; }};
   }
 
-  std::unique_ptr<HostSupervisor> Make(const std::string& binary = ES_LYING_HOST_BIN) {
+  std::unique_ptr<HostSupervisor> Make(const std::string& binary = es::test_paths::kLyingHostBin) {
     return std::make_unique<HostSupervisor>(host_, limits_, Assignment(), binary);
   }
 
