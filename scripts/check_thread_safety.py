@@ -23,7 +23,14 @@ or not analysable is not parsed again while it, every header it reads (from
 the build's dependency log), its flags, clang and this script are unchanged.
 --no-cache parses every source.
 
-Usage: scripts/check_thread_safety.py [BUILD_DIR] [-j N] [--only PREFIX ...] [--no-cache]
+--covered-by DIR ...: sources that the clang build in DIR compiled with these
+checks as errors (cmake/EsWarnings.cmake under clang with ES_WERROR: the
+sanitizer builds of scripts/test.sh) and whose objects are up to date there
+(ninja's dependency log) are not parsed again: that compile ran the same
+checks on the same source and headers (ninja would run nothing for them). On
+a machine without caches it halves the sources this script parses.
+
+Usage: scripts/check_thread_safety.py [BUILD_DIR] [-j N] [--only PREFIX ...] [--no-cache] [--covered-by DIR ...]
 Exit 1 and the compiler's messages when a source fails.
 """
 import argparse
@@ -67,6 +74,35 @@ def object_of(entry):
     return args[args.index("-o") + 1] if "-o" in args[:-1] else None
 
 
+def covered_sources(build_dir, root=ROOT):
+    """The sources (relative to `root`) that the build in `build_dir` compiled
+    with the checks as errors and whose objects are up to date: ninja, asked
+    what it would run for them (-n), runs nothing for them (their sources,
+    the headers they read and their command lines are as when they were
+    compiled)."""
+    path = os.path.join(build_dir, "compile_commands.json")
+    if not os.path.exists(path):
+        sys.exit(f"check_thread_safety: --covered-by {build_dir}: no compile_commands.json there")
+    candidates = {}  # object -> source, for the commands that ran the checks as errors
+    for e in json.load(open(path)):
+        args = shlex.split(e["command"]) if "command" in e else list(e["arguments"])
+        if "clang" not in os.path.basename(args[0]):
+            continue
+        errors = "-Werror" in args or ("-Werror=thread-safety" in args and "-Werror=shadow" in args)
+        if errors and "-Wthread-safety" in args and "-Wshadow" in args and object_of(e):
+            candidates[object_of(e)] = os.path.relpath(e["file"], root)
+    if not candidates:
+        return set()
+    dry = subprocess.run(["ninja", "-C", build_dir, "-n", "-v", *sorted(candidates)], capture_output=True, text=True)
+    if dry.returncode != 0:
+        sys.exit(f"check_thread_safety: --covered-by {build_dir}: ninja -n failed: {dry.stderr.strip()}")
+    stale = set()
+    for line in dry.stdout.splitlines():
+        words = line.split()
+        stale |= {words[i + 1] for i, w in enumerate(words[:-1]) if w == "-o"}
+    return {source for obj, source in candidates.items() if obj not in stale}
+
+
 def checker_identity():
     """What the cached results depend on besides the sources: this script,
     the cache's code and the clang that parses."""
@@ -84,11 +120,16 @@ def main():
     parser.add_argument("-j", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--only", nargs="*", default=[], help="check only sources under these folders")
     parser.add_argument("--no-cache", action="store_true", help="parse every source, reusing no earlier result")
+    parser.add_argument("--covered-by", nargs="*", default=[], metavar="DIR",
+                        help="skip sources a clang build in DIR compiled with these checks as errors")
     args = parser.parse_args()
     path = os.path.join(args.build_dir, "compile_commands.json")
     if not os.path.exists(path):
         sys.exit(f"check_thread_safety: {path} not found: configure the build first (scripts/build.sh)")
-    entries, seen = [], set()
+    covered = set()
+    for build_dir in args.covered_by:
+        covered |= covered_sources(build_dir)
+    entries, seen, skipped_covered = [], set(), 0
     for e in json.load(open(path)):
         rel = os.path.relpath(e["file"], ROOT)
         if rel.startswith("..") or rel.startswith("build") or ".pb." in rel:
@@ -99,6 +140,9 @@ def main():
         if rel in seen:
             continue
         seen.add(rel)
+        if rel in covered:
+            skipped_covered += 1
+            continue
         entries.append((rel, e))
     failed, skipped = [], []
     start = time.monotonic()
@@ -162,7 +206,8 @@ def main():
         print("FAILED:", f)
     print(f"check_thread_safety: {len(entries)} sources, {len(entries) - len(failed) - len(skipped)} analysed clean, "
           f"{len(skipped)} not analysable, {len(failed)} failed ({cache.hits} unchanged since an earlier run, "
-          f"not parsed again)")
+          f"not parsed again)" + (f"; {skipped_covered} more compiled with these checks in "
+                                   f"{', '.join(args.covered_by)}" if args.covered_by else ""))
     return 1 if failed else 0
 
 

@@ -9,6 +9,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from project_files import write  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lib"))
 from analysis_cache import AnalysisCache  # noqa: E402
 
@@ -18,12 +21,6 @@ BUILD_NINJA = """rule cxx
   deps = gcc
 build main.o: cxx ../main.cc
 """
-
-
-def write(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
 
 
 class AnalysisCacheTest(unittest.TestCase):
