@@ -26,9 +26,9 @@ the build's dependency log), its flags, clang and this script are unchanged.
 --covered-by DIR ...: sources that the clang build in DIR compiled with these
 checks as errors (cmake/EsWarnings.cmake under clang with ES_WERROR: the
 sanitizer builds of scripts/test.sh) and whose objects are up to date there
-(ninja's dependency log) are not parsed again: that compile ran the same
-checks on the same source and headers (ninja would run nothing for them). On
-a machine without caches it halves the sources this script parses.
+(ninja, asked with -n, would run nothing for them) are not parsed again: that
+compile ran the same checks on the same source, headers and flags. On a
+machine without caches it halves the sources this script parses.
 
 Usage: scripts/check_thread_safety.py [BUILD_DIR] [-j N] [--only PREFIX ...] [--no-cache] [--covered-by DIR ...]
 Exit 1 and the compiler's messages when a source fails.
@@ -51,8 +51,13 @@ CHECKS = ["-Wthread-safety", "-Werror=thread-safety", "-Wshadow", "-Werror=shado
 DROP = {"-fno-fat-lto-objects"}
 
 
+def command_args(entry):
+    """A compile_commands.json entry's command line, as a list."""
+    return shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+
+
 def clang_command(entry):
-    args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+    args = command_args(entry)
     out = ["clang++"]
     skip = False
     for a in args[1:]:
@@ -70,7 +75,7 @@ def clang_command(entry):
 
 def object_of(entry):
     """The object file the build compiles `entry` into (its -o argument)."""
-    args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+    args = command_args(entry)
     return args[args.index("-o") + 1] if "-o" in args[:-1] else None
 
 
@@ -85,12 +90,12 @@ def covered_sources(build_dir, root=ROOT):
         sys.exit(f"check_thread_safety: --covered-by {build_dir}: no compile_commands.json there")
     candidates = {}  # object -> source, for the commands that ran the checks as errors
     for e in json.load(open(path)):
-        args = shlex.split(e["command"]) if "command" in e else list(e["arguments"])
+        args, obj = command_args(e), object_of(e)
         if "clang" not in os.path.basename(args[0]):
             continue
         errors = "-Werror" in args or ("-Werror=thread-safety" in args and "-Werror=shadow" in args)
-        if errors and "-Wthread-safety" in args and "-Wshadow" in args and object_of(e):
-            candidates[object_of(e)] = os.path.relpath(e["file"], root)
+        if errors and "-Wthread-safety" in args and "-Wshadow" in args and obj:
+            candidates[obj] = os.path.relpath(e["file"], root)
     if not candidates:
         return set()
     dry = subprocess.run(["ninja", "-C", build_dir, "-n", "-v", *sorted(candidates)], capture_output=True, text=True)

@@ -179,7 +179,7 @@ fi
 # build that the clang builds above did not compile with those checks as
 # errors: the LibTorch ones, which the torch-free builds leave out, the
 # clients, the training command (--covered-by: about half the sources are
-# covered, which on a machine without caches is half of this phase). A source
+# covered; on a machine without caches this phase took a third less). A source
 # is parsed again only when it, a header it reads, its flags or clang changed
 # since a clean earlier run (the cache in ~/.cache/ensemble-serve).
 covered=()
