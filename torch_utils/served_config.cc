@@ -42,6 +42,8 @@ std::string ClassifierMemberYaml(int64_t max_batch_size, const std::vector<std::
   return yaml;
 }
 
+std::string BatchWhatWaitsYaml() { return "dynamic_batching:\n  max_queue_delay_us: 0\n"; }
+
 std::string ClassifierEnsembleYaml(int64_t max_batch_size, const std::vector<std::string>& members,
                                    const std::string& combine) {
   std::vector<EnsembleEntry> entries;

@@ -21,6 +21,12 @@ namespace es {
 std::string ClassifierMemberYaml(int64_t max_batch_size, const std::vector<std::string>& hosts,
                                  int64_t packed_members = 0);
 
+// The `dynamic_batching` section of the models ensemble-train writes:
+// the router batches the requests that wait for a busy host and never
+// holds a request back to wait for more (max_queue_delay_us: 0), so a lone
+// request goes as it would unbatched and a queue leaves as one call.
+std::string BatchWhatWaitsYaml();
+
 // One entry of an ensemble's member list: a model, or a packed model with
 // the names of the members it computes (`packed` non-empty).
 struct EnsembleEntry {

@@ -94,7 +94,7 @@ std::string PackedModelYaml(int64_t max_batch_size, size_t members) {
   return "# Written by ensemble-train: " + std::to_string(members) +
          " members in one TorchScript module (packed);\n"
          "# probabilities[:, k] is the k-th member's, in the order of the packed ensemble's `packed:` list.\n" +
-         ClassifierMemberYaml(max_batch_size, {}, static_cast<int64_t>(members));
+         ClassifierMemberYaml(max_batch_size, {}, static_cast<int64_t>(members)) + BatchWhatWaitsYaml();
 }
 
 std::string PackedEnsembleYaml(const TrainConfig& config, const PackedVariant& variant) {

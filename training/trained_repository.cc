@@ -38,6 +38,17 @@ std::string ServerYaml(const std::vector<std::string>& host_devices) {
   return yaml;
 }
 
+// A member's config.yaml. Its requests are batched while they wait for a
+// busy host (served_config.h): an ensemble puts a call on every member per
+// request, so past capacity each member's calls queue, and one batched call
+// costs less a row than a call per row (on a 2-core Xeon, the twelve
+// convnets of benchmarks/run_training.sh: the ensemble's capacity went from
+// 781 to 976-1,028 requests/s, its best member's from 7,537 to 8,953-9,096;
+// benchmarks/RESULTS.md, "Overload ladder"). A lone request is not delayed.
+std::string MemberYaml(int64_t max_batch_size) {
+  return ClassifierMemberYaml(max_batch_size, {}) + BatchWhatWaitsYaml();
+}
+
 nlohmann::json ScoresJson(const ClassifierScores& s) {
   return {{"accuracy", s.accuracy}, {"nll", s.nll}, {"brier", s.brier}, {"ece", s.ece}, {"rows", s.rows}};
 }
@@ -190,7 +201,7 @@ Status WriteRepositoryFolders(const fs::path& dir, const TrainConfig& config, st
     const std::string& name = config.members[i].name;
     names.push_back(name);
     fs::remove_all(dir / name);  // a stale version folder would be served as the latest
-    ES_RETURN_IF_ERROR(WriteModelFolder(dir / name, 1, modules[i], ClassifierMemberYaml(max_batch, {})));
+    ES_RETURN_IF_ERROR(WriteModelFolder(dir / name, 1, modules[i], MemberYaml(max_batch)));
   }
   for (const std::string& name : PackedFolderNames(config)) fs::remove_all(dir / name);
   if (variants.packed) {
@@ -288,8 +299,7 @@ Status PublishThroughStaging(const fs::path& repo, const fs::path& staging, cons
   std::vector<std::string> names;
   for (size_t i = 0; i < modules.size(); ++i) {
     names.push_back(config.members[i].name);
-    ES_RETURN_IF_ERROR(
-        PublishModel(repo, staging, names.back(), modules[i], ClassifierMemberYaml(max_batch, {}), published));
+    ES_RETURN_IF_ERROR(PublishModel(repo, staging, names.back(), modules[i], MemberYaml(max_batch), published));
   }
   if (variants.packed) {
     for (const PackedGroup& group : variants.packed->groups) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/server_config.h"
 #include "tests/common/temp_dir.h"
 #include "tests/training/served_ensembles.h"
 #include "torch_utils/model_zoo.h"
@@ -177,6 +178,25 @@ TEST(PackedVariantTest, TheWrittenVariantLoadsAsTheServerLoadsItAndAStaleOneIsRe
     EXPECT_FALSE(fs::exists(dir.path() / folder)) << folder;
   }
   EXPECT_TRUE(fs::exists(dir.path() / "ens/config.yaml"));
+}
+
+// Every model ensemble-train writes (members, packed models) is served with
+// its waiting requests batched and no lone request held back: the server
+// reads a dynamic_batching section with max_queue_delay_us 0 from each.
+TEST(PackedVariantTest, EveryWrittenModelBatchesWhatWaitsAndNeverWaitsForMore) {
+  testing::TempDir dir;
+  PackedRun run;
+  ASSERT_TRUE(WriteTrainedRepository(dir.root(), run.config, run.modules, {"cpu:0"}, run.variants).ok());
+  StatusOr<std::map<std::string, ModelConfig>> models = LoadRepository(dir.root());
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  size_t checked = 0;
+  for (const auto& [name, model] : *models) {
+    if (model.is_ensemble()) continue;
+    EXPECT_TRUE(model.dynamic_batching.enabled) << name;
+    EXPECT_EQ(model.dynamic_batching.max_queue_delay_us, 0) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, run.config.members.size() + run.variants.packed->groups.size());
 }
 
 TEST(PackedVariantTest, PublishGivesPackedModelsTheirNextVersionAndKeepsTheUsersEnsembleFile) {
