@@ -43,7 +43,7 @@ std::string ServerYaml(const std::vector<std::string>& host_devices) {
 // request, so past capacity each member's calls queue, and one batched call
 // costs less a row than a call per row (on a 2-core Xeon, the twelve
 // convnets of benchmarks/run_training.sh: the ensemble's capacity went from
-// 781 to 976-1,028 requests/s, its best member's from 7,537 to 8,953-9,096;
+// 781 to 919-1,055 requests/s, its best member's from 7,537 to 8,119-9,239;
 // benchmarks/RESULTS.md, "Overload ladder"). A lone request is not delayed.
 std::string MemberYaml(int64_t max_batch_size) {
   return ClassifierMemberYaml(max_batch_size, {}) + BatchWhatWaitsYaml();
