@@ -5,6 +5,7 @@
 # memory errors in, the libraries under test and not just the harness; only
 # the fuzz targets link libFuzzer itself (-fsanitize=fuzzer, tests/fuzz).
 # UBSan does not recover: undefined behaviour is a crash the fuzzer reports.
+# Line tables in any build type: the reports name file and line of each frame.
 # Meant for its own build folder with ES_BUILD_TORCH=OFF and benchmarks off.
 if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "ES_ENABLE_FUZZ needs clang (libFuzzer); configure with CC=clang CXX=clang++ "
@@ -17,5 +18,5 @@ if(ES_BUILD_TORCH)
   message(WARNING "ES_ENABLE_FUZZ: no fuzz target needs LibTorch; -DES_BUILD_TORCH=OFF saves configuring it")
 endif()
 add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-                    -fno-omit-frame-pointer -g)
+                    -fno-omit-frame-pointer -gline-tables-only)
 add_link_options(-fsanitize=address,undefined)

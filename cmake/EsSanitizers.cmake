@@ -10,3 +10,20 @@ if(ES_ENABLE_TSAN)
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
 endif()
+
+# A sanitizer build (these and ES_ENABLE_FUZZ's) in RelWithDebInfo compiles
+# with -O1 and line tables only, unless CMAKE_<LANG>_FLAGS_RELWITHDEBINFO was
+# set to something else: a report needs each frame's file and line, not full
+# debug info (OSS-Fuzz builds the same way), and clang 14 compiles the
+# router's sources so a fifth to a quarter faster than with CMake's -O2 -g.
+if(ES_ENABLE_ASAN OR ES_ENABLE_TSAN OR ES_ENABLE_FUZZ)
+  foreach(lang C CXX)
+    if(CMAKE_${lang}_FLAGS_RELWITHDEBINFO STREQUAL "-O2 -g -DNDEBUG")
+      if(CMAKE_${lang}_COMPILER_ID MATCHES "Clang")
+        set(CMAKE_${lang}_FLAGS_RELWITHDEBINFO "-O1 -gline-tables-only -DNDEBUG")
+      else()
+        set(CMAKE_${lang}_FLAGS_RELWITHDEBINFO "-O1 -g1 -DNDEBUG")  # gcc's name for line tables only
+      endif()
+    endif()
+  endforeach()
+endif()
