@@ -153,7 +153,8 @@ class PrecompiledHeaders:
     def __init__(self, groups, headers=PCH_HEADERS):
         # groups: {pch_key: number of sources}; only those with enough
         # sources get a header. headers: what it includes.
-        self.wanted = {k for k, n in groups.items() if n >= PCH_MIN_SOURCES}
+        # wanted: {pch_key: its header's number, for the file's name}.
+        self.wanted = {k: i for i, k in enumerate(k for k, n in groups.items() if n >= PCH_MIN_SOURCES)}
         self.headers = headers
         self.dir = tempfile.mkdtemp(prefix="es-tsa-pch.") if self.wanted else None
         self.made = {}  # shared command line -> path of the header, or None when it failed
@@ -176,8 +177,8 @@ class PrecompiledHeaders:
             return self.made[shared]
 
     def _make(self, shared):
-        directory, index = shared[0], sorted(self.wanted).index(shared)
-        header = os.path.join(self.dir, f"umbrella{index}.h")
+        directory = shared[0]
+        header = os.path.join(self.dir, f"umbrella{self.wanted[shared]}.h")
         with open(header, "w") as f:
             f.writelines(f"#include <{h}>\n" for h in self.headers)
         pch = header + ".pch"
