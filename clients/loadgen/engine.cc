@@ -172,11 +172,8 @@ struct LoadEngine::Stream {
 struct LoadEngine::Worker : Sender {
   int index = 0;
   grpc::CompletionQueue cq;
-  // This worker's references to the serialized requests, sent in turn:
-  // worker t sends t, t + threads, ... (next_request: the issuing thread's,
-  // the pacer's in open loop, the drainer's in closed loop).
+  // This worker's references to the serialized requests (LoadEngine::next_request_ says which is next).
   std::vector<grpc::ByteBuffer> requests;
-  size_t next_request = 0;
   std::vector<int> slots;    // closed loop
   std::map<int, std::chrono::milliseconds> backoff;  // closed loop, per slot (drainer thread only)
   std::atomic<int64_t> retries{0};  // alarms set and not yet fired
@@ -207,6 +204,7 @@ void LoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
   plan_ = plan;
   set_ = &requests;
   BeginRun();
+  next_request_.store(0, std::memory_order_relaxed);
   std::vector<grpc::ByteBuffer> buffers;
   for (const std::string& bytes : requests.requests) {
     grpc::Slice slice(bytes);
@@ -226,7 +224,6 @@ void LoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
     auto w = std::make_unique<Worker>();
     w->index = t;
     w->requests = buffers;
-    w->next_request = static_cast<size_t>(t);
     w->rng.seed(plan.seed * 1000003ULL + static_cast<uint64_t>(t));
     w->next_channel = static_cast<size_t>(t);
     if (plan.concurrency > 0) {
@@ -276,6 +273,8 @@ void LoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
   }
 }
 
+void LoadEngine::RestartRequests() { next_request_.store(0, std::memory_order_relaxed); }
+
 void LoadEngine::Stop() {
   if (workers_.empty()) return;
   stop_began_ns_.store(Clock::now().time_since_epoch().count());
@@ -308,8 +307,7 @@ void LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
   call->sent = Clock::now();
   call->slot = slot;
   call->channel = slot >= 0 ? static_cast<size_t>(slot) % stubs_.size() : w->next_channel++ % stubs_.size();
-  call->request = w->next_request % w->requests.size();
-  w->next_request = call->request + workers_.size();
+  call->request = next_request_.fetch_add(1, std::memory_order_relaxed) % w->requests.size();
   call->reader = stubs_[call->channel]->PrepareUnaryCall(&call->ctx, method_, w->requests[call->request], &w->cq);
   CountSent(*w);
   {

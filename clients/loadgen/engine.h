@@ -10,8 +10,11 @@
 //    calls send them in turn through a generic stub, and answers are not
 //    parsed (only the status and the latency count) unless the set has
 //    labels: then each successful answer is parsed and checked
-//    (CheckAnswer, clients/loadgen/labelled_data.h). Streaming sends the
-//    set's first request only.
+//    (CheckAnswer, clients/loadgen/labelled_data.h). The workers take the
+//    requests from one shared turn, so the calls sent between two moments
+//    carry consecutive requests whatever worker sent them; RestartRequests()
+//    starts the turn again at the first. Streaming sends the set's first
+//    request only.
 //  - Closed loop (plan.concurrency = N): N calls always in flight; slot k
 //    belongs to worker k % threads and uses channel k % channels, and sends
 //    its next call as soon as its previous one completes.
@@ -96,6 +99,7 @@ class LoadEngine final : public CountingEngine {
 
   void Start(const LoadPlan& plan, const RequestSet& requests) override;
   void Stop() override;
+  void RestartRequests() override;
 
  private:
   struct Worker;
@@ -131,6 +135,9 @@ class LoadEngine final : public CountingEngine {
   LoadPlan plan_;
   const RequestSet* set_ = nullptr;  // Start's; outlives the run
   std::vector<std::unique_ptr<Worker>> workers_;
+  // Unary calls: the index of the next request sent (modulo the set's size),
+  // shared by the workers so that any stretch of calls sends the requests in turn.
+  std::atomic<uint64_t> next_request_{0};
   std::atomic<int64_t> stop_began_ns_{0};  // steady clock, when Stop() set stopping_
   std::vector<SlotState> slot_states_;  // streaming: per slot (each used by its stream's worker only)
 };

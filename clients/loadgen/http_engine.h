@@ -56,6 +56,7 @@ class HttpLoadEngine final : public CountingEngine {
 
   void Start(const LoadPlan& plan, const RequestSet& requests) override;  // sends requests[0]
   void Stop() override;
+  void RestartRequests() override {}  // one request: nothing to restart
 
  private:
   struct Slot;

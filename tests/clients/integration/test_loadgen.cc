@@ -332,6 +332,35 @@ TEST_F(LoadgenTest, UnknownModelOrBadShapeExitsWithTheServersError) {
 // --max-connection-failures 400 and 8 slots backing off from 1 to 100 ms,
 // the run needs seconds of failures to end: without the backoff it would end
 // within milliseconds of the server's exit.
+// The measured window sends the rows from the first, whatever the warm-up
+// sent: of 4,000 rows only row 0's label is right, and a window shorter
+// than a pass (a few hundred answers at most, at concurrency 1) must count
+// exactly that one right answer. Sent on from where the warm-up stopped it
+// would count none (the warm-up and the window together stay under a pass).
+TEST_F(LoadgenTest, TheMeasuredWindowStartsAtTheFirstRow) {
+  WatchdogScope watchdog(seconds(90), "FirstRow");
+  constexpr size_t kRows = 4000, kPixels = size_t{28} * 28;
+  std::vector<float> images(kRows * kPixels, 0.0F), labels(kRows, 1.0F);
+  labels[0] = 0.0F;  // every row's largest pixel is pixel 0: only row 0 is labelled right
+  for (size_t r = 0; r < kRows; ++r) images[r * kPixels] = 1.0F;
+  const std::string x = out_.Path("rows.npy"), y = out_.Path("first_right.npy"), json = out_.Path("first.json");
+  ASSERT_TRUE(es::cli::WriteNpyFloat32(x, {static_cast<int64_t>(kRows), 1, 28, 28}, images).ok());
+  ASSERT_TRUE(es::cli::WriteNpyFloat32(y, {static_cast<int64_t>(kRows)}, labels).ok());
+  std::string output;
+  const int rc = RunCommand(
+      {kLoadgen, "--server", server_->address(), "--model", "echo", "--inputs", x, "--labels", y, "--concurrency", "1",
+       "--warmup-s", "0.2", "--duration-s", "0.2", "--max-windows", "1", "--json", json},
+      seconds(40), &output);
+  ASSERT_EQ(rc, 0) << output;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  const auto& l = j["steps"][0]["labels"];
+  ASSERT_TRUE(l.is_object()) << j.dump();
+  ASSERT_GT(l["answers"].get<uint64_t>(), 0u) << output;
+  // The warm-up and the window together less than a pass: the check needs it.
+  ASSERT_LT(j["totals"]["client_ok"].get<uint64_t>(), kRows) << output;
+  EXPECT_EQ(l["correct"].get<uint64_t>(), 1u) << "the window's answers did not start at row 0\n" << output;
+}
+
 TEST(LoadgenFaults, ServerGoneEndsTheRunAfterBackingOffAndReportsWhatSucceeded) {
   WatchdogScope watchdog(seconds(120), "ServerGone");
   auto server = ServerProcess::Start(ServerProcess::Options{});
