@@ -445,10 +445,13 @@ TEST_F(LifecycleTest, PollModeRollsNewVersionsInUnderLoad) {
       << server->LogTail();
   EXPECT_EQ(IndexOf(*stub, "versioned"), (std::vector<std::string>{"3:READY"}));
 
-  // A model folder that goes away is unloaded at the next poll.
+  // A model folder that goes away is unloaded at the next poll. Waited for
+  // until the model is unknown (ModelReady fails), not merely not ready: its
+  // versions are unloaded first, and for those few milliseconds a request
+  // gets UNAVAILABLE ("no version ready"), as during any unload.
   fs::rename(repo() / "wide_mlp", dir_.path() / "wide_mlp");
   const auto until = std::chrono::steady_clock::now() + seconds(20);
-  while (ModelReady(*stub, "wide_mlp") == std::optional<bool>(true) && std::chrono::steady_clock::now() < until) {
+  while (ModelReady(*stub, "wide_mlp").has_value() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(milliseconds(100));
   }
   EXPECT_TRUE(HasError(Infer(*stub, RawRequest("wide_mlp", {1, 1, 28, 28}, std::vector<float>(784, 0.f))).status,
