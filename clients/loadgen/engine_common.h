@@ -105,8 +105,8 @@ class Engine {
   virtual void Start(const LoadPlan& plan, const RequestSet& requests) = 0;
   virtual void Stop() = 0;
   // The next call sends the set's first request again, and the calls after
-  // it the rest in turn (RunStep calls it when the warm-up ends, so a soak of
-  // whole passes over labelled data counts every row equally often).
+  // it the rest in turn (RunStep calls it when the warm-up ends, so the
+  // measured window goes through labelled data from its first row).
   virtual void RestartRequests() = 0;
   virtual Sample TakeSample() = 0;
   virtual int64_t in_flight() const = 0;

@@ -9,9 +9,8 @@
 //                      ensemble-cli converts an .npy); request i carries
 //                      rows [i*batch, (i+1)*batch), the last partial batch
 //                      dropped; the requests are sent in turn, and
-//                      from the first again when the warm-up ends (a
-//                      measured stretch of whole passes counts every row
-//                      equally often).
+//                      from the first again when the warm-up ends (the
+//                      measured passes begin at the first row).
 //   --labels FILE.npy  one integer class per row ([N]); an answer's row is
 //                      correct when the index of the largest value of its
 //                      output (--label-output, default the metadata's first

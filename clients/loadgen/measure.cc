@@ -221,7 +221,7 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
   if (progress) progress(label + ": warm-up");
   SleepFor(settings.warmup_s, stop);
   engine.TakeSample();  // the warm-up, and whatever the previous step left
-  engine.RestartRequests();  // the soak sends the requests from the first (whole passes weigh each alike)
+  engine.RestartRequests();  // the measured window sends the requests from the first
 
   std::vector<std::optional<ServerCounters>> counters{ReadServerCounters(stats_client, settings.model, settings.version)};
   std::vector<double> cpu{ProcessCpuSeconds()};

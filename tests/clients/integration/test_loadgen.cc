@@ -327,11 +327,6 @@ TEST_F(LoadgenTest, UnknownModelOrBadShapeExitsWithTheServersError) {
   EXPECT_NE(output.find("rejects the request"), std::string::npos) << output;
 }
 
-// A run whose server is SIGTERMed 3 s in (a regression test: it used to fire
-// half a million failed calls and end with "no request succeeded"). With
-// --max-connection-failures 400 and 8 slots backing off from 1 to 100 ms,
-// the run needs seconds of failures to end: without the backoff it would end
-// within milliseconds of the server's exit.
 // The measured window sends the rows from the first, whatever the warm-up
 // sent: of 4,000 rows only row 0's label is right, and a window shorter
 // than a pass (a few hundred answers at most, at concurrency 1) must count
@@ -361,6 +356,11 @@ TEST_F(LoadgenTest, TheMeasuredWindowStartsAtTheFirstRow) {
   EXPECT_EQ(l["correct"].get<uint64_t>(), 1u) << "the window's answers did not start at row 0\n" << output;
 }
 
+// A run whose server is SIGTERMed 3 s in (a regression test: it used to fire
+// half a million failed calls and end with "no request succeeded"). With
+// --max-connection-failures 400 and 8 slots backing off from 1 to 100 ms,
+// the run needs seconds of failures to end: without the backoff it would end
+// within milliseconds of the server's exit.
 TEST(LoadgenFaults, ServerGoneEndsTheRunAfterBackingOffAndReportsWhatSucceeded) {
   WatchdogScope watchdog(seconds(120), "ServerGone");
   auto server = ServerProcess::Start(ServerProcess::Options{});
