@@ -15,9 +15,9 @@
 #                  member); every request is one real test image and every
 #                  answer is checked against its label (ensemble-loadgen
 #                  --inputs/--labels), each step
-#                  whole passes over the 10,000 test images (at least 3 s), so
-#                  the accuracy of the answers compares with the test-set
-#                  accuracies of the rungs. Plus an SVG plot (p99 latency and
+#                  whole passes over the 10,000 test images (at least 3 s of
+#                  arrivals; ensemble-loadgen --requests), so the accuracy of
+#                  the answers compares with the test-set accuracies of the rungs. Plus an SVG plot (p99 latency and
 #                  accuracy against offered load, a line per policy).
 #   (default)      a synthetic stand-in: four members of fixed work (two per
 #                  host), ladder [the ensemble, a two-member pair, one small
@@ -63,6 +63,7 @@ if [ -n "$TRAINED" ]; then
   progress "models: the trained ensemble of $TRAINED, target $TARGET_MS ms, max_in_flight $MAX_IN_FLIGHT"
   /usr/bin/python3 benchmarks/overload/trained_repo.py "$TRAINED" "$OUT" "$TARGET_MS" "$MAX_IN_FLIGHT"
   DATA=(--inputs "$OUT/x.npy" --labels "$OUT/y.npy")
+  ROWS=$(/usr/bin/python3 -c "import numpy; print(len(numpy.load('$OUT/y.npy')))")
 else
   TARGET_MS=${TARGET_MS:-50}
   progress "models: 4 members of $ITERATIONS sines each, target $TARGET_MS ms, max_in_flight $MAX_IN_FLIGHT"
@@ -100,16 +101,21 @@ loadgen warmup ens_ladder --concurrency 1 --duration-s 2 --warmup-s 1 --max-wind
 progress "capacity $CAPACITY requests/s"
 for mult in 0.5 1 2 4 8; do
   rate=$(/usr/bin/python3 -c "print(max(1, round($CAPACITY * $mult)))")
-  # Trained: whole passes over the test images per step, at least 3 s (at
-  # 8x, 2.5 passes had counted a quarter of the images once more than the
-  # rest, and the step's accuracy then strayed from the rungs' test-set
-  # figures it is compared with).
-  [ -z "$TRAINED" ] ||
-    STEP=$(/usr/bin/python3 -c "import math; print(round(max(1, math.ceil(3.0 * $rate / 10000)) * 10000 / $rate, 2))")
+  # Trained: whole passes over the test images per step, at least 3 s of
+  # arrivals, counted in requests (--requests), so that every image is
+  # answered equally often and the step's accuracy compares with the rungs'
+  # test-set figures (a step ended by time cut its last pass short: at 8x
+  # the images it reached counted once more than the rest, and moved the
+  # accuracy by a few hundredths of a point).
+  LENGTH=(--soak-s "$STEP" --duration-s "$STEP")
+  if [ -n "$TRAINED" ]; then
+    REQUESTS=$(/usr/bin/python3 -c "import math; print(max(1, math.ceil(3.0 * $rate / $ROWS)) * $ROWS)")
+    LENGTH=(--requests "$REQUESTS" --duration-s 1)
+  fi
   for policy in plain shed ladder; do
-    progress "$policy at ${mult}x ($rate requests/s, Poisson, $STEP s)"
+    progress "$policy at ${mult}x ($rate requests/s, Poisson, ${REQUESTS:-$STEP s} ${REQUESTS:+requests})"
     rungs "${policy}_${mult}_before"
-    loadgen "${policy}_${mult}" "ens_$policy" --rate "$rate" --poisson --soak-s "$STEP" --duration-s "$STEP" \
+    loadgen "${policy}_${mult}" "ens_$policy" --rate "$rate" --poisson "${LENGTH[@]}" \
       --warmup-s 1 --timeout-ms 2000 --hung-ms 4000 --max-inflight 100000
     rungs "${policy}_${mult}_after"
     sleep 2  # the queue drains and the ladder's dwell passes before the next step

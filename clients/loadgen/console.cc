@@ -48,7 +48,10 @@ std::string StepsText(const Options& o, bool open_loop) {
                                              : "open loop, constant rate, requests/s")
                                 : "closed loop, concurrency";
   char line[512];
-  if (o.soak_s > 0) {  // every window kept: nothing is checked for stability
+  if (o.requests > 0) {  // every window kept, until the calls are answered
+    std::snprintf(line, sizeof line, "  %s:%s; warm-up %.3g s, then %llu calls in windows of %.3g s", mode,
+                  steps.c_str(), o.warmup_s, static_cast<unsigned long long>(o.requests), o.duration_s);
+  } else if (o.soak_s > 0) {  // every window kept: nothing is checked for stability
     std::snprintf(line, sizeof line, "  %s:%s; warm-up %.3g s, then a soak of %.3g s in windows of %.3g s", mode,
                   steps.c_str(), o.warmup_s, o.soak_s, o.duration_s);
   } else {

@@ -112,6 +112,7 @@ struct LoadEngine::Call : Event {
   Clock::time_point sent;
   size_t channel = 0;
   size_t request = 0;      // index in the RequestSet (its labels, with --labels)
+  uint32_t generation = 0;  // the turn it was sent in (CountingEngine::NextTurn)
   int slot = -1;           // closed loop: the slot that sends again on completion
   bool abandoned = false;  // cancelled by Stop() and counted unanswered (drainer thread only)
 };
@@ -204,7 +205,6 @@ void LoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
   plan_ = plan;
   set_ = &requests;
   BeginRun();
-  next_request_.store(0, std::memory_order_relaxed);
   std::vector<grpc::ByteBuffer> buffers;
   for (const std::string& bytes : requests.requests) {
     grpc::Slice slice(bytes);
@@ -273,8 +273,6 @@ void LoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
   }
 }
 
-void LoadEngine::RestartRequests() { next_request_.store(0, std::memory_order_relaxed); }
-
 void LoadEngine::Stop() {
   if (workers_.empty()) return;
   stop_began_ns_.store(Clock::now().time_since_epoch().count());
@@ -299,15 +297,18 @@ void LoadEngine::RetryLater(Worker* w, int slot, Stream* stream, std::chrono::mi
   retry->alarm.Set(&w->cq, ToGpr(Clock::now() + delay), static_cast<Event*>(retry));
 }
 
-void LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
+bool LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
+  const std::optional<Turn> turn = NextTurn(w->requests.size());
+  if (!turn) return false;  // the limit was sent
   auto* call = new Call;
+  call->request = turn->request;
+  call->generation = turn->generation;
   call->ctx.set_deadline(std::chrono::system_clock::now() + settings_.timeout);
   if (!settings_.authorization.empty()) call->ctx.AddMetadata("authorization", settings_.authorization);
   call->scheduled = scheduled;
   call->sent = Clock::now();
   call->slot = slot;
   call->channel = slot >= 0 ? static_cast<size_t>(slot) % stubs_.size() : w->next_channel++ % stubs_.size();
-  call->request = next_request_.fetch_add(1, std::memory_order_relaxed) % w->requests.size();
   call->reader = stubs_[call->channel]->PrepareUnaryCall(&call->ctx, method_, w->requests[call->request], &w->cq);
   CountSent(*w);
   {
@@ -319,6 +320,7 @@ void LoadEngine::Issue(Worker* w, int slot, Clock::time_point scheduled) {
   call->reader->StartCall();
   // Tags are Event pointers (Drain tells calls from retries by their kind).
   call->reader->Finish(&call->response, &call->status, static_cast<Event*>(call));
+  return true;
 }
 
 void LoadEngine::CancelOutstanding(Worker* w) {
@@ -375,9 +377,13 @@ CheckedAnswer LoadEngine::Check(const Call& call) const {
   grpc::ByteBuffer buffer = call.response;
   grpc::ProtoBufferReader reader(&buffer);
   inference::ModelInferResponse answer;
-  if (!reader.status().ok() || !answer.ParseFromZeroCopyStream(&reader)) return {};
+  if (!reader.status().ok() || !answer.ParseFromZeroCopyStream(&reader)) {
+    CheckedAnswer unreadable;
+    unreadable.turn = call.generation;
+    return unreadable;
+  }
   const AnswerCheck check = CheckAnswer(answer, set_->output, set_->labels.at(call.request));
-  return {check.readable, LabelCounts{1, check.rows, check.correct}, check.served_by};
+  return {check.readable, LabelCounts{1, check.rows, check.correct}, check.served_by, call.generation};
 }
 
 void LoadEngine::Pace(Worker* w) {
@@ -402,8 +408,8 @@ void LoadEngine::Pace(Worker* w) {
     int64_t late = 0;
     while (next <= now) {  // everything due (several when this thread fell behind)
       if (w->in_flight.load(std::memory_order_relaxed) < w->max_inflight) {
-        late += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - next).count();
-        Issue(w, -1, next);
+        const auto lag = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - next).count();
+        if (Issue(w, -1, next)) late += lag;
       } else {
         ++skipped;
       }

@@ -12,9 +12,11 @@
 //    labels: then each successful answer is parsed and checked
 //    (CheckAnswer, clients/loadgen/labelled_data.h). The workers take the
 //    requests from one shared turn, so the calls sent between two moments
-//    carry consecutive requests whatever worker sent them; RestartRequests()
-//    starts the turn again at the first. Streaming sends the set's first
-//    request only.
+//    carry consecutive requests whatever worker sent them (CountingEngine's
+//    turn); RestartRequests() starts the turn again at the first, with a
+//    limit if given: then a closed-loop slot, or the pacer, finds the turn
+//    spent and sends nothing more. Streaming sends the set's first request
+//    only, and has no turn.
 //  - Closed loop (plan.concurrency = N): N calls always in flight; slot k
 //    belongs to worker k % threads and uses channel k % channels, and sends
 //    its next call as soon as its previous one completes.
@@ -99,7 +101,6 @@ class LoadEngine final : public CountingEngine {
 
   void Start(const LoadPlan& plan, const RequestSet& requests) override;
   void Stop() override;
-  void RestartRequests() override;
 
  private:
   struct Worker;
@@ -123,7 +124,8 @@ class LoadEngine final : public CountingEngine {
   Sample TakeRunning() override;
   void Pace(Worker* worker);   // open loop: issues calls on schedule
   void Drain(Worker* worker);  // completions; closed loop: issues the next call
-  void Issue(Worker* w, int slot, std::chrono::steady_clock::time_point scheduled);
+  // A unary call of `slot` (-1: open loop); false when the turn's limit was sent (nothing sent).
+  bool Issue(Worker* w, int slot, std::chrono::steady_clock::time_point scheduled);
   void Completed(Worker* w, std::unique_ptr<Call> call);
   void CancelOutstanding(Worker* w);  // Stop() waited `hung`: the rest are unanswered
   CheckedAnswer Check(const Call& call) const;  // --labels: a successful answer against its rows' labels
@@ -135,9 +137,6 @@ class LoadEngine final : public CountingEngine {
   LoadPlan plan_;
   const RequestSet* set_ = nullptr;  // Start's; outlives the run
   std::vector<std::unique_ptr<Worker>> workers_;
-  // Unary calls: the index of the next request sent (modulo the set's size),
-  // shared by the workers so that any stretch of calls sends the requests in turn.
-  std::atomic<uint64_t> next_request_{0};
   std::atomic<int64_t> stop_began_ns_{0};  // steady clock, when Stop() set stopping_
   std::vector<SlotState> slot_states_;  // streaming: per slot (each used by its stream's worker only)
 };

@@ -31,9 +31,18 @@ void Sample::Merge(Sample&& other) {
   late_ns_sum += other.late_ns_sum;
   elapsed += other.elapsed;
   end_wall = std::max(end_wall, other.end_wall);
-  checked.Add(other.checked);
-  for (const auto& [rung, counts] : other.checked_by_served_by) checked_by_served_by[rung].Add(counts);
-  unreadable += other.unreadable;
+  // The checked answers of the newer turn only (an older turn's answers
+  // that came after the newer turn began are not the newer one's).
+  if (TurnIsNewer(other.checked_turn, checked_turn)) {
+    checked_turn = other.checked_turn;
+    checked = other.checked;
+    checked_by_served_by = std::move(other.checked_by_served_by);
+    unreadable = other.unreadable;
+  } else if (other.checked_turn == checked_turn) {
+    checked.Add(other.checked);
+    for (const auto& [rung, counts] : other.checked_by_served_by) checked_by_served_by[rung].Add(counts);
+    unreadable += other.unreadable;
+  }
 }
 
 Sample Sender::Take() {
@@ -41,6 +50,30 @@ Sample Sender::Take() {
   MutexLock lock(&mu);
   std::swap(taken, sample);
   return taken;
+}
+
+bool TurnIsNewer(uint32_t a, uint32_t b) {
+  // Generations count modulo 2^16 (CountingEngine's turn word): a is newer
+  // when it is less than half the circle ahead of b.
+  const uint32_t ahead = (a - b) & 0xFFFF;
+  return ahead != 0 && ahead < 0x8000;
+}
+
+void Sample::AddChecked(const CheckedAnswer& answer) {
+  if (TurnIsNewer(answer.turn, checked_turn)) {
+    checked_turn = answer.turn;
+    checked = {};
+    checked_by_served_by.clear();
+    unreadable = 0;
+  } else if (answer.turn != checked_turn) {
+    return;  // an older turn's answer
+  }
+  if (!answer.readable) {
+    ++unreadable;
+    return;
+  }
+  checked.Add(answer.counts);
+  checked_by_served_by[answer.served_by].Add(answer.counts);
 }
 
 Sample CountingEngine::TakeSample() {
@@ -99,6 +132,42 @@ void CountingEngine::BeginRun() {
   lost_server_.store(false);
   failures_in_a_row_.store(0);
   last_sample_ = Clock::now();
+  RestartRequests(0);
+}
+
+uint32_t CountingEngine::RestartRequests(uint64_t limit) {
+  const uint64_t generation = ((turn_.load(std::memory_order_relaxed) >> kGenerationShift) + 1) & 0xFFFF;
+  limit_.store(generation << kGenerationShift | std::min(limit, kCountMask), std::memory_order_relaxed);
+  turn_.store(generation << kGenerationShift, std::memory_order_release);
+  return static_cast<uint32_t>(generation);
+}
+
+uint64_t CountingEngine::LimitOf(uint64_t turn) const {
+  const uint64_t limit = limit_.load(std::memory_order_relaxed);
+  // A limit stored for a newer turn than `turn` (RestartRequests between
+  // the two loads) is not the old turn's: that one had none.
+  return (limit >> kGenerationShift) == (turn >> kGenerationShift) ? limit & kCountMask : 0;
+}
+
+bool CountingEngine::limit_sent() const {
+  const uint64_t turn = turn_.load(std::memory_order_acquire);
+  const uint64_t limit = LimitOf(turn);
+  return limit > 0 && (turn & kCountMask) >= limit;
+}
+
+std::optional<CountingEngine::Turn> CountingEngine::NextTurn(size_t requests) {
+  // Compare-and-swap rather than fetch_add: past the limit the count must
+  // not move (RestartRequests may store a new turn at any moment, and an
+  // undo would then come off the new one).
+  uint64_t turn = turn_.load(std::memory_order_acquire);
+  while (true) {
+    const uint64_t sent = turn & kCountMask;
+    const uint64_t limit = LimitOf(turn);
+    if (limit > 0 && sent >= limit) return std::nullopt;
+    if (turn_.compare_exchange_weak(turn, turn + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      return Turn{static_cast<size_t>(sent % requests), static_cast<uint32_t>(turn >> kGenerationShift)};
+    }
+  }
 }
 
 void CountingEngine::KeepForNextSample(Sample rest) { drained_.Merge(std::move(rest)); }
@@ -130,14 +199,7 @@ void CountingEngine::CountAnswer(Sender& sender, grpc::StatusCode code, Clock::t
       ++sender.sample.errors[code];
     }
     if (hung) ++sender.sample.hung;
-    if (ok && checked != nullptr) {
-      if (checked->readable) {
-        sender.sample.checked.Add(checked->counts);
-        sender.sample.checked_by_served_by[checked->served_by].Add(checked->counts);
-      } else {
-        ++sender.sample.unreadable;
-      }
-    }
+    if (ok && checked != nullptr) sender.sample.AddChecked(*checked);
   }
   if (ok) {
     total_ok_.fetch_add(1, std::memory_order_relaxed);

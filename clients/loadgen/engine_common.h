@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,12 +39,17 @@ struct LabelCounts {
 };
 
 // One answer read against its labels: readable false when its output
-// could not be read (then `counts` and `served_by` are unused).
+// could not be read (then `counts` and `served_by` are unused); `turn`: the
+// generation of the turn its call was sent in (Engine::RestartRequests).
 struct CheckedAnswer {
   bool readable = false;
   LabelCounts counts;
   std::string served_by;
+  uint32_t turn = 0;
 };
+
+// True when turn generation `a` is later than `b` (generations wrap at 2^16).
+bool TurnIsNewer(uint32_t a, uint32_t b);
 
 struct Sample {
   std::vector<int64_t> latencies_ns;            // successful calls
@@ -57,14 +63,19 @@ struct Sample {
   std::chrono::system_clock::time_point end_wall{};  // wall-clock time the sample was taken
   // --labels: the successful answers checked, in all and by the answer's
   // `served_by` parameter (absent: ""); answers that could not be read
-  // (output missing or malformed) are counted apart.
+  // (output missing or malformed) are counted apart. Only the answers to
+  // calls of one turn, `checked_turn`, the newest seen (AddChecked, Merge):
+  // answers to the warm-up's calls that come after the measured turn began
+  // are not the turn's rows.
   LabelCounts checked;
   std::map<std::string, LabelCounts> checked_by_served_by;
   uint64_t unreadable = 0;
+  uint32_t checked_turn = 0;
 
   uint64_t ok() const { return latencies_ns.size(); }
   uint64_t failed() const;
   void Merge(Sample&& other);
+  void AddChecked(const CheckedAnswer& answer);
 };
 
 // What an engine sends: serialized ModelInferRequests, one after another in
@@ -106,8 +117,16 @@ class Engine {
   virtual void Stop() = 0;
   // The next call sends the set's first request again, and the calls after
   // it the rest in turn (RunStep calls it when the warm-up ends, so the
-  // measured window goes through labelled data from its first row).
-  virtual void RestartRequests() = 0;
+  // measured window goes through labelled data from its first row). With
+  // `limit` > 0 exactly `limit` calls are sent from then on, and none after
+  // them until the next Start (0: no limit). Returns the new turn's
+  // generation: a sample's checked answers are those of its newest turn
+  // (Sample::checked_turn), so answers to calls sent before still count
+  // (latency, status) but are not checked once the new turn's come, and a
+  // limit of whole passes over labelled rows checks every row alike.
+  virtual uint32_t RestartRequests(uint64_t limit) = 0;
+  // True once the limit RestartRequests set was sent in full (false without one).
+  virtual bool limit_sent() const = 0;
   virtual Sample TakeSample() = 0;
   virtual int64_t in_flight() const = 0;
   virtual uint64_t total_sent() const = 0;
@@ -165,6 +184,8 @@ class CountingEngine : public Engine {
   bool lost_server() const final { return lost_server_.load(); }
   // "N connection failures in a row, the last: UNAVAILABLE: ..." once lost.
   std::string lost_server_reason() const final;
+  uint32_t RestartRequests(uint64_t limit) final;
+  bool limit_sent() const final;
 
  protected:
   using Clock = std::chrono::steady_clock;
@@ -175,8 +196,18 @@ class CountingEngine : public Engine {
   // counts apart from them; for TakeSample and Stop.
   virtual Sample TakeRunning() = 0;
   // Start: sending may begin (not stopping, the server not lost, no
-  // connection failures in a row); the next sample's time starts now.
+  // connection failures in a row, the turn at the first request without a
+  // limit); the next sample's time starts now.
   void BeginRun();
+  // A call's place in the turn: the request it sends (an index into the
+  // set, modulo its size) and the turn it belongs to.
+  struct Turn {
+    size_t request = 0;
+    uint32_t generation = 0;
+  };
+  // The next call's turn, for a set of `requests` requests (> 0); nullopt
+  // once the limit was sent: send nothing. Thread-safe.
+  std::optional<Turn> NextTurn(size_t requests);
   // Stop, its threads joined: `rest` (what completed while it drained)
   // goes into the next sample.
   void KeepForNextSample(Sample rest);
@@ -219,6 +250,15 @@ class CountingEngine : public Engine {
   std::map<grpc::StatusCode, std::string> first_messages_ ABSL_GUARDED_BY(reason_mu_);
   std::atomic<bool> has_message_[17] = {};  // first_messages_ holds that code's
   static std::string OneLine(std::string_view message);
+  // The turn in one word, so that a call takes its index and generation
+  // together: the generation in the top 16 bits, the calls sent in it
+  // below. limit_ holds the limit beside the generation it belongs to; it
+  // is stored before that turn (release) and read after it (acquire).
+  static constexpr int kGenerationShift = 48;
+  static constexpr uint64_t kCountMask = (uint64_t{1} << kGenerationShift) - 1;
+  std::atomic<uint64_t> turn_{0};
+  std::atomic<uint64_t> limit_{0};
+  uint64_t LimitOf(uint64_t turn) const;  // the limit of `turn`'s generation (0: none)
   Clock::time_point last_sample_;
   Sample drained_;  // kept by Stop() for the next TakeSample()
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <thread>
 
 #include "clients/http_client.h"
 
@@ -59,6 +60,10 @@ void HttpLoadEngine::RunSlot(Slot* slot) {
   const std::unique_ptr<es::client::HttpClient> client = std::move(made).value();
   std::chrono::milliseconds backoff{0};
   while (!stopping_.load(std::memory_order_relaxed) && !lost_server()) {
+    if (!NextTurn(1)) {  // the limit was sent: nothing more until Stop
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
     const grpc::StatusCode code = Send(slot, *client, Clock::now());
     if (code != grpc::StatusCode::UNAVAILABLE) {
       backoff = std::chrono::milliseconds(0);
@@ -136,7 +141,7 @@ void HttpLoadEngine::RunOpenSlot(Slot* slot) {
       scheduled = queue_.front();
       queue_.pop_front();
     }
-    Send(slot, *client, scheduled);
+    if (NextTurn(1)) Send(slot, *client, scheduled);  // past the limit, arrivals are dropped
   }
 }
 

@@ -14,7 +14,8 @@
 //    or queued are skipped, as are those still queued when the step stops.
 //  - Start parses the serialized ModelInferRequest once and encodes its
 //    HTTP body once (binary inputs and outputs, EncodeHttpInferRequest);
-//    every call sends those bytes. Answers are read whole (the connection
+//    every call sends those bytes (a turn of one request: a limit given
+//    to RestartRequests counts the calls). Answers are read whole (the connection
 //    must be reusable) but not decoded: status and latency count. An
 //    error answer counts under the code of its HTTP status (404 NOT_FOUND,
 //    400 INVALID_ARGUMENT, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE...).
@@ -56,7 +57,6 @@ class HttpLoadEngine final : public CountingEngine {
 
   void Start(const LoadPlan& plan, const RequestSet& requests) override;  // sends requests[0]
   void Stop() override;
-  void RestartRequests() override {}  // one request: nothing to restart
 
  private:
   struct Slot;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -215,13 +216,17 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
   result.rate = plan.rate;
   const std::string label = result.open_loop ? Format("rate %.6g/s", plan.rate, 0) : Format("concurrency %.0f", plan.concurrency, 0);
 
-  result.soak = settings.run_s > 0;
+  result.soak = settings.run_s > 0 || settings.requests > 0;
   const auto stop = [&] { return (interrupted && interrupted->load()) || engine.lost_server(); };
+  // A counted step is over once its calls were sent and none is in flight
+  // (calls of the warm-up still out are waited for too: they end at their deadline).
+  const auto counted = [&] { return settings.requests > 0 && engine.limit_sent() && engine.in_flight() == 0; };
   engine.Start(plan, requests);
   if (progress) progress(label + ": warm-up");
   SleepFor(settings.warmup_s, stop);
   engine.TakeSample();  // the warm-up, and whatever the previous step left
-  engine.RestartRequests();  // the measured window sends the requests from the first
+  // The measured window sends the requests from the first, and checks the answers of its own calls only.
+  const uint32_t turn = engine.RestartRequests(settings.requests);
 
   std::vector<std::optional<ServerCounters>> counters{ReadServerCounters(stats_client, settings.model, settings.version)};
   std::vector<double> cpu{ProcessCpuSeconds()};
@@ -229,16 +234,19 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
   std::vector<Sample> samples;
   const auto soak_end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings.run_s));
-  const int max_windows =
-      result.soak ? static_cast<int>(std::ceil(settings.run_s / settings.duration_s - 1e-9)) : settings.max_windows;
+  const int max_windows = settings.requests > 0 ? INT_MAX
+                          : result.soak ? static_cast<int>(std::ceil(settings.run_s / settings.duration_s - 1e-9))
+                                        : settings.max_windows;
   // A server lost during the warm-up still gets its (short) window: what
   // succeeded is reported.
   bool lost_in_warmup = engine.lost_server();
-  while (result.windows < max_windows && (lost_in_warmup || !stop())) {
+  while (result.windows < max_windows && (lost_in_warmup || !stop()) && !counted()) {
     lost_in_warmup = false;
     double window_s = settings.duration_s;
-    if (result.soak) window_s = std::min(window_s, std::chrono::duration<double>(soak_end - Clock::now()).count());
-    SleepFor(window_s, stop);
+    if (settings.run_s > 0) {
+      window_s = std::min(window_s, std::chrono::duration<double>(soak_end - Clock::now()).count());
+    }
+    SleepFor(window_s, [&] { return stop() || counted(); });
     Sample s = engine.TakeSample();
     result.timeline.push_back(MakeWindow(s, s.latencies_ns));
     cpu.push_back(ProcessCpuSeconds());
@@ -252,9 +260,14 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
     ++result.windows;
     result.stable = LastAgree(result.window_rps, settings.stable_windows, settings.stability);
     if (progress) {
-      progress(label + ": window " + std::to_string(result.windows) + "/" + std::to_string(max_windows) +
-               Format(", %.1f req/s, in flight %.0f", rps, static_cast<double>(engine.in_flight())) +
-               (result.stable ? ", stable" : ""));
+      std::string line = label + ": window " + std::to_string(result.windows);
+      if (settings.requests == 0) {  // a counted step's end is not a count of windows
+        line += '/';
+        line += std::to_string(max_windows);
+      }
+      line += Format(", %.1f req/s, in flight %.0f", rps, static_cast<double>(engine.in_flight()));
+      if (result.stable) line += ", stable";
+      progress(line);
     }
     if (result.stable && !result.soak) break;
   }
@@ -285,6 +298,11 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
     const double ok = static_cast<double>(merged.ok());
     result.server_cpu_us_per_request = (server_cpu.back()->own_s - server_cpu_start->own_s) * 1e6 / ok;
     result.hosts_cpu_us_per_request = ChildrenCpuBetween(*server_cpu_start, *server_cpu.back()) * 1e6 / ok;
+  }
+  if (merged.checked_turn != turn) {  // no answer of the measured turn was checked: what is there is the warm-up's
+    merged.checked = {};
+    merged.checked_by_served_by.clear();
+    merged.unreadable = 0;
   }
   SetCallFigures(std::move(merged), settings.batch, &result);
   return result;

@@ -3,7 +3,9 @@
 // `max_windows` were measured. The step's figures are those of its last
 // `stable_windows` windows (fewer if fewer were measured), merged.
 // A soak step (StepSettings::run_s > 0) instead measures windows for run_s
-// seconds whatever they show, and its figures are every window merged.
+// seconds whatever they show, and its figures are every window merged; a
+// counted one (StepSettings::requests > 0) likewise, until that many calls
+// were sent after the warm-up and every one of them ended.
 // Either way every window is kept in the step's timeline (wall-clock start,
 // counts, percentiles and a latency histogram), so that a run can be cut by
 // time afterwards (benchmarks/run_chaos.sh: p99 outside fault windows).
@@ -132,6 +134,9 @@ struct StepSettings {
   int max_windows = 6, stable_windows = 3;
   double stability = 0.10;
   double run_s = 0;  // > 0: a soak step of this many seconds (max_windows and stability unused)
+  // > 0: a soak step that measures exactly this many calls (Engine::RestartRequests's
+  // limit) and ends once they ended, however many windows that takes.
+  uint64_t requests = 0;
   int server_pid = 0;  // > 0 (--server-pid): read this process's CPU, and its children's, at every boundary
 };
 

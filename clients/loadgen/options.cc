@@ -154,10 +154,18 @@ void AddFlags(CLI::App* app, Options* o, RawFlags* raw) {
                  "connection failures in a row (UNAVAILABLE with the connection down) after which the server is "
                  "taken as gone: the step ends and the run reports what succeeded (default 100)")
       ->check(CLI::Range(1, 100000000));
-  app->add_option("--soak-s", o->soak_s,
-                 "soak: each step runs this many seconds in windows of --duration-s, every window kept and merged "
-                 "(no stability check; the JSON's timeline has each window)")
-      ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
+  auto* soak = app->add_option("--soak-s", o->soak_s,
+                               "soak: each step runs this many seconds in windows of --duration-s, every window "
+                               "kept and merged (no stability check; the JSON's timeline has each window)")
+                   ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
+  auto* requests =
+      app->add_option("--requests", o->requests,
+                      "each step sends exactly this many calls after the warm-up, from the first request (with "
+                      "--inputs: the first row; a multiple of the rows checks every row alike), and ends when they "
+                      "are answered; windows of --duration-s as a soak's, every one kept (calls of the warm-up still "
+                      "out count in latencies and sends, but their answers are not checked against labels)")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
+          ->excludes(soak);
   app->add_option("--seed", o->seed, "seed of the random input data and Poisson arrivals (default 1)");
   app->add_flag("--quiet", o->quiet, "print nothing but errors (write the files only)");
   // ModelStreamInfer.
@@ -168,6 +176,7 @@ void AddFlags(CLI::App* app, Options* o, RawFlags* raw) {
                  "--streaming: streams the slots share, slot k on stream k % N (default: one stream per slot)")
       ->check(CLI::Range(1, 100000))
       ->needs(streaming);
+  requests->excludes(streaming);  // a stream's slots send the first request only: no turn to count
   // System shared memory.
   app->add_flag("--shm", o->shm,
                "send the inputs through a shared-memory region (created and registered once, unregistered and "

@@ -42,6 +42,7 @@ struct Options {
   int hung_ms = 30000;       // a call slower than this is "hung"; one outstanding this long at the end "unanswered"
   int max_connection_failures = 100;  // in a row: the server is gone, the run ends
   double soak_s = 0;         // > 0: each step runs this long, every window kept (no stability check)
+  uint64_t requests = 0;     // > 0: each step measures exactly this many calls, every window kept
   int max_inflight = 4096;   // open loop: calls past this are skipped, not sent
   // Non-batch dims of inputs whose metadata shape is variable: name -> dims.
   std::map<std::string, std::vector<int64_t>> shapes;

@@ -370,7 +370,8 @@ std::string JsonText(const Report& r) {
                  {"stable_windows", r.stable_windows},
                  {"stability", r.stability},
                  {"hung_ms", r.hung_ms},
-                 {"soak_s", r.soak_s}};
+                 {"soak_s", r.soak_s},
+                 {"requests", r.requests}};
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : r.steps) steps.push_back(StepJson(s));
   j["steps"] = steps;

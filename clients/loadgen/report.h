@@ -55,6 +55,7 @@ struct Report {
   std::string lost_server;  // why the run ended early (the server went away), if it did
   int hung_ms = 0;
   double soak_s = 0;
+  uint64_t requests = 0;                                            // --requests: calls measured per step (0: by time)
   std::optional<uint64_t> server_success_delta, server_fail_delta;  // the model's, over the run
 };
 

@@ -171,6 +171,7 @@ void DescribeRun(const Options& o, RunPlan* plan) {
   CopyWindowOptions(o, &report);
   report.hung_ms = o.hung_ms;
   report.soak_s = o.soak_s;
+  report.requests = o.requests;
 }
 
 // The engine: HTTP (--http, on connections of its own), or gRPC over

@@ -15,6 +15,7 @@ StepSettings StepSettingsOf(const Options& o, int64_t batch) {
   settings.batch = batch;
   CopyWindowOptions(o, &settings);
   settings.run_s = o.soak_s;
+  settings.requests = o.requests;
   settings.server_pid = o.server_pid;
   return settings;
 }
