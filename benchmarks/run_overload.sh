@@ -108,12 +108,14 @@ for mult in 0.5 1 2 4 8; do
   # the images it reached counted once more than the rest, and moved the
   # accuracy by a few hundredths of a point).
   LENGTH=(--soak-s "$STEP" --duration-s "$STEP")
+  AMOUNT="$STEP s"
   if [ -n "$TRAINED" ]; then
     REQUESTS=$(/usr/bin/python3 -c "import math; print(max(1, math.ceil(3.0 * $rate / $ROWS)) * $ROWS)")
     LENGTH=(--requests "$REQUESTS" --duration-s 1)
+    AMOUNT="$REQUESTS requests"
   fi
   for policy in plain shed ladder; do
-    progress "$policy at ${mult}x ($rate requests/s, Poisson, ${REQUESTS:-$STEP s} ${REQUESTS:+requests})"
+    progress "$policy at ${mult}x ($rate requests/s, Poisson, $AMOUNT)"
     rungs "${policy}_${mult}_before"
     loadgen "${policy}_${mult}" "ens_$policy" --rate "$rate" --poisson "${LENGTH[@]}" \
       --warmup-s 1 --timeout-ms 2000 --hung-ms 4000 --max-inflight 100000

@@ -173,7 +173,7 @@ struct LoadEngine::Stream {
 struct LoadEngine::Worker : Sender {
   int index = 0;
   grpc::CompletionQueue cq;
-  // This worker's references to the serialized requests (LoadEngine::next_request_ says which is next).
+  // This worker's references to the serialized requests (CountingEngine::NextTurn says which is next).
   std::vector<grpc::ByteBuffer> requests;
   std::vector<int> slots;    // closed loop
   std::map<int, std::chrono::milliseconds> backoff;  // closed loop, per slot (drainer thread only)
@@ -407,6 +407,10 @@ void LoadEngine::Pace(Worker* w) {
     uint64_t skipped = 0;
     int64_t late = 0;
     while (next <= now) {  // everything due (several when this thread fell behind)
+      if (limit_sent()) {  // the turn's calls are out: later arrivals are not the step's, sent or skipped
+        next += interval();
+        continue;
+      }
       if (w->in_flight.load(std::memory_order_relaxed) < w->max_inflight) {
         const auto lag = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - next).count();
         if (Issue(w, -1, next)) late += lag;

@@ -33,7 +33,8 @@ void Sample::Merge(Sample&& other) {
   end_wall = std::max(end_wall, other.end_wall);
   // The checked answers of the newer turn only (an older turn's answers
   // that came after the newer turn began are not the newer one's).
-  if (TurnIsNewer(other.checked_turn, checked_turn)) {
+  if (!other.checked_turn) return;  // nothing checked there
+  if (!checked_turn || TurnIsNewer(*other.checked_turn, *checked_turn)) {
     checked_turn = other.checked_turn;
     checked = other.checked;
     checked_by_served_by = std::move(other.checked_by_served_by);
@@ -60,12 +61,12 @@ bool TurnIsNewer(uint32_t a, uint32_t b) {
 }
 
 void Sample::AddChecked(const CheckedAnswer& answer) {
-  if (TurnIsNewer(answer.turn, checked_turn)) {
+  if (!checked_turn || TurnIsNewer(answer.turn, *checked_turn)) {
     checked_turn = answer.turn;
     checked = {};
     checked_by_served_by.clear();
     unreadable = 0;
-  } else if (answer.turn != checked_turn) {
+  } else if (answer.turn != *checked_turn) {
     return;  // an older turn's answer
   }
   if (!answer.readable) {

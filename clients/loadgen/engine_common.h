@@ -70,7 +70,7 @@ struct Sample {
   LabelCounts checked;
   std::map<std::string, LabelCounts> checked_by_served_by;
   uint64_t unreadable = 0;
-  uint32_t checked_turn = 0;
+  std::optional<uint32_t> checked_turn;  // none until an answer was checked
 
   uint64_t ok() const { return latencies_ns.size(); }
   uint64_t failed() const;

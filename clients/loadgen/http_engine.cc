@@ -115,6 +115,10 @@ void HttpLoadEngine::Pace() {
     }
     MutexLock lock(&queue_mu_);
     while (next <= now) {  // everything due (several when this thread fell behind)
+      if (limit_sent()) {  // the turn's calls are out: later arrivals are not the step's, queued or skipped
+        next += interval();
+        continue;
+      }
       if (in_flight() + static_cast<int64_t>(queue_.size()) < plan_.max_inflight) {
         queue_.push_back(next);
         queue_cv_.NotifyOne();

@@ -161,9 +161,10 @@ void AddFlags(CLI::App* app, Options* o, RawFlags* raw) {
   auto* requests =
       app->add_option("--requests", o->requests,
                       "each step sends exactly this many calls after the warm-up, from the first request (with "
-                      "--inputs: the first row; a multiple of the rows checks every row alike), and ends when they "
-                      "are answered; windows of --duration-s as a soak's, every one kept (calls of the warm-up still "
-                      "out count in latencies and sends, but their answers are not checked against labels)")
+                      "--inputs: the first rows; a multiple of the file's requests, rows / --batch, checks every row "
+                      "alike when every call succeeds), and ends when they are answered; windows of --duration-s as "
+                      "a soak's, every one kept (calls of the warm-up still out count in latencies and sends, not in "
+                      "the accuracy); the ceiling step, if any, runs by time")
           ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
           ->excludes(soak);
   app->add_option("--seed", o->seed, "seed of the random input data and Poisson arrivals (default 1)");

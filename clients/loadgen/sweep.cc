@@ -73,6 +73,9 @@ void RunCeiling(const Options& o, StepSettings settings, RunPlan& plan, Console&
   settings.model = plan.ceiling_model;
   settings.version = "";
   settings.batch = plan.ceiling_request.rows;
+  // By time, as a sweep's step: --requests counts the measured model's rows,
+  // and N calls of a trivial model say no more than a few windows of them.
+  settings.requests = 0;
   StepResult step =
       RunStep(*plan.engine, *plan.client, load, plan.ceiling_requests, settings, ProgressOn(console), interrupted);
   if (step.windows > 0 && !interrupted->load()) plan.report.ceiling = std::move(step);

@@ -1,10 +1,11 @@
 // Unit tests of clients/ that need no server: Status, the tensor helpers,
 // ensemble-loadgen's sweep/shape syntax, percentiles, the stability rule, the
-// server-stage deltas and the report files.
+// checked answers kept per turn, the server-stage deltas and the report files.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "clients/loadgen/engine_common.h"
 #include "clients/loadgen/measure.h"
 #include "clients/loadgen/options.h"
 #include "clients/loadgen/report.h"
@@ -137,6 +138,64 @@ TEST(LoadgenStats, StabilityRule) {
   EXPECT_FALSE(LastAgree({100, 105, 111}, 3, 0.10));
   EXPECT_FALSE(LastAgree({100, 100}, 3, 0.10)) << "needs 3 windows";
   EXPECT_FALSE(LastAgree({0, 0, 0}, 3, 0.10)) << "nothing succeeded is not stable";
+}
+
+// A sample keeps the checked answers of its newest turn only (the measured
+// turn's, not the warm-up's answers that came after it began); turns wrap
+// at 2^16, and an empty sample takes any turn, 0x8000 and past included.
+TEST(LoadgenStats, CheckedAnswersOfTheNewestTurnOnly) {
+  using es::loadgen::CheckedAnswer;
+  using es::loadgen::LabelCounts;
+  using es::loadgen::Sample;
+  using es::loadgen::TurnIsNewer;
+  EXPECT_TRUE(TurnIsNewer(2, 1));
+  EXPECT_FALSE(TurnIsNewer(1, 2));
+  EXPECT_FALSE(TurnIsNewer(5, 5));
+  EXPECT_TRUE(TurnIsNewer(0, 0xFFFF)) << "past the wrap";
+  EXPECT_TRUE(TurnIsNewer(0x8001, 0x7FFF));
+  const auto answer = [](uint32_t turn, bool right, bool readable = true) {
+    return CheckedAnswer{readable, LabelCounts{1, 1, right ? 1U : 0U}, "", turn};
+  };
+  for (const uint32_t turn : {0U, 1U, 0x8000U, 0x9000U, 0xFFFFU}) {
+    Sample s;
+    s.AddChecked(answer(turn, true));
+    s.AddChecked(answer(turn, false));
+    s.AddChecked(answer(turn, true, /*readable=*/false));
+    EXPECT_EQ(s.checked_turn, turn);
+    EXPECT_EQ(s.checked.answers, 2U) << turn;
+    EXPECT_EQ(s.checked.correct, 1U) << turn;
+    EXPECT_EQ(s.unreadable, 1U) << turn;
+    s.AddChecked(answer((turn - 1) & 0xFFFF, true));  // an older turn's answer
+    EXPECT_EQ(s.checked.answers, 2U) << turn;
+    s.AddChecked(answer((turn + 1) & 0xFFFF, false));  // a newer turn's: the older counts go
+    EXPECT_EQ(s.checked.answers, 1U) << turn;
+    EXPECT_EQ(s.checked.correct, 0U) << turn;
+    EXPECT_EQ(s.unreadable, 0U) << turn;
+
+    // Merging: an empty sample changes nothing, nor takes anything away.
+    Sample empty;
+    Sample merged = s;
+    merged.Merge(std::move(empty));
+    EXPECT_EQ(merged.checked_turn, s.checked_turn);
+    EXPECT_EQ(merged.checked.answers, 1U) << turn;
+    Sample into;
+    into.Merge(Sample(s));
+    EXPECT_EQ(into.checked_turn, s.checked_turn);
+    EXPECT_EQ(into.checked.answers, 1U) << turn;
+    // The same turn adds; an older one is dropped; a newer one replaces.
+    Sample same, older, newer;
+    same.AddChecked(answer((turn + 1) & 0xFFFF, true));
+    older.AddChecked(answer(turn, true));
+    newer.AddChecked(answer((turn + 2) & 0xFFFF, true));
+    merged.Merge(std::move(same));
+    EXPECT_EQ(merged.checked.answers, 2U) << turn;
+    merged.Merge(std::move(older));
+    EXPECT_EQ(merged.checked.answers, 2U) << turn;
+    merged.Merge(std::move(newer));
+    EXPECT_EQ(merged.checked.answers, 1U) << turn;
+    EXPECT_EQ(merged.checked.correct, 1U) << turn;
+    EXPECT_EQ(merged.checked_turn, (turn + 2) & 0xFFFF);
+  }
 }
 
 TEST(LoadgenStats, ServerStageDeltas) {
