@@ -119,11 +119,16 @@ std::vector<size_t> CascadeLadderThresholds(const CascadeSweep& sweep, double me
   constexpr double kStep = 2.0 / 3;  // each rung costs at most this share of the one above it
   std::vector<size_t> rungs;
   // Above the chosen threshold: the most accurate that still saves a third
-  // of the full ensemble and costs half again as much as the chosen.
+  // of the full ensemble, the cheapest of equals (the thresholds come
+  // cheapest first), if it is more accurate than the chosen. No lower bound
+  // on its cost: one (half again the chosen's) kept out a threshold both
+  // more accurate and cheaper than the one it let in (a run's 0.97: 93.59%
+  // at 0.25 of the full cost, against 0.99: 93.56% at 0.30), and the
+  // cheaper a richer rung, the more load the ladder carries at it.
   const double chosen_cost = t[sweep.chosen].cost_fraction;
   std::optional<size_t> richer;
   for (size_t i = sweep.chosen + 1; i < t.size(); ++i) {
-    if (t[i].cost_fraction > kStep || t[i].cost_fraction < chosen_cost / kStep) continue;
+    if (t[i].cost_fraction > kStep || t[i].accuracy <= t[sweep.chosen].accuracy) continue;
     if (!richer || t[i].accuracy > t[*richer].accuracy) richer = i;
   }
   if (richer) rungs.push_back(*richer);

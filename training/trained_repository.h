@@ -88,7 +88,8 @@ std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& va
 
 // The sweep's thresholds the ladder serves the cascade at, richest first:
 // the chosen one; above it, the most accurate threshold costing at most
-// two thirds of the full ensemble and at least half again the chosen's;
+// two thirds of the full ensemble (the cheapest of equals), when it is more
+// accurate than the chosen;
 // below it, up to two ever cheaper ones, each costing at most two thirds of
 // the rung above, while they are more accurate than the best member
 // (`member_accuracy`) and cost more than it (`member_cost`, a fraction of

@@ -329,16 +329,9 @@ TEST(PublishAsCandidateTest, TheExperimentSectionIsReplacedNotDuplicated) {
             "platform: ensemble\nexperiment: {candidate: x}\n");
 }
 
-// The sweep of a real run (Fashion-MNIST, twelve CNNs; report.json's
-// accuracy and cost_fraction per threshold), its chosen threshold 0.95; the
-// best member had 92.79% at 0.088 of the cost.
-CascadeSweep RealSweep() {
+// A sweep from report.json's rows: threshold, accuracy, cost_fraction.
+CascadeSweep SweepOf(const std::vector<std::array<double, 3>>& rows, size_t chosen) {
   CascadeSweep sweep;
-  const std::vector<std::array<double, 3>> rows = {  // threshold, accuracy, cost_fraction
-      {0.5, 0.925, 0.049},    {0.55, 0.9263, 0.052}, {0.6, 0.9281, 0.057},  {0.65, 0.9301, 0.067},
-      {0.7, 0.9319, 0.080},   {0.75, 0.9328, 0.093}, {0.8, 0.9334, 0.109},  {0.85, 0.934, 0.1287},
-      {0.9, 0.9341, 0.155},   {0.95, 0.9347, 0.193}, {0.97, 0.9351, 0.220}, {0.99, 0.9355, 0.279},
-      {0.995, 0.9357, 0.316}, {1.0, 0.9356, 0.722}};
   for (const auto& [threshold, accuracy, cost] : rows) {
     CascadeThresholdResult r;
     r.threshold = threshold;
@@ -346,31 +339,88 @@ CascadeSweep RealSweep() {
     r.cost_fraction = cost;
     sweep.thresholds.push_back(r);
   }
-  sweep.chosen = 9;
+  sweep.chosen = chosen;
   sweep.full_cost = 1;
   return sweep;
+}
+
+// The sweep of a real run (Fashion-MNIST, twelve CNNs), its chosen
+// threshold 0.95; the best member had 92.79% at 0.088 of the cost.
+CascadeSweep RealSweep() {
+  return SweepOf({{0.5, 0.925, 0.049},
+                  {0.55, 0.9263, 0.052},
+                  {0.6, 0.9281, 0.057},
+                  {0.65, 0.9301, 0.067},
+                  {0.7, 0.9319, 0.080},
+                  {0.75, 0.9328, 0.093},
+                  {0.8, 0.9334, 0.109},
+                  {0.85, 0.934, 0.1287},
+                  {0.9, 0.9341, 0.155},
+                  {0.95, 0.9347, 0.193},
+                  {0.97, 0.9351, 0.220},
+                  {0.99, 0.9355, 0.279},
+                  {0.995, 0.9357, 0.316},
+                  {1.0, 0.9356, 0.722}},
+                 9);
+}
+
+// The thresholds CascadeLadderThresholds picks, as thresholds.
+std::vector<double> LadderThresholds(const CascadeSweep& sweep, double member_accuracy, double member_cost) {
+  std::vector<double> out;
+  for (size_t i : CascadeLadderThresholds(sweep, member_accuracy, member_cost)) {
+    out.push_back(sweep.thresholds[i].threshold);
+  }
+  return out;
 }
 
 // The thresholds a trained ladder serves its cascade at.
 TEST(CascadeVariantTest, LadderThresholdsStepDownInCostWhileBeatingTheBestMember) {
   CascadeSweep sweep = RealSweep();
   auto thresholds = [&](double member_accuracy, double member_cost) {
-    std::vector<double> out;
-    for (size_t i : CascadeLadderThresholds(sweep, member_accuracy, member_cost)) {
-      out.push_back(sweep.thresholds[i].threshold);
-    }
-    return out;
+    return LadderThresholds(sweep, member_accuracy, member_cost);
   };
-  // 0.995 costs under two thirds of the full ensemble and over half again
-  // the chosen's; 0.85 misses two thirds of 0.193 by a hair, 0.8 does not;
+  // 0.995 is the most accurate above the chosen costing under two thirds
+  // of the full ensemble; 0.85 misses two thirds of 0.193 by a hair, 0.8 does not;
   // the next step, 0.65, would cost less than the best member.
   EXPECT_EQ(thresholds(0.9279, 0.088), (std::vector<double>{0.995, 0.95, 0.8}));
   // A best member more accurate than every cheaper threshold: none below.
   EXPECT_EQ(thresholds(0.9340, 0.088), (std::vector<double>{0.995, 0.95}));
   // A cheap best member: the steps go on, two below the chosen at most.
   EXPECT_EQ(thresholds(0.92, 0.01), (std::vector<double>{0.995, 0.95, 0.8, 0.65}));
-  sweep.chosen = 11;  // 0.99: nothing above it costs between 0.42 and 0.67
-  EXPECT_EQ(thresholds(0.9279, 0.088), (std::vector<double>{0.99, 0.9, 0.75}));
+  // 0.99: above it 0.995, a little dearer and more accurate; below, 0.97 and
+  // 0.95 cost more than two thirds of 0.279.
+  sweep.chosen = 11;
+  EXPECT_EQ(thresholds(0.9279, 0.088), (std::vector<double>{0.995, 0.99, 0.9, 0.75}));
+  // 1.0, the last: nothing above it.
+  sweep.chosen = 13;
+  EXPECT_EQ(thresholds(0.9279, 0.088).front(), 1.0);
+
+  // Another run's sweep (chosen 0.9): above it 0.97 is the most accurate
+  // and cheaper than 0.99, 0.995 and 1.0, which are no more accurate than
+  // one another (the cheapest of equals would be 0.99); a bound of half
+  // again the chosen's cost (0.269) had kept 0.97 out and let 0.99 in.
+  CascadeSweep other = SweepOf({{0.5, 0.9259, 0.077},
+                                {0.55, 0.9264, 0.081},
+                                {0.6, 0.9285, 0.087},
+                                {0.65, 0.9305, 0.096},
+                                {0.7, 0.931, 0.106},
+                                {0.75, 0.9318, 0.120},
+                                {0.8, 0.9325, 0.137},
+                                {0.85, 0.934, 0.155},
+                                {0.9, 0.9349, 0.1795},
+                                {0.95, 0.9354, 0.218},
+                                {0.97, 0.9359, 0.248},
+                                {0.99, 0.9356, 0.303},
+                                {0.995, 0.9356, 0.339},
+                                {1.0, 0.9356, 0.740}},
+                               8);
+  EXPECT_EQ(LadderThresholds(other, 0.9279, 0.0795), (std::vector<double>{0.97, 0.9, 0.7}));
+  other.thresholds[10].accuracy = 0.9356;  // 0.97 ties 0.99: still the cheapest of equals
+  EXPECT_EQ(LadderThresholds(other, 0.9279, 0.0795).front(), 0.97);
+  for (CascadeThresholdResult& r : other.thresholds) {
+    if (r.threshold > 0.9) r.accuracy = 0.9349;  // none above more accurate than the chosen: no rung above it
+  }
+  EXPECT_EQ(LadderThresholds(other, 0.9279, 0.0795).front(), 0.9);
 }
 
 // The ladder ensemble-train writes: the ensemble, its cascade variant, the
