@@ -17,8 +17,9 @@
 #                  --inputs/--labels), each step
 #                  whole passes over the 10,000 test images (at least 3 s of
 #                  arrivals; ensemble-loadgen --requests), so the accuracy of
-#                  the answers compares with the test-set accuracies of the rungs. Plus an SVG plot (p99 latency and
-#                  accuracy against offered load, a line per policy).
+#                  the answers compares with the test-set accuracies of the
+#                  rungs. Plus an SVG plot (p99 latency and accuracy against
+#                  offered load, a line per policy).
 #   (default)      a synthetic stand-in: four members of fixed work (two per
 #                  host), ladder [the ensemble, a two-member pair, one small
 #                  model]; no accuracy (the members compute nothing meaningful).

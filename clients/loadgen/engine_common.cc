@@ -33,17 +33,10 @@ void Sample::Merge(Sample&& other) {
   end_wall = std::max(end_wall, other.end_wall);
   // The checked answers of the newer turn only (an older turn's answers
   // that came after the newer turn began are not the newer one's).
-  if (!other.checked_turn) return;  // nothing checked there
-  if (!checked_turn || TurnIsNewer(*other.checked_turn, *checked_turn)) {
-    checked_turn = other.checked_turn;
-    checked = other.checked;
-    checked_by_served_by = std::move(other.checked_by_served_by);
-    unreadable = other.unreadable;
-  } else if (other.checked_turn == checked_turn) {
-    checked.Add(other.checked);
-    for (const auto& [rung, counts] : other.checked_by_served_by) checked_by_served_by[rung].Add(counts);
-    unreadable += other.unreadable;
-  }
+  if (!other.checked_turn || !TakeTurn(*other.checked_turn)) return;
+  checked.Add(other.checked);
+  for (const auto& [rung, counts] : other.checked_by_served_by) checked_by_served_by[rung].Add(counts);
+  unreadable += other.unreadable;
 }
 
 Sample Sender::Take() {
@@ -60,15 +53,21 @@ bool TurnIsNewer(uint32_t a, uint32_t b) {
   return ahead != 0 && ahead < 0x8000;
 }
 
+bool Sample::TakeTurn(uint32_t turn) {
+  if (checked_turn && !TurnIsNewer(turn, *checked_turn)) return turn == *checked_turn;
+  checked_turn = turn;
+  ClearChecked();
+  return true;
+}
+
+void Sample::ClearChecked() {
+  checked = {};
+  checked_by_served_by.clear();
+  unreadable = 0;
+}
+
 void Sample::AddChecked(const CheckedAnswer& answer) {
-  if (!checked_turn || TurnIsNewer(answer.turn, *checked_turn)) {
-    checked_turn = answer.turn;
-    checked = {};
-    checked_by_served_by.clear();
-    unreadable = 0;
-  } else if (answer.turn != *checked_turn) {
-    return;  // an older turn's answer
-  }
+  if (!TakeTurn(answer.turn)) return;  // an older turn's answer
   if (!answer.readable) {
     ++unreadable;
     return;

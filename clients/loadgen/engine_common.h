@@ -76,6 +76,11 @@ struct Sample {
   uint64_t failed() const;
   void Merge(Sample&& other);
   void AddChecked(const CheckedAnswer& answer);
+  // Whether checked answers of `turn` count here: true for the first turn
+  // seen or a newer one (the older turn's counts are cleared) and for the
+  // same turn; false for an older one.
+  bool TakeTurn(uint32_t turn);
+  void ClearChecked();  // no checked answers (checked_turn stays)
 };
 
 // What an engine sends: serialized ModelInferRequests, one after another in

@@ -299,11 +299,8 @@ StepResult RunStep(Engine& engine, const es::client::Api& stats_client, const Lo
     result.server_cpu_us_per_request = (server_cpu.back()->own_s - server_cpu_start->own_s) * 1e6 / ok;
     result.hosts_cpu_us_per_request = ChildrenCpuBetween(*server_cpu_start, *server_cpu.back()) * 1e6 / ok;
   }
-  if (merged.checked_turn != turn) {  // no answer of the measured turn was checked: what is there is the warm-up's
-    merged.checked = {};
-    merged.checked_by_served_by.clear();
-    merged.unreadable = 0;
-  }
+  // No answer of the measured turn was checked: what is there is the warm-up's.
+  if (merged.checked_turn != turn) merged.ClearChecked();
   SetCallFigures(std::move(merged), settings.batch, &result);
   return result;
 }

@@ -146,15 +146,17 @@ def run_checks(grpc_address, http_address, metrics_address):
         # one round compared only 188 of the gate's 200 in a CI run. Then a
         # few more, answered after the promotion.
         answers, failures = [], []
+
+        def send(count):
+            more, more_failures = load("mlp", count)
+            answers.extend(more)
+            failures.extend(more_failures)
+
         rounds = 0
         while rounds == 0 or (status("mlp")["state"] == "running" and rounds < 6):
-            more, more_failures = load("mlp", 40)
-            answers += more
-            failures += more_failures
+            send(40)
             rounds += 1
-        more, more_failures = load("mlp", 2)
-        answers += more
-        failures += more_failures
+        send(2)
         expect("failed requests during the shadow", failures[:3], [])
         served = {s for _, _, s in answers}
         s = status("mlp")
