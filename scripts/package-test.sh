@@ -145,7 +145,7 @@ cleanup() {
   done
   if [ "${ES_PACKAGE_TEST_KEEP:-0}" = 1 ]; then
     echo "package-test: work root kept: $ROOT" >&2
-  elif findmnt -rn -o TARGET | grep -q "^$ROOT"; then
+  elif findmnt -rn -o TARGET | grep "^$ROOT" >/dev/null; then
     echo "package-test: $ROOT still has mounts; not removed" >&2
   else
     rm -rf --one-file-system "$ROOT"
@@ -251,22 +251,21 @@ CLI=${BUILD_DIR:-build}/bin/ensemble-cli
 if [ -x "$CLI" ]; then
   out=$("$CLI" --server "$GRPC" infer demo_ensemble --batch 2) ||
     { cat "$LOG" >&2; die "ensemble-cli infer demo_ensemble failed"; }
-  echo "$out" | head -n 12
+  sed -n "1,12p" <<<"$out"
   # The ensemble's answer names its combined output and its members'.
-  echo "$out" | grep -q 'mlp' || die "the inference answer names no member: $out"
+  grep -q 'mlp' <<<"$out" || die "the inference answer names no member: $out"
   # The input through a POSIX shared-memory region the server maps: the
   # client runs as the package's user, as a region is readable by its owner.
   out=$(setpriv --reuid="$uid" --regid="$gid" --clear-groups "$CLI" --server "$GRPC" \
     infer demo_ensemble --shm --plain) || { cat "$LOG" >&2; die "ensemble-cli infer --shm failed"; }
-  echo "$out" | head -n 3
-  echo "$out" | grep -q 'probabilities' || die "the --shm answer has no probabilities: $out"
+  sed -n "1,3p" <<<"$out"
+  grep -q 'probabilities' <<<"$out" || die "the --shm answer has no probabilities: $out"
 else
   body='{"inputs":[{"name":"input","shape":[1,784],"datatype":"FP32","data":['$(seq -s, 1 784 | sed 's/[0-9]\+/0.5/g')']}]}'
   out=$(curl -sf -H 'Content-Type: application/json' -d "$body" "http://$HTTP/v2/models/demo_ensemble/infer") ||
     die "HTTP infer demo_ensemble failed"
-  echo "$out" | head -c 600
-  echo
-  echo "$out" | grep -q '"outputs"' || die "the HTTP answer has no outputs: $out"
+  printf '%.600s\n' "$out"
+  grep -q '"outputs"' <<<"$out" || die "the HTTP answer has no outputs: $out"
 fi
 
 # --- 6. SIGTERM, exit 0 -------------------------------------------------------------
