@@ -455,8 +455,6 @@ TEST_F(OverloadControllerTest, AFreshClimbIsUndoneBeforeItFillsTheBudget) {
   controller_.Finish(load, false);
 }
 
-// The wait after failed climbs is per rung: climbs to the full ensemble
-// that failed do not hold the class below the middle rung, which it climbs
 // Probation allows at least two service times of waiting: rung 0 (30 ms,
 // budget 40) on probation keeps the whole budget, so 10 ms in flight (40
 // predicted) leaves it there (a quarter of the room alone, 32.5 ms, undid
@@ -476,6 +474,8 @@ TEST_F(OverloadControllerTest, ProbationAllowsTwoServiceTimesOfWaiting) {
   controller_.Finish(load, false);
 }
 
+// The wait after failed climbs is per rung: climbs to the full ensemble
+// that failed do not hold the class below the middle rung, which it climbs
 // to a dwell time after it moved down to the bottom.
 TEST_F(OverloadControllerTest, FailedClimbsToOneRungDoNotDelayClimbsToAnother) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
