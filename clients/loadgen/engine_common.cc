@@ -123,8 +123,14 @@ std::map<grpc::StatusCode, std::string> CountingEngine::first_error_messages() c
 
 std::string CountingEngine::lost_server_reason() const {
   MutexLock lock(&reason_mu_);
-  return std::to_string(settings_.max_connection_failures) +
-         " connection failures in a row, the last: " + last_connection_error_;
+  return lost_reason_;
+}
+
+void CountingEngine::LoseServer(std::string reason) {
+  MutexLock lock(&reason_mu_);
+  if (lost_server_.load()) return;
+  lost_reason_ = std::move(reason);
+  lost_server_.store(true);
 }
 
 void CountingEngine::BeginRun() {
@@ -228,12 +234,10 @@ void CountingEngine::CountConnection(bool connection_failure, std::string_view m
     return;
   }
   if (failures_in_a_row_.fetch_add(1) + 1 >= settings_.max_connection_failures && !lost_server_.load()) {
-    {
-      MutexLock lock(&reason_mu_);
-      last_connection_error_ = "UNAVAILABLE: ";
-      last_connection_error_.append(message);
-    }
-    lost_server_.store(true);
+    std::string reason = std::to_string(settings_.max_connection_failures);
+    reason += " connection failures in a row, the last: UNAVAILABLE: ";
+    reason.append(message);
+    LoseServer(std::move(reason));
   }
 }
 

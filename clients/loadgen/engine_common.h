@@ -237,6 +237,11 @@ class CountingEngine : public Engine {
   // the run of them, anything else ends it; max_connection_failures in a
   // row and lost_server() becomes true.
   void CountConnection(bool connection_failure, std::string_view message);
+  // The engine cannot send any more (`reason` says why, as
+  // lost_server_reason() will): lost_server() becomes true, so a step ends
+  // instead of waiting for calls that will never be made. The first reason
+  // given is kept.
+  void LoseServer(std::string reason);
   // How long a closed-loop slot waits after UNAVAILABLE, given its previous
   // wait (0 after any other outcome): backoff_min, doubling to backoff_max.
   std::chrono::milliseconds NextBackoff(std::chrono::milliseconds previous) const;
@@ -251,7 +256,7 @@ class CountingEngine : public Engine {
   std::atomic<int> failures_in_a_row_{0};
   std::atomic<bool> lost_server_{false};
   mutable Mutex reason_mu_;
-  std::string last_connection_error_ ABSL_GUARDED_BY(reason_mu_);
+  std::string lost_reason_ ABSL_GUARDED_BY(reason_mu_);
   std::map<grpc::StatusCode, std::string> first_messages_ ABSL_GUARDED_BY(reason_mu_);
   std::atomic<bool> has_message_[17] = {};  // first_messages_ holds that code's
   static std::string OneLine(std::string_view message);

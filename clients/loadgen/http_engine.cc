@@ -50,14 +50,19 @@ void HttpLoadEngine::Start(const LoadPlan& plan, const RequestSet& requests) {
   if (open_loop) pacer_ = std::thread([this] { Pace(); });
 }
 
-void HttpLoadEngine::RunSlot(Slot* slot) {
+std::unique_ptr<es::client::HttpClient> HttpLoadEngine::MakeClient() {
   auto made = es::client::HttpClient::Create(address_, options_);
-  if (!made.ok()) {  // the same options made the tool's first client: not expected
-    MutexLock lock(&slot->mu);
-    ++slot->sample.errors[made.status().code()];
-    return;
-  }
-  const std::unique_ptr<es::client::HttpClient> client = std::move(made).value();
+  if (made.ok()) return std::move(made).value();
+  // The tool made its first client with the same options, so this is not
+  // expected; but a slot without a client sends nothing, and a step that
+  // counts its calls would wait for them for ever.
+  LoseServer("cannot make an HTTP client for " + address_ + ": " + made.status().message());
+  return nullptr;
+}
+
+void HttpLoadEngine::RunSlot(Slot* slot) {
+  std::unique_ptr<es::client::HttpClient> client = MakeClient();
+  if (client == nullptr) return;
   std::chrono::milliseconds backoff{0};
   while (!stopping_.load(std::memory_order_relaxed) && !lost_server()) {
     if (!NextTurn(1)) {  // the limit was sent: nothing more until Stop
@@ -131,9 +136,8 @@ void HttpLoadEngine::Pace() {
 }
 
 void HttpLoadEngine::RunOpenSlot(Slot* slot) {
-  auto made = es::client::HttpClient::Create(address_, options_);
-  if (!made.ok()) return;  // the same options made the tool's first client: not expected
-  const std::unique_ptr<es::client::HttpClient> client = std::move(made).value();
+  std::unique_ptr<es::client::HttpClient> client = MakeClient();
+  if (client == nullptr) return;
   while (true) {
     Clock::time_point scheduled;
     {

@@ -28,7 +28,9 @@
 //  - Closed loop, UNAVAILABLE: the slot backs off (1 ms doubling to 100 ms)
 //    before its next call. UNAVAILABLE with the call's connection closed
 //    (refused, reset) is a connection failure; max_connection_failures of
-//    them in a row and the engine stops sending (lost_server()).
+//    them in a row and the engine stops sending (lost_server()); so does a
+//    slot that cannot make its client (options the tool's first client
+//    accepted: not expected).
 //  - Thread-safe as LoadEngine: one controlling thread calls Start, Stop
 //    and TakeSample; the counters may be read from any thread.
 #pragma once
@@ -65,6 +67,8 @@ class HttpLoadEngine final : public CountingEngine {
   void RunSlot(Slot* slot);      // closed loop
   void RunOpenSlot(Slot* slot);  // open loop: takes arrivals from queue_
   void Pace();                   // open loop: queues arrivals on schedule
+  // A slot's connection; nullptr (and lost_server()) when it cannot be made.
+  std::unique_ptr<es::client::HttpClient> MakeClient();
   Sample TakeRunning() override;  // the slots' samples and the pacer's skipped arrivals
   // One call: counted in `slot`'s sample, latency from `scheduled`; its code.
   grpc::StatusCode Send(Slot* slot, es::client::HttpClient& client, Clock::time_point scheduled);

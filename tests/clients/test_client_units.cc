@@ -1,11 +1,15 @@
 // Unit tests of clients/ that need no server: Status, the tensor helpers,
 // ensemble-loadgen's sweep/shape syntax, percentiles, the stability rule, the
-// checked answers kept per turn, the server-stage deltas and the report files.
+// checked answers kept per turn, the server-stage deltas, the report files,
+// and the HTTP engine's slots when they cannot make their client.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "clients/loadgen/engine_common.h"
+#include "clients/loadgen/http_engine.h"
 #include "clients/loadgen/measure.h"
 #include "clients/loadgen/options.h"
 #include "clients/loadgen/report.h"
@@ -290,6 +294,34 @@ TEST(LoadgenReport, SvgMarksUnstableStepsAndKeepsLabelsApart) {
   EXPECT_EQ(svg.find(">c=2</text>"), std::string::npos) << svg;
   EXPECT_NE(svg.find(">c=4</text>"), std::string::npos);
   EXPECT_NE(svg.find("<title>concurrency 2: "), std::string::npos);
+}
+
+// A slot that cannot make its HTTP client sends nothing; a step counting
+// its calls (--requests) would wait for them for ever. The engine gives up
+// instead (lost_server, with the client's error), closed and open loop.
+TEST(LoadgenHttpEngine, ASlotWithoutAClientEndsTheRunInsteadOfWaiting) {
+  for (const bool open_loop : {false, true}) {
+    SCOPED_TRACE(open_loop ? "open loop" : "closed loop");
+    HttpLoadEngine engine("no-port-here", es::client::ClientOptions{}, EngineSettings{});
+    LoadPlan plan;
+    if (open_loop) {
+      plan.rate = 1000;
+    } else {
+      plan.concurrency = 2;
+    }
+    engine.Start(plan, RequestSet{{std::string()}, {}, ""});
+    engine.RestartRequests(10);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!engine.lost_server() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(engine.lost_server());
+    EXPECT_NE(engine.lost_server_reason().find("cannot make an HTTP client for no-port-here: expected HOST:PORT"),
+              std::string::npos)
+        << engine.lost_server_reason();
+    engine.Stop();
+    EXPECT_EQ(engine.TakeSample().sent, 0u);
+  }
 }
 
 }  // namespace
