@@ -189,7 +189,7 @@ inprocess 2
 # --- report ----------------------------------------------------------------------
 ELAPSED=$(($(date +%s) - STARTED))
 REPORT=$BUILD_DIR/benchmarks/run-$(date +%Y-%m-%d-%H%M%S).md
-CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+CPU=$(sed -n '/^model name/{s/^model name[[:space:]]*: //p;q}' /proc/cpuinfo)
 "$PY" - "$OUT" "$MODE" "$COMMAND" "$(nproc)" "$CPU" "$LOAD_AT_START" "$ELAPSED" \
   "$BIG_BATCH" "$INPROC_S" "$DUR" "$WIN" <<'PY' | tee "$REPORT"
 import datetime, json, re, sys

@@ -180,7 +180,7 @@ if want 3 || want 4; then
   done
 fi
 
-CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+CPU=$(sed -n '/^model name/{s/^model name[[:space:]]*: //p;q}' /proc/cpuinfo)
 "$PY" benchmarks/overhead_report.py "$OUT" "$STEPS" \
   "Machine: $(nproc) cores ($CPU), load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; $(date -u '+%Y-%m-%d %H:%M UTC'); \`$COMMAND\` (whole run $(($(date +%s) - STARTED)) s)." \
   | tee "$OUT/report.md"

@@ -95,14 +95,23 @@ trap cleanup EXIT
 
 # A build that retags an image leaves the one it replaces untagged (the
 # server's is about 1.1 GB), and a machine that runs the suite many times
-# fills its disk with them: each build notes the image its tag names before
-# (image_id) and removes it after (remove_replaced) when no tag and no
-# container uses it any more.
+# fills its disk with them: each build notes the images its tags name before
+# (image_id) and removes them after (remove_replaced) when no tag names them
+# any more and no container uses them. Anything podman cannot say for sure
+# (inspect failing) keeps the image: a cached build gives the same image
+# back, and it must not be removed for want of an answer. (`--full` builds
+# also keep the build stage's layers, as podman's layer cache does; not
+# removed here.)
 image_id() { podman image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
 remove_replaced() {
-  [ -n "$1" ] || return 0
-  [ -z "$(podman image inspect --format '{{join .RepoTags ","}}' "$1" 2>/dev/null)" ] || return 0
-  podman rmi "$1" >/dev/null 2>&1 || echo "container-test: the replaced image $1 is still in use; kept"
+  local id tags
+  for id in "$@"; do
+    [ -n "$id" ] || continue
+    tags=$(podman image inspect --format '{{join .RepoTags ","}}' "$id" 2>/dev/null) || continue
+    [ -z "$tags" ] || continue
+    podman rmi "$id" >/dev/null 2>"$WORK/rmi.log" ||
+      echo "container-test: the replaced image $id is kept: $(tr '\n' ' ' <"$WORK/rmi.log")"
+  done
 }
 
 # --- 0. base images ------------------------------------------------------------
@@ -114,20 +123,20 @@ if [ "$(podman image inspect --format '{{index .Labels "ensemble-serve.base"}}' 
   step "base images debian:12, debian:12-slim: imported before from $base"
 else
   step "base images debian:12, debian:12-slim: importing $base"
-  replaced=$(image_id docker.io/library/debian:12)
+  replaced=("$(image_id docker.io/library/debian:12)" "$(image_id docker.io/library/debian:12-slim)")
   tar -C "$base" --exclude=./.ensemble-serve-base-complete -c . |
     podman import --change "LABEL ensemble-serve.base=$base_id" --change 'CMD ["bash"]' - docker.io/library/debian:12 >/dev/null
   podman tag docker.io/library/debian:12 docker.io/library/debian:12-slim
-  remove_replaced "$replaced"
+  remove_replaced "${replaced[@]}"
 fi
 
 # --- 1. the image ----------------------------------------------------------------
 # --ignorefile: the ignore list BuildKit reads beside the Dockerfile (podman
 # 4.3 looks only in the context's root), so `COPY . .` leaves out build/.
-build_args=(--format docker --force-rm --network host --volume "$CACHE/apt-archives:/var/cache/apt/archives"
+build_args=(--format docker --network host --volume "$CACHE/apt-archives:/var/cache/apt/archives"
   --ignorefile docker/Dockerfile.dockerignore -f docker/Dockerfile -t "$IMAGE")
 mkdir -p "$CACHE/apt-archives/partial"
-replaced=$(image_id "$IMAGE")
+replaced=("$(image_id "$IMAGE")")
 if [ "$FULL" = 1 ]; then
   step "image: both stages of docker/Dockerfile (the project compiled in the build stage)"
   podman build "${build_args[@]}" . >"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; die "podman build failed (log above)"; }
@@ -141,7 +150,7 @@ else
   podman build "${build_args[@]}" --target runtime --build-context "build=$WORK/package" . >"$WORK/build.log" 2>&1 ||
     { tail -n 30 "$WORK/build.log" >&2; die "podman build failed (log above)"; }
 fi
-remove_replaced "$replaced"
+remove_replaced "${replaced[@]}"
 podman image inspect --format '{{.Config.User}}' "$IMAGE" | grep -qx '10001:10001' || die "the image's USER is not 10001:10001"
 
 step "demo repository, written by the image's own ensemble-make-demo"
@@ -353,11 +362,11 @@ podman network rm "$dns_probe" >/dev/null
   die "podman's networks have no DNS, so compose's services cannot find each other by name (the CNI dnsname plugin, golang-github-containernetworking-plugin-dnsname, is missing: scripts/install-deps.sh installs it)"
 PROM_IMAGE=$(/usr/bin/python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["services"]["prometheus"]["image"])' docker/compose.yaml)
 step "compose: the Prometheus image $PROM_IMAGE, from Debian's prometheus package"
-replaced=$(image_id "docker.io/$PROM_IMAGE")
-podman build --format docker --force-rm --network host --volume "$CACHE/apt-archives:/var/cache/apt/archives" \
+replaced=("$(image_id "docker.io/$PROM_IMAGE")")
+podman build --format docker --network host --volume "$CACHE/apt-archives:/var/cache/apt/archives" \
   -f docker/podman/prometheus.Containerfile -t "docker.io/$PROM_IMAGE" docker/podman >"$WORK/prometheus-build.log" 2>&1 ||
   { tail -n 30 "$WORK/prometheus-build.log" >&2; die "building the Prometheus image failed"; }
-remove_replaced "$replaced"
+remove_replaced "${replaced[@]}"
 PROJECT=$RUN_ID-compose
 /usr/bin/python3 - "$REPO/docker" "$WORK/compose.yaml" "$WORK/compose-ports" <<'PY'
 import os, socket, sys, yaml

@@ -72,8 +72,8 @@ mirror_for() {  # mirror_for SUITE -> URI or nothing
         if (hit && deb && uri != "") { print uri; exit } }' "$f"
   done
 }
-MIRROR=$(mirror_for "$SUITE" | head -n1)
-SECURITY=$(mirror_for "$SUITE-security" | head -n1)
+MIRROR=$(mirror_for "$SUITE" | sed -n 1p)
+SECURITY=$(mirror_for "$SUITE-security" | sed -n 1p)
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 MIRROR=${MIRROR%/}
 ARCH=$(dpkg --print-architecture)
