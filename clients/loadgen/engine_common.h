@@ -184,10 +184,12 @@ class CountingEngine : public Engine {
   // RESOURCE_EXHAUSTED.
   std::map<grpc::StatusCode, std::string> first_error_messages() const final;
   static constexpr size_t kMaxErrorMessage = 300;
-  // True once max_connection_failures connection failures came in a row
-  // (until the next Start); then no call is sent any more.
+  // True once max_connection_failures connection failures came in a row,
+  // or the engine could not go on (LoseServer), until the next Start; then
+  // no call is sent any more.
   bool lost_server() const final { return lost_server_.load(); }
-  // "N connection failures in a row, the last: UNAVAILABLE: ..." once lost.
+  // Once lost: "N connection failures in a row, the last: UNAVAILABLE: ...",
+  // or the reason given to LoseServer.
   std::string lost_server_reason() const final;
   uint32_t RestartRequests(uint64_t limit) final;
   bool limit_sent() const final;

@@ -56,7 +56,7 @@ std::unique_ptr<es::client::HttpClient> HttpLoadEngine::MakeClient() {
   // The tool made its first client with the same options, so this is not
   // expected; but a slot without a client sends nothing, and a step that
   // counts its calls would wait for them for ever.
-  LoseServer("cannot make an HTTP client for " + address_ + ": " + made.status().message());
+  LoseServer("cannot make an HTTP client: " + made.status().message());
   return nullptr;
 }
 

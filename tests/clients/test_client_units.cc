@@ -309,14 +309,15 @@ TEST(LoadgenHttpEngine, ASlotWithoutAClientEndsTheRunInsteadOfWaiting) {
     } else {
       plan.concurrency = 2;
     }
-    engine.Start(plan, RequestSet{{std::string()}, {}, ""});
+    const RequestSet requests{{std::string()}, {}, ""};  // outlives the run, as Start asks
+    engine.Start(plan, requests);
     engine.RestartRequests(10);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!engine.lost_server() && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     EXPECT_TRUE(engine.lost_server());
-    EXPECT_NE(engine.lost_server_reason().find("cannot make an HTTP client for no-port-here: expected HOST:PORT"),
+    EXPECT_NE(engine.lost_server_reason().find("cannot make an HTTP client: expected HOST:PORT, got 'no-port-here'"),
               std::string::npos)
         << engine.lost_server_reason();
     engine.Stop();
