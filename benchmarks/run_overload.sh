@@ -25,9 +25,12 @@
 #                  model]; no accuracy (the members compute nothing meaningful).
 #
 #   benchmarks/run_overload.sh [--trained DIR] [--no-build] [--quick] [--target-ms MS] [--iterations N]
+#                              [--loads 0.5,1,2,4,8] [--policies plain,shed,ladder]
 #
 # --target-ms: the ladder's target (default: the trained ladder's; synthetic
-# 50); --quick: synthetic steps of 3 s instead of 6. Prints the table and
+# 50); --quick: synthetic steps of 3 s instead of 6; --loads and --policies:
+# only those steps, in that order (e.g. `--loads 1,2 --policies ladder`: the
+# ladder's way into 2x, a minute and a half). Prints the table and
 # writes it to build/bench_overload/report.md (and overload.svg). About 4
 # minutes (synthetic --quick: 2; trained: 5).
 set -euo pipefail
@@ -35,7 +38,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 source benchmarks/lib/bench.sh
-BUILD=1 STEP=6 TARGET_MS="" ITERATIONS=1000 MAX_IN_FLIGHT=6 TRAINED=""
+BUILD=1 STEP=6 TARGET_MS="" ITERATIONS=1000 MAX_IN_FLIGHT=6 TRAINED="" LOADS="0.5 1 2 4 8" POLICIES="plain shed ladder"
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) BUILD=0 ;;
@@ -43,10 +46,18 @@ while [ $# -gt 0 ]; do
     --target-ms) TARGET_MS=$2; shift ;;
     --iterations) ITERATIONS=$2; shift ;;
     --trained) TRAINED=$2; shift ;;
-    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --loads) LOADS=${2//,/ }; shift ;;
+    --policies) POLICIES=${2//,/ }; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_overload.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
+done
+for load in $LOADS; do
+  case $load in 0.5 | 1 | 2 | 4 | 8) ;; *) echo "benchmarks/run_overload.sh: --loads: '$load' is not one of 0.5,1,2,4,8" >&2; exit 2 ;; esac
+done
+for policy in $POLICIES; do
+  case $policy in plain | shed | ladder) ;; *) echo "benchmarks/run_overload.sh: --policies: '$policy' is not one of plain,shed,ladder" >&2; exit 2 ;; esac
 done
 [ "$BUILD" = 0 ] || scripts/build.sh >/dev/null
 require_tools ensemble-server ensemble-loadgen ensemble-model-host
@@ -100,7 +111,7 @@ loadgen capacity_cheapest "$CHEAPEST" --concurrency 32 --duration-s 2 --warmup-s
 progress "warm-up: ens_ladder one request at a time"
 loadgen warmup ens_ladder --concurrency 1 --duration-s 2 --warmup-s 1 --max-windows 1
 progress "capacity $CAPACITY requests/s"
-for mult in 0.5 1 2 4 8; do
+for mult in $LOADS; do
   rate=$(/usr/bin/python3 -c "print(max(1, round($CAPACITY * $mult)))")
   # Trained: whole passes over the test images per step, at least 3 s of
   # arrivals, counted in requests (--requests), so that every image is
@@ -115,7 +126,7 @@ for mult in 0.5 1 2 4 8; do
     LENGTH=(--requests "$REQUESTS" --duration-s 1)
     AMOUNT="$REQUESTS requests"
   fi
-  for policy in plain shed ladder; do
+  for policy in $POLICIES; do
     progress "$policy at ${mult}x ($rate requests/s, Poisson, $AMOUNT)"
     rungs "${policy}_${mult}_before"
     loadgen "${policy}_${mult}" "ens_$policy" --rate "$rate" --poisson "${LENGTH[@]}" \
