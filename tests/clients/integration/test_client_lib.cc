@@ -263,6 +263,7 @@ TEST_F(ClientLibTest, ErrorsSurfaceWithCodeAndMessage) {
   // eight more. (Alone, a fast machine answered the batch within the
   // millisecond.)
   std::vector<decltype(client_->InferFuture(inference::ModelInferRequest()))> ahead;
+  ahead.reserve(8);
   for (uint32_t i = 0; i < 8; ++i) ahead.push_back(client_->InferFuture(ImageRequest("demo_ensemble", 64, 10 + i)));
   auto late = client_->Infer(ImageRequest("demo_ensemble", 64, 3), CallOptions{std::chrono::milliseconds(1)});
   for (auto& call : ahead) EXPECT_TRUE(call.get().ok());
