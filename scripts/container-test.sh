@@ -81,7 +81,7 @@ cleanup() {
     echo "container-test: kept $WORK and what this run started (containers $RUN_ID-*, pod ensemble-serve-pod-0)"
   else
     # What a failed step left: its containers, pod, volumes and compose project.
-    [ "$COMPOSE_UP" = 0 ] || compose down -v >/dev/null 2>&1 || true
+    [ "$COMPOSE_UP" = 0 ] || { compose down -v >/dev/null 2>&1 || true; remove_compose_network; }
     if [ "$KUBE_VOLUMES" = 1 ]; then
       podman kube down "$KUBE" >/dev/null 2>&1 || true
       podman volume rm -f ensemble-models ensemble-serve-cpu >/dev/null 2>&1 || true
@@ -397,6 +397,9 @@ with open(ports_out, "w") as f:
 PY
 port_of() { picked_port "$WORK/compose-ports" "$1"; }
 compose() { podman-compose -p "$PROJECT" -f "$WORK/compose.yaml" "$@"; }
+# podman-compose 1.0's `down` leaves the project's network (and its CNI
+# file): fifty runs had left fifty.
+remove_compose_network() { podman network rm "${PROJECT}_default" >/dev/null 2>&1 || true; }
 step "compose: models (one-shot), then server and prometheus"
 COMPOSE_UP=1
 compose up models >"$WORK/compose-models.log" 2>&1 || { tail -n 20 "$WORK/compose-models.log" >&2; die "compose's models service failed"; }
@@ -443,6 +446,8 @@ fi
 compose down -v >"$WORK/compose-down.log" 2>&1 || { cat "$WORK/compose-down.log" >&2; die "podman-compose down failed"; }
 COMPOSE_UP=0
 [ -z "$(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}')" ] || die "podman-compose down left containers"
+remove_compose_network
+[ -z "$(podman network ls --format '{{.Name}}' | sed -n "/^${PROJECT}_/p")" ] || die "the compose project's network ${PROJECT}_default is left"
 step "compose: server answered, Prometheus scraped it; down removed everything"
 
 step "container-test: all passed in $((SECONDS - START)) s"
