@@ -22,34 +22,30 @@ endif()
 # TSan's 167 against about 250. A sanitizer finds at -O0 all it finds
 # optimised (nothing is optimised away), and the tests these builds run stay
 # short (ASan's unit tests 13 s, TSan's 11; TSan's isolation test 36 s, as
-# at -O2). The fuzz build keeps
-# -O1: its seconds per target are a search, and an unoptimised target tries
-# fewer inputs in them.
+# at -O2). The fuzz build keeps -O1: its seconds per target are a search,
+# and an unoptimised target tries fewer inputs in them.
 # Debug information: ASan's and the fuzz build's line tables only (a report
 # needs each frame's file and line, not full debug info); TSan's full (-g):
 # with line tables only an inlined frame is named without its namespace
 # ("Run", not grpc::internal::CallbackWithSuccessTag::Run), so
 # tests/tsan.supp's race_top:^grpc:: entries no longer matched gRPC's own
 # header code.
-set(_es_relwithdebinfo "")
-if(ES_ENABLE_TSAN)
-  set(_es_relwithdebinfo "-O0 -g -DNDEBUG")
-elseif(ES_ENABLE_ASAN OR ES_ENABLE_FUZZ)
-  if(ES_ENABLE_ASAN)
-    set(_es_level -O0)
-  else()
+if(ES_ENABLE_ASAN OR ES_ENABLE_TSAN OR ES_ENABLE_FUZZ)
+  if(ES_ENABLE_FUZZ)
     set(_es_level -O1)
-  endif()
-  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    set(_es_relwithdebinfo "${_es_level} -gline-tables-only -DNDEBUG")
   else()
-    set(_es_relwithdebinfo "${_es_level} -g1 -DNDEBUG")  # gcc's name for line tables only
+    set(_es_level -O0)
   endif()
-endif()
-if(_es_relwithdebinfo)
   foreach(lang C CXX)
     if(CMAKE_${lang}_FLAGS_RELWITHDEBINFO STREQUAL "-O2 -g -DNDEBUG")
-      set(CMAKE_${lang}_FLAGS_RELWITHDEBINFO "${_es_relwithdebinfo}")
+      if(ES_ENABLE_TSAN)
+        set(_es_debug -g)
+      elseif(CMAKE_${lang}_COMPILER_ID MATCHES "Clang")
+        set(_es_debug -gline-tables-only)
+      else()
+        set(_es_debug -g1)  # gcc's name for line tables only
+      endif()
+      set(CMAKE_${lang}_FLAGS_RELWITHDEBINFO "${_es_level} ${_es_debug} -DNDEBUG")
     endif()
   endforeach()
 endif()
