@@ -111,10 +111,16 @@ struct HttpClient::Impl {
     io.restart();
     io.run();
   }
-  Status Connect(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A call's deadline: when it passes, and the length the caller gave (what
+  // an error names: the time left when a stage began says less).
+  struct Deadline {
+    Clock::time_point at;
+    std::chrono::milliseconds length;
+  };
+  Status Connect(const Deadline& deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<Reply> Exchange(http::verb verb, const std::string& target, const std::string& body,
                          std::optional<size_t> header_length, const char* content_type, const CallOptions& call);
-  Result<Reply> Once(http::request<http::string_body>& request, Clock::time_point deadline, bool* retry)
+  Result<Reply> Once(http::request<http::string_body>& request, const Deadline& deadline, bool* retry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Status TransportError(const char* stage, const error_code& ec, std::chrono::milliseconds timeout) const;
 };
@@ -135,24 +141,23 @@ Status HttpClient::Impl::TransportError(const char* stage, const error_code& ec,
   return Error(grpc::StatusCode::UNAVAILABLE, message);
 }
 
-Status HttpClient::Impl::Connect(Clock::time_point deadline) {
+Status HttpClient::Impl::Connect(const Deadline& deadline) {
   Close();
-  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   tcp::resolver resolver(io);
   error_code ec;
   const auto endpoints = resolver.resolve(host, port, ec);
-  if (ec) return TransportError("cannot resolve", ec, timeout);
+  if (ec) return TransportError("cannot resolve", ec, deadline.length);
   if (tls) {
     secure.emplace(io, *tls);
   } else {
     plain.emplace(io);
   }
-  Lowest().expires_at(deadline);
+  Lowest().expires_at(deadline.at);
   Lowest().async_connect(endpoints, [&](const error_code& e, const tcp::endpoint&) { ec = e; });
   Run();
   if (ec) {
     Close();
-    return TransportError("cannot connect to", ec, timeout);
+    return TransportError("cannot connect to", ec, deadline.length);
   }
   open = true;
   Lowest().socket().set_option(tcp::no_delay(true), ec);  // small requests must not wait for Nagle
@@ -167,21 +172,19 @@ Status HttpClient::Impl::Connect(Clock::time_point deadline) {
     Run();
     if (ec) {
       Close();
-      return TransportError("TLS handshake with", ec, timeout);
+      return TransportError("TLS handshake with", ec, deadline.length);
     }
   }
   return Status();
 }
 
-Result<Reply> HttpClient::Impl::Once(http::request<http::string_body>& request, Clock::time_point deadline,
-                                     bool* retry) {
-  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+Result<Reply> HttpClient::Impl::Once(http::request<http::string_body>& request, const Deadline& deadline, bool* retry) {
   const bool reused = open;
   *retry = false;
   if (!open) {
     ES_RETURN_IF_ERROR(Connect(deadline));
   }
-  Lowest().expires_at(deadline);
+  Lowest().expires_at(deadline.at);
   error_code ec;
   http::response_parser<http::string_body> parser;
   parser.body_limit(options.max_receive_bytes >= 0 ? static_cast<uint64_t>(options.max_receive_bytes)
@@ -229,7 +232,7 @@ Result<Reply> HttpClient::Impl::Once(http::request<http::string_body>& request, 
     // The server closed an idle keep-alive connection just before (or as)
     // the request went out: send it once more on a fresh connection.
     *retry = reused && got_nothing && ec != beast::error::timeout;
-    return TransportError("HTTP exchange with", ec, timeout);
+    return TransportError("HTTP exchange with", ec, deadline.length);
   }
   auto response = parser.release();
   Reply reply;
@@ -255,7 +258,7 @@ Result<Reply> HttpClient::Impl::Exchange(http::verb verb, const std::string& tar
                                          std::optional<size_t> header_length, const char* content_type,
                                          const CallOptions& call) {
   const auto timeout = call.timeout.count() > 0 ? call.timeout : options.timeout;
-  const auto deadline = Clock::now() + timeout;
+  const Deadline deadline{Clock::now() + timeout, timeout};
   http::request<http::string_body> request{verb, target, 11};
   request.set(http::field::host, address);
   request.set(http::field::user_agent, "ensemble-client");
@@ -270,7 +273,7 @@ Result<Reply> HttpClient::Impl::Exchange(http::verb verb, const std::string& tar
   MutexLock lock(&mu);
   bool retry = false;
   Result<Reply> reply = Once(request, deadline, &retry);
-  if (!reply.ok() && retry && Clock::now() < deadline) reply = Once(request, deadline, &retry);
+  if (!reply.ok() && retry && Clock::now() < deadline.at) reply = Once(request, deadline, &retry);
   return reply;
 }
 

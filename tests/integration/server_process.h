@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <initializer_list>
 #include <map>
@@ -39,7 +40,6 @@
 
 #include "proto/grpc_service.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
-
 #include "tests/common/temp_dir.h"
 
 namespace es::it {
@@ -219,6 +219,22 @@ class ServerProcess {
   std::string http_address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;  // of channel_ and NewConnectionStub()
+};
+
+// The router stopped (SIGSTOP) while this lives, continued (SIGCONT) when it
+// goes, also when an assertion returns early. Nothing the router serves can
+// answer meanwhile (its listening sockets still take connections and bytes
+// into the kernel's buffers), so a call with a short deadline is sure to
+// reach it however fast the machine, and however late the caller runs.
+class RouterPause {
+ public:
+  explicit RouterPause(const ServerProcess& server) : server_(server) { server_.Signal(SIGSTOP); }
+  ~RouterPause() { server_.Signal(SIGCONT); }
+  RouterPause(const RouterPause&) = delete;
+  RouterPause& operator=(const RouterPause&) = delete;
+
+ private:
+  const ServerProcess& server_;
 };
 
 // The YAML server config Start() writes (exposed for tests that write their own).
