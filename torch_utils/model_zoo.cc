@@ -132,8 +132,8 @@ std::string ZooConvSource(const std::string& conv) {
          "    if self.training:\n"
          "        x = torch.relu(torch.max_pool2d(x, [2, 2]))\n"
          "    else:\n"
-         "        x = torch.relu(torch.maximum(torch.maximum(x[:, :, 0::2, 0::2], x[:, :, 0::2, 1::2]),\n"
-         "                                     torch.maximum(x[:, :, 1::2, 0::2], x[:, :, 1::2, 1::2])))\n";
+         "        x = torch.maximum(x[:, :, 0::2], x[:, :, 1::2])\n"
+         "        x = torch.relu_(torch.maximum(x[:, :, :, 0::2], x[:, :, :, 1::2]))\n";
 }
 
 std::string ZooLogitsSource(const ZooDescription& description) {
