@@ -115,8 +115,8 @@ class ModelDispatcher {
               const std::string* host = nullptr);
   void SlotFreed();
   void TimerLoop();
-  // The ready host with the least outstanding work; UNAVAILABLE naming every
-  // host that is down when none is up.
+  // The ready host with the fewest calls in flight (every model's);
+  // UNAVAILABLE naming every host that is down when none is up.
   StatusOr<std::shared_ptr<HostConnection>> PickHost() const;
   uint64_t OutputCapacity(int64_t rows) const;
   // What a batch of `rows` may write back, and for how long it may compute.
