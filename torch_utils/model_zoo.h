@@ -82,12 +82,13 @@ std::string ZooLayerSource(const ZooLayer& layer);
 // its answer, then relu; the same values as relu-then-max_pool2d (relu is
 // monotone, so it commutes with the max exactly, and runs on a quarter of
 // the values). In eval mode (serving) the pool is two strided maxima, of
-// the even and odd rows, then of that's even and odd columns (the zoo's
-// convolutions see even sides, 28 and 14), which LibTorch 1.13 computes
-// about 10x faster on a CPU than max_pool2d, and faster than the maximum of
-// the four strided quarters (half the reads of scattered elements, one
-// temporary fewer: in process a convnet's forward 7-11% faster); in train
-// mode it stays max_pool2d, whose backward is the faster one.
+// the even and odd rows, then of the result's even and odd columns (the
+// zoo's convolutions see even sides, 28 and 14), which LibTorch 1.13
+// computes about 10x faster on a CPU than max_pool2d, and faster than the
+// maximum of the four strided quarters (half the reads of scattered
+// elements, two temporaries fewer with relu in place: in process a
+// convnet's forward 7-11% faster); in train mode it stays max_pool2d, whose
+// backward is the faster one.
 std::string ZooConvSource(const std::string& conv);
 std::string ZooLogitsSource(const ZooDescription& description);
 

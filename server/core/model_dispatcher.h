@@ -21,9 +21,10 @@
 // HostSupervisors in the server, a HostConnection played by a test thread in
 // tests/server/core/test_model_dispatcher.cc.
 //
-// Replicas: each batch goes to the ready host with the least outstanding
-// work; if that host dies with the batch in flight, the batch is retried once
-// on another ready replica before its requests fail with UNAVAILABLE.
+// Replicas: each batch goes to the ready host with the fewest calls in
+// flight (every model's); if that host dies with the batch in flight, the
+// batch is retried once on another ready replica before its requests fail
+// with UNAVAILABLE.
 //
 // Thread safety: Infer() from any thread; completions arrive on the hosts'
 // completion threads. `mu_` guards the queue and the slot count; nothing

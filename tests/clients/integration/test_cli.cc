@@ -258,8 +258,9 @@ TEST_F(CliTest, InferErrorPaths) {
   ExpectOneLineError(Cli({"infer", "no_such_model"}), 1, "NOT_FOUND");
   // The server rejects a batch over max_batch_size: its code and message.
   ExpectOneLineError(Cli({"infer", "mlp", "--batch", "100"}), 1, "INVALID_ARGUMENT: ");
-  // A deadline too short (the router stopped meanwhile, so that no answer
-  // can come first however fast the machine).
+  // A deadline too short: the CLI's first call (the model's metadata, which
+  // infer reads first) is cut off at it. The router is stopped meanwhile, so
+  // that no answer can come first however fast the machine.
   {
     es::it::RouterPause pause(*server_);
     ExpectOneLineError(Cli({"--timeout-ms", "1", "infer", "demo_ensemble", "--batch", "64"}), 1, "DEADLINE_EXCEEDED");

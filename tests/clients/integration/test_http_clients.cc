@@ -197,8 +197,10 @@ TEST_F(CliHttpTest, ErrorsHaveTheGrpcCodesAndExitCodes) {
   // The server's own message passes unchanged.
   const CliRun h = Http({"infer", "mlp", "--batch", "100"});
   EXPECT_EQ(h.output, Grpc({"infer", "mlp", "--batch", "100"}).output);
-  // A deadline too short: the call is cut off at it (the router stopped
-  // meanwhile, so that no answer can come first).
+  // A deadline too short: the CLI's first call (the model's metadata, which
+  // infer reads first) is cut off at it; the router is stopped meanwhile, so
+  // that no answer can come first. (The library tests below cut off an
+  // inference call itself.)
   const CliRun late = [&] {
     es::it::RouterPause pause(*server_);
     return Http({"--timeout-ms", "1", "infer", "demo_ensemble", "--batch", "64"});
