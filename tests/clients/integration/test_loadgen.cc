@@ -499,15 +499,15 @@ TEST(LoadgenFaults, StalledServerCallsAreCountedHungOrUnanswered) {
                       seconds(60), output);
     });
     std::this_thread::sleep_for(std::chrono::duration<double>(stall_s));
-    server->Signal(SIGSTOP);
-    if (stall_for_s > 0) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(stall_for_s));
-      server->Signal(SIGCONT);
-      run.join();
-    } else {
-      run.join();  // stopped to the end: the tool gives up on the calls
-      server->Signal(SIGCONT);
+    {
+      es::it::RouterPause pause(*server);
+      if (stall_for_s > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(stall_for_s));
+      } else {
+        run.join();  // stopped to the end: the tool gives up on the calls
+      }
     }
+    if (run.joinable()) run.join();
     return rc;
   };
 
@@ -675,9 +675,10 @@ TEST(LoadgenStreaming, StalledServerRequestsAreUnanswered) {
                     seconds(60), &output);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  server->Signal(SIGSTOP);
-  run.join();
-  server->Signal(SIGCONT);
+  {
+    es::it::RouterPause pause(*server);
+    run.join();
+  }
   ASSERT_EQ(rc, 0) << output;
   const auto j = nlohmann::json::parse(Slurp(json));
   EXPECT_EQ(j["totals"]["client_unanswered"], 3u) << "the three slots' requests were out when the soak ended\n"
