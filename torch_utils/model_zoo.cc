@@ -130,6 +130,7 @@ std::string ZooConvSource(const std::string& conv) {
   return "    x = " + conv +
          "\n"
          "    if self.training:\n"
+         "        x = x.contiguous(memory_format=2)\n"
          "        x = torch.relu(torch.max_pool2d(x, [2, 2]))\n"
          "    else:\n"
          "        x = torch.maximum(x[:, :, 0::2], x[:, :, 1::2])\n"

@@ -1,11 +1,15 @@
 // The zoo: deterministic, trainable, and round-trips through a TorchScript file.
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/script.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "torch_utils/model_zoo.h"
 #include "tests/common/temp_dir.h"
+#include "torch_utils/model_zoo.h"
 
 namespace es {
 namespace {
@@ -72,23 +76,19 @@ TEST_P(ZooTest, RoundTripsThroughAFile) {
   EXPECT_TRUE(SameParameters(m, loaded));
 }
 
-// The zoo's logits() are the textbook layers on its parameters, in eval
-// mode (serving) and in train mode (training; architectures without
-// dropout): in particular a convolution's relu then max_pool2d, which the
-// zoo computes in another order and, in eval mode, by other means
-// (ZooConvSource), to the very same values.
-TEST_P(ZooTest, LogitsAreTheTextbookLayersOnTheParameters) {
-  torch::jit::Module m = BuildZooModel(GetParam(), 4).value();
-  const ZooDescription* description = nullptr;
+const ZooDescription& DescriptionOf(const std::string& architecture) {
   for (const ZooDescription& d : ZooDescriptions()) {
-    if (d.architecture == GetParam()) description = &d;
+    if (d.architecture == architecture) return d;
   }
-  ASSERT_NE(description, nullptr);
-  torch::NoGradGuard no_grad;
-  const torch::Tensor images = Images(5);
-  torch::Tensor x = images;
-  bool dropout = false;
-  for (const ZooLayer& layer : description->layers) {
+  throw std::runtime_error("no zoo architecture " + architecture);
+}
+
+// The textbook layers on the module's own parameters; dropout only in train
+// mode (with the global generator, as the zoo's: the same seed draws the
+// same units).
+torch::Tensor TextbookLogits(const torch::jit::Module& m, const ZooDescription& description, torch::Tensor x,
+                             bool train) {
+  for (const ZooLayer& layer : description.layers) {
     const auto weight = [&] { return m.attr(layer.name + "_w").toTensor(); };
     const auto bias = [&] { return m.attr(layer.name + "_b").toTensor(); };
     switch (layer.kind) {
@@ -106,14 +106,56 @@ TEST_P(ZooTest, LogitsAreTheTextbookLayersOnTheParameters) {
         if (layer.relu) x = torch::relu(x);
         break;
       case ZooLayer::Kind::kDropout:
-        dropout = true;  // eval mode: none
+        if (train) x = torch::dropout(x, layer.dropout, true);
         break;
     }
   }
+  return x;
+}
+
+// The zoo's logits() are the textbook layers on its parameters, in eval
+// mode (serving) and in train mode (training, with the same dropout draws):
+// in particular a convolution's relu then max_pool2d, which the
+// zoo computes in another order and by other means (ZooConvSource: strided
+// maxima when serving, a channels-last max_pool2d when training), to the
+// very same values.
+TEST_P(ZooTest, LogitsAreTheTextbookLayersOnTheParameters) {
+  torch::jit::Module m = BuildZooModel(GetParam(), 4).value();
+  const ZooDescription& description = DescriptionOf(GetParam());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor images = Images(5);
+  const torch::Tensor x = TextbookLogits(m, description, images, false);
   EXPECT_LE((m.run_method("logits", images).toTensor() - x).abs().max().item<double>(), 1e-6) << "eval mode";
-  if (dropout) return;
   m.train();
-  EXPECT_LE((m.run_method("logits", images).toTensor() - x).abs().max().item<double>(), 1e-6) << "train mode";
+  torch::manual_seed(21);
+  const torch::Tensor trained = m.run_method("logits", images).toTensor();
+  torch::manual_seed(21);
+  EXPECT_LE((trained - TextbookLogits(m, description, images, true)).abs().max().item<double>(), 1e-6) << "train mode";
+}
+
+// What training optimises by: in train mode, every parameter's gradient of
+// a loss on the zoo's logits is the textbook layers' (the same dropout
+// draws), whatever memory layout the zoo computes in.
+TEST_P(ZooTest, TrainModeGradientsAreTheTextbookLayers) {
+  const ZooDescription& description = DescriptionOf(GetParam());
+  torch::jit::Module m = BuildZooModel(GetParam(), 6).value();
+  m.train();
+  std::vector<torch::Tensor> parameters;
+  for (const auto& p : m.named_parameters()) parameters.push_back(p.value);
+  const torch::Tensor images = Images(6);
+  const torch::Tensor mix = torch::rand({6, 10}, at::detail::createCPUGenerator(9), torch::kFloat32);
+  const auto gradients = [&](const torch::Tensor& logits) {
+    return torch::autograd::grad({(logits * mix).sum()}, parameters);
+  };
+  torch::manual_seed(22);
+  const auto zoo = gradients(m.run_method("logits", images).toTensor());
+  torch::manual_seed(22);
+  const auto textbook = gradients(TextbookLogits(m, description, images, true));
+  ASSERT_EQ(zoo.size(), textbook.size());
+  for (size_t i = 0; i < zoo.size(); ++i) {
+    const double scale = std::max(1.0, textbook[i].abs().max().item<double>());
+    EXPECT_LE((zoo[i] - textbook[i]).abs().max().item<double>(), 1e-5 * scale) << "parameter " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::ValuesIn(ZooArchitectures()));
