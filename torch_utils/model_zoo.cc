@@ -126,6 +126,9 @@ std::string ZooLayerSource(const ZooLayer& layer) {
   return "";
 }
 
+// The script's `memory_format=2` (it has no name for the layout).
+static_assert(static_cast<int>(c10::MemoryFormat::ChannelsLast) == 2, "ZooConvSource's memory_format=2");
+
 std::string ZooConvSource(const std::string& conv) {
   return "    x = " + conv +
          "\n"
