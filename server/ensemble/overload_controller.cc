@@ -180,7 +180,14 @@ void OverloadController::Learn(Rung& rung, double latency, double ahead, bool pr
     rung.mean_ahead_ms = Blend(rung.mean_ahead_ms, ahead, kAlpha);
     rung.mean_excess_ms = Blend(rung.mean_excess_ms, excess, kAlpha);
   }
-  rung.parallelism = std::clamp(rung.mean_ahead_ms / rung.mean_excess_ms, kMinParallelism, kMaxParallelism);
+  // Rung 0 at most 1: the full ensemble runs on every host of its members,
+  // each request of the work in flight was measured alone, so none of that
+  // work overlaps it. Learnt above 1 (behind cheap rungs' work, which
+  // spreads over the hosts), P_0 let an 8x burst fill the work in flight
+  // with full-ensemble requests, behind which every cheaper rung was
+  // predicted slower than rung 0: the class stayed there and 86% was shed.
+  const double most = &rung == &rung_[0] ? 1.0 : kMaxParallelism;
+  rung.parallelism = std::clamp(rung.mean_ahead_ms / rung.mean_excess_ms, kMinParallelism, most);
   if (latency < service) service = Blend(service, latency, 0.5);
 }
 

@@ -25,7 +25,11 @@
 // overestimate there only makes them look dearer; and their parallelism,
 // learnt against a smaller warm service time, came out smaller from
 // answers whose lateness was noise, and shed servable requests in a test.)
-// Before it has answered behind work, rung 0 is
+// P_0 is at most 1: the full ensemble runs on every host of its members and
+// overlaps none of the work in flight (learnt above 1 behind cheap rungs'
+// work, it let a burst fill the work in flight with full-ensemble requests,
+// behind which every cheaper rung looked slower than rung 0, and the rest
+// was shed). Before it has answered behind work, rung 0 is
 // taken to wait for all work (P_0 = 1: no burst of full requests on a guess)
 // and a cheaper rung for none (the cheap rungs are the safety valve: they
 // are not refused on a guess either).
