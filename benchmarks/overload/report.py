@@ -51,6 +51,68 @@ def rung_shares(out, load, step):
     return sorted(((r, n / total, None) for r, n in diff.items() if n), key=lambda x: -x[1]) if total else []
 
 
+def ladder_rungs(out):
+    """[(served_by name, test-set accuracy or None, has exit_threshold)] of ens_ladder's ladder, richest first."""
+    path = os.path.join(out, "repo", "ens_ladder", "config.yaml")
+    found, in_ladder = [], False
+    for line in open(path) if os.path.exists(path) else []:
+        if re.match(r"\s+ladder:\s*$", line):
+            in_ladder = True
+            continue
+        m = re.match(r"\s+- \{(.*)\}\s*$", line)
+        if not in_ladder or not m or "model:" not in m.group(1):
+            continue
+        fields = dict(kv.split(": ", 1) for kv in m.group(1).split(", "))
+        name = fields["model"] + (f"@{fields['exit_threshold']}" if "exit_threshold" in fields else "")
+        found.append((name, float(fields["accuracy"]) if "accuracy" in fields else None, "exit_threshold" in fields))
+    return found
+
+
+def verdicts(out, target, steps):
+    """The issue's targets for the ladder (0.5x, 2x, 8x), each line a verdict, or none without labels.
+
+    An answer's accuracy is compared as it was observed; beside it, what the
+    rungs that served the step score on the test set, weighted by their
+    shares: when several rungs served, which images each drew moves the
+    observed figure by a few answers either way around that expectation."""
+    rungs = ladder_rungs(out)
+    if not rungs or any(acc is None for _, acc, _ in rungs):
+        return []
+    accuracy_of = {name: acc for name, acc, _ in rungs}
+    cascade = next(((n, a) for n, a, threshold in rungs[1:-1] if n.endswith("_cascade") and not threshold), None)
+    references = {"0.5": ("the full ensemble's", rungs[0][0], rungs[0][1], 1.0, 100.0),
+                  "2": ("the cascade's", *(cascade or (None, None)), 1.0, 99.9),
+                  "8": ("the best member's", rungs[-1][0], rungs[-1][1], 1.2, 99.0)}
+    lines = []
+    for load, (what, name, reference, p99_factor, answered_min) in references.items():
+        s = steps.get(load)
+        if s is None or not s.get("labels") or reference is None:
+            continue
+        sent = s["ok"] + s["failed"] + s["unanswered"]
+        answered = 100 * s["ok"] / sent if sent else 0
+        p99 = s["latency_us"]["p99"] / 1000 if s["ok"] else float("inf")
+        labels = s["labels"]
+        observed = labels["accuracy"]
+        by = labels["by_served_by"]
+        total = sum(v["answers"] for v in by.values())
+        expected = sum(v["answers"] * accuracy_of.get(r, float("nan")) for r, v in by.items()) / total if total else 0
+        if load == "0.5":
+            accurate = abs(observed - reference) <= 0.0005 + 1e-12
+            rule = "within 0.05 points of"
+        else:
+            accurate = observed >= reference - 1e-12
+            rule = "at least"
+        margin = round((observed - reference) * labels["answers"])
+        checks = [p99 <= p99_factor * target + 1e-9, answered >= answered_min - 1e-9, accurate]
+        lines.append(
+            f"- {load}x: p99 {p99:.1f} ms (at most {p99_factor * target:g}), answered {answered:.1f}% "
+            f"(at least {answered_min:g}%), accuracy {100 * observed:.2f}% ({rule} {what}, {name}: "
+            f"{100 * reference:.2f}%; {margin:+d} answers of {labels['answers']}; the rungs served score "
+            f"{100 * expected:.2f}% on the test set, weighted by their shares): "
+            f"**{'PASS' if all(checks) else 'MISS'}**")
+    return lines
+
+
 def rows(out):
     for load in LOADS:
         for policy in POLICIES:
@@ -149,6 +211,10 @@ def main():
         print(f"| {policy} | {load}x | {sent} | {100 * answered:.1f}% | {p50} | "
               f"{p99:.1f}{mark} |{acc_cell} {errors} | {rungs} |")
         points.append({"load": load, "policy": policy, "p99_ms": p99, "accuracy": accuracy})
+    lines = verdicts(out, target, {load: s for load, policy, s in rows(out) if policy == "ladder"})
+    if lines:
+        print("\nThe ladder against its targets (the issue's table):\n")
+        print("\n".join(lines))
     print("\nThe ladder's controller, per rung: mean latency predicted at admission and observed by the router "
           "(ms), over the step's answers (the server's ensemble_overload_*_latency_seconds_total):\n")
     print("| offered | rung | answers | predicted ms | observed ms |")

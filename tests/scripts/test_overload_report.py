@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""benchmarks/overload/report.py's verdicts against the overload targets, on
+steps written as ensemble-loadgen writes them: a step that meets every
+target passes; one that misses a single one (the accuracy by one answer,
+the answered share, the p99) is a MISS; the reference rungs are read from
+the ladder's config (the full ensemble, the cascade at its own threshold,
+the last rung), and the expected accuracy weighs each rung's by its share."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks", "overload", "report.py")
+
+LADDER = """platform: ensemble
+ensemble:
+  combine: mean
+  members:
+    - {model: m1}
+    - {model: m2}
+overload:
+  latency_target_ms: 100
+  dwell_ms: 1000
+  ladder:
+    - {model: ens_ladder, accuracy: 0.9357}
+    - {model: fmnist_ensemble_cascade, exit_threshold: 0.99, accuracy: 0.9361}
+    - {model: fmnist_ensemble_cascade, accuracy: 0.9355}
+    - {model: convnet_8, accuracy: 0.9267}
+"""
+
+
+def step(by, p99_ms=10.0, refused=0):
+    """A ladder step: `by` maps served_by to (answers, correct)."""
+    answers = sum(n for n, _ in by.values())
+    correct = sum(c for _, c in by.values())
+    return {"steps": [{
+        "ok": answers, "failed": refused, "unanswered": 0, "errors": {"RESOURCE_EXHAUSTED": refused} if refused else {},
+        "latency_us": {"p50": 1000.0, "p99": p99_ms * 1000},
+        "labels": {"accuracy": correct / answers, "answers": answers, "correct": correct, "rows": answers,
+                   "by_served_by": {r: {"answers": n, "correct": c, "rows": n, "accuracy": c / n}
+                                    for r, (n, c) in by.items()}}}]}
+
+
+class OverloadReportTest(unittest.TestCase):
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="es-overload-report-")
+        os.makedirs(os.path.join(self.out, "repo", "ens_ladder"))
+        with open(os.path.join(self.out, "repo", "ens_ladder", "config.yaml"), "w") as f:
+            f.write(LADDER)
+        self.write("idle", step({"ens_ladder": (10, 9)}))
+
+    def tearDown(self):
+        shutil.rmtree(self.out)
+
+    def write(self, name, content):
+        with open(os.path.join(self.out, name + ".json"), "w") as f:
+            json.dump(content, f)
+
+    def verdicts(self):
+        out = subprocess.run([sys.executable, REPORT, self.out, "100", "1000", "trained"], check=True,
+                             capture_output=True, text=True).stdout
+        return {line.split(":")[0][2:]: line for line in out.splitlines() if line.startswith("- ") and "x: p99" in line}
+
+    def test_steps_meeting_every_target_pass(self):
+        self.write("ladder_0.5", step({"ens_ladder": (10000, 9357)}))
+        self.write("ladder_2", step({"fmnist_ensemble_cascade@0.99": (10000, 9361)}, p99_ms=99.0))
+        self.write("ladder_8", step({"convnet_8": (30000, 27801)}, p99_ms=119.0))
+        lines = self.verdicts()
+        self.assertEqual(sorted(lines), ["0.5x", "2x", "8x"])
+        for load, line in lines.items():
+            self.assertTrue(line.endswith("**PASS**"), line)
+        self.assertIn("the cascade's, fmnist_ensemble_cascade: 93.55%; +6 answers of 10000", lines["2x"])
+        self.assertIn("the best member's, convnet_8: 92.67%", lines["8x"])
+
+    def test_each_target_missed_alone_is_a_miss(self):
+        # 2x: two rungs that each score at least the cascade, one answer below it.
+        self.write("ladder_2", step({"fmnist_ensemble_cascade": (6000, 5612), "fmnist_ensemble_cascade@0.99": (4000, 3742)}))
+        self.write("ladder_8", step({"convnet_8": (30000, 27801)}, p99_ms=121.0))  # p99 over 1.2x the target
+        self.write("ladder_0.5", step({"ens_ladder": (9990, 9347)}, refused=10))  # not every request answered
+        lines = self.verdicts()
+        for load in ("0.5x", "2x", "8x"):
+            self.assertTrue(lines[load].endswith("**MISS**"), lines[load])
+        self.assertIn("-1 answers of 10000", lines["2x"])
+        # 0.6 x 93.55% + 0.4 x 93.61%: what those rungs score, weighted by their shares.
+        self.assertIn("the rungs served score 93.57%", lines["2x"])
+
+    def test_answered_at_2x_needs_99_9_percent(self):
+        self.write("ladder_2", step({"fmnist_ensemble_cascade@0.99": (9980, 9342)}, refused=20))
+        self.assertTrue(self.verdicts()["2x"].endswith("**MISS**"))
+        self.write("ladder_2", step({"fmnist_ensemble_cascade@0.99": (9990, 9352)}, refused=10))
+        self.assertTrue(self.verdicts()["2x"].endswith("**PASS**"))
+
+
+if __name__ == "__main__":
+    unittest.main()
