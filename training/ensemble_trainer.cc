@@ -1,19 +1,22 @@
 #include "training/ensemble_trainer.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <type_traits>
 #include <utility>
 
 #include "common/steady_clock.h"
 #include "torch_utils/model_zoo.h"
+#include "torch_utils/packed_model.h"
 #include "training/gradient_reducer.h"
 
 namespace es {
@@ -81,6 +84,12 @@ Key StateKey(const at::Tensor& param) {
   }
 }
 
+// The name a packed unit's parameters are saved under in checkpoints:
+// "packed_<architecture>" (one unit per architecture).
+std::string PackedUnitName(const TrainConfig& config, const std::vector<size_t>& members) {
+  return "packed_" + config.members[members[0]].architecture;
+}
+
 // A CPU copy (checkpoints and evaluations leave the device).
 at::Tensor CpuCopy(const at::Tensor& t) { return t.is_cpu() ? t.clone() : t.to(at::kCPU); }
 
@@ -119,14 +128,19 @@ StatusOr<std::unique_ptr<EnsembleTrainer>> EnsembleTrainer::Create(
     const TrainConfig& config, c10::intrusive_ptr<CollectiveGroup> group, int64_t total_steps,
     const c10::Device& device) {
   std::unique_ptr<EnsembleTrainer> trainer(new EnsembleTrainer(config, total_steps, device));
-  std::vector<at::Tensor> all;
   for (const MemberSpec& spec : config.members) {
     ES_ASSIGN_OR_RETURN(torch::jit::Module module, LoadMember(spec, device));
-    for (const auto& named : module.named_parameters()) {
-      trainer->parameters_.push_back({spec.name + "/" + named.name, named.value});
+    trainer->modules_.push_back(std::move(module));
+  }
+  ES_RETURN_IF_ERROR(trainer->BuildUnits());
+  std::vector<at::Tensor> all;
+  for (const Unit& unit : trainer->units_) {
+    const std::string prefix =
+        unit.packed ? PackedUnitName(config, unit.members) : config.members[unit.members[0]].name;
+    for (const auto& named : unit.module.named_parameters()) {
+      trainer->parameters_.push_back({prefix + "/" + named.name, named.value});
       all.push_back(named.value);
     }
-    trainer->modules_.push_back(std::move(module));
   }
   trainer->optimizer_ = MakeOptimizer(config.optim, all);
   const auto bucket_bytes = static_cast<int64_t>(config.distributed.bucket_mb * 1024 * 1024);
@@ -134,6 +148,67 @@ StatusOr<std::unique_ptr<EnsembleTrainer>> EnsembleTrainer::Create(
       std::move(group), std::move(all), std::max<int64_t>(1, bucket_bytes),
       std::chrono::milliseconds(config.distributed.collective_timeout_ms));
   return trainer;
+}
+
+Status EnsembleTrainer::BuildUnits() {
+  std::map<std::string, std::vector<size_t>> by_architecture;  // zoo members, config order within each
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    const std::string& architecture = config_.members[i].architecture;
+    if (config_.ensemble.pack_training && !architecture.empty()) by_architecture[architecture].push_back(i);
+  }
+  std::vector<bool> packed(modules_.size(), false);
+  for (auto& [architecture, members] : by_architecture) {
+    if (members.size() < 2) continue;
+    std::vector<torch::jit::Module> group;
+    for (size_t i : members) group.push_back(modules_[i]);
+    StatusOr<torch::jit::Module> module = PackMembers(group);
+    if (!module.ok()) {
+      return Status(module.status().code(),
+                    "packing the " + architecture + " members for training: " + module.status().message());
+    }
+    try {
+      module->train();
+      for (at::Tensor p : module->parameters()) p.requires_grad_(true);
+    } catch (const c10::Error& e) {
+      return Status::Internal("packing the " + architecture + " members for training: " + e.what_without_backtrace());
+    }
+    for (size_t i : members) packed[i] = true;
+    units_.push_back({std::move(module).value(), members, true});
+  }
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    if (!packed[i]) units_.push_back({modules_[i], {i}, false});
+  }
+  return Status::Ok();
+}
+
+void EnsembleTrainer::SyncMembers() {
+  torch::NoGradGuard no_grad;
+  for (const Unit& unit : units_) {
+    if (!unit.packed) continue;
+    for (size_t k = 0; k < unit.members.size(); ++k) {
+      // UnpackMember copies member k's weights out in the member's own layout.
+      StatusOr<torch::jit::Module> member = UnpackMember(unit.module, static_cast<int64_t>(k));
+      if (!member.ok()) throw std::runtime_error("unpacking a trained member: " + member.status().message());
+      torch::jit::Module& target = modules_[unit.members[k]];
+      for (const auto& named : member->named_parameters()) target.attr(named.name).toTensor().copy_(named.value);
+    }
+  }
+}
+
+std::vector<std::string> EnsembleTrainer::PackedGroups() const {
+  std::vector<std::string> groups;
+  for (const Unit& unit : units_) {
+    if (unit.packed) {
+      groups.push_back(config_.members[unit.members[0]].architecture + " (" + std::to_string(unit.members.size()) +
+                       " members)");
+    }
+  }
+  return groups;
+}
+
+std::vector<torch::jit::Module>& EnsembleTrainer::modules() {
+  SyncMembers();
+  return modules_;
 }
 
 Status EnsembleTrainer::SyncInitialParameters() { return reducer_->BroadcastParameters(); }
@@ -149,11 +224,15 @@ StatusOr<StepStats> EnsembleTrainer::Step(const at::Tensor& host_images, const a
     optimizer_->zero_grad();
     reducer_->PrepareForBackward();
     at::Tensor total;
-    for (torch::jit::Module& module : modules_) {
-      at::Tensor logits = module.get_method("logits")({images}).toTensor();
-      at::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
-      total = total.defined() ? total + loss : loss;
-      stats.members.push_back({loss.item<double>(), logits.argmax(1).eq(labels).sum().item<int64_t>()});
+    stats.members.resize(modules_.size());
+    for (Unit& unit : units_) {
+      at::Tensor logits = unit.module.get_method("logits")({images}).toTensor();  // packed: [B, M, classes]
+      for (size_t k = 0; k < unit.members.size(); ++k) {
+        const at::Tensor mine = unit.packed ? logits.select(1, static_cast<int64_t>(k)) : logits;
+        at::Tensor loss = torch::nn::functional::cross_entropy(mine, labels);
+        total = total.defined() ? total + loss : loss;
+        stats.members[unit.members[k]] = {loss.item<double>(), mine.argmax(1).eq(labels).sum().item<int64_t>()};
+      }
     }
     total.backward();
   } catch (const c10::Error& e) {
@@ -177,6 +256,7 @@ double Median(std::vector<double> times) {
 }
 
 Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_rows) {
+  SyncMembers();
   torch::NoGradGuard no_grad;
   Evaluation result;
   for (torch::jit::Module& module : modules_) {
@@ -205,7 +285,11 @@ Evaluation EnsembleTrainer::Evaluate(const at::Tensor& images, int64_t batch_row
 
 void EnsembleTrainer::MoveToCpu() {
   if (device_.is_cpu()) return;
+  SyncMembers();
   for (torch::jit::Module& module : modules_) module.to(at::kCPU);
+  for (Unit& unit : units_) {
+    if (unit.packed) unit.module.to(at::kCPU);
+  }
   device_ = c10::Device(c10::DeviceType::CPU);
 }
 
@@ -240,7 +324,7 @@ Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors
       return Status::InvalidArgument(
           "the checkpoint does not match this config: parameter '" + p.key +
           (saved ? "' has another shape" : "' is missing") +
-          " (was it written for other members?)");
+          " (was it written for other members, or packed otherwise: ensemble.pack_training?)");
     }
     p.tensor.detach().copy_(*saved);
     const OptimizerStateKey key = StateKey(p.tensor);

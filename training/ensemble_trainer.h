@@ -13,6 +13,19 @@
 // computes the mean gradient of the global batch whatever the world size, so
 // 1 rank and N ranks follow the same trajectory up to float summation order.
 //
+// Packed training (config `ensemble.pack_training`): the zoo members of one
+// architecture (two or more) train as one packed module
+// (torch_utils/packed_model.h): one forward and one backward for all of
+// them, each member's loss and statistics its own slice of the packed
+// logits, the loss the same sum, each member's weights, gradients and
+// optimizer state its own elements of the packed parameters (both
+// optimizers are per element), so the trajectory is the unpacked one up to
+// float rounding (dropout draws aside). Members of other architectures, and
+// members from TorchScript files, train as they are. The member modules
+// (modules(), Evaluate, what gets published) get the packed weights copied
+// back whenever they are read; checkpoints hold the packed parameters and
+// resume only a run packed the same way.
+//
 // Device: the members live on the trainer's device (the CPU, or this rank's
 // GPU); batches come in on the CPU and are moved there, and everything handed
 // out (evaluations, snapshots) is on the CPU.
@@ -114,7 +127,10 @@ class EnsembleTrainer {
 
   int64_t step() const { return step_; }
   const std::vector<MemberSpec>& specs() const { return config_.members; }
-  std::vector<torch::jit::Module>& modules() { return modules_; }
+  // What trains packed, one entry per packed module: "convnet (12 members)".
+  std::vector<std::string> PackedGroups() const;
+  // The members, with their current weights (packed ones copied back first).
+  std::vector<torch::jit::Module>& modules();
   GradientReducer& reducer() { return *reducer_; }
 
  private:
@@ -125,12 +141,24 @@ class EnsembleTrainer {
     at::Tensor tensor;
   };
 
+  // What one forward of the step runs: one member, or several packed.
+  struct Unit {
+    torch::jit::Module module;
+    std::vector<size_t> members;  // indices into modules_: one, or the packed members in packing order
+    bool packed = false;
+  };
+  // units_ from modules_: packed per architecture when the config says so.
+  Status BuildUnits();
+  // Copies each packed unit's weights into its members' own parameters.
+  void SyncMembers();
+
   TrainConfig config_;
   int64_t total_steps_;
   c10::Device device_;
   int64_t step_ = 0;
-  std::vector<torch::jit::Module> modules_;
-  std::vector<Named> parameters_;  // all members', registration order
+  std::vector<torch::jit::Module> modules_;  // the members, config order
+  std::vector<Unit> units_;                  // what trains: every member once
+  std::vector<Named> parameters_;            // all units', registration order
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<GradientReducer> reducer_;
 };

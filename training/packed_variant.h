@@ -17,8 +17,8 @@
 // Only members built from a zoo architecture (`architecture:` in the config)
 // are packed, and only where at least two share one; members loaded from a
 // `torchscript:` file stay single. Without any such pair there is no
-// variant. Training itself stays unpacked: on a CPU a grouped convolution
-// costs what the separate ones cost (docs/configuration.md, "Packed members").
+// variant. Whether training was packed (ensemble.pack_training) does not
+// matter here: the members come out of training as separate modules.
 //
 // Thread safety: plain functions over values; the modules are handles to the
 // trained members' copies (PackMembers copies every weight).

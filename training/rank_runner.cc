@@ -241,10 +241,14 @@ Status RankRun::Prepare() {
   if (!metrics_->address().empty()) {
     spdlog::info("metrics listening on {}", metrics_->address());
   }
-  spdlog::info("{} member(s), {} step(s) of {} rows ({} per rank), {} epoch(s), {} gradient "
-               "bucket(s)",
-               config_.members.size(), total_steps_, config_.optim.batch_size,
-               loader_->rows_per_batch(), config_.optim.epochs, trainer_->reducer().num_buckets());
+  const std::vector<std::string> packed = trainer_->PackedGroups();
+  std::string packing;
+  for (const std::string& unit : packed) packing += (packing.empty() ? "; trained packed: " : ", ") + unit;
+  spdlog::info(
+      "{} member(s), {} step(s) of {} rows ({} per rank), {} epoch(s), {} gradient "
+      "bucket(s){}",
+      config_.members.size(), total_steps_, config_.optim.batch_size, loader_->rows_per_batch(), config_.optim.epochs,
+      trainer_->reducer().num_buckets(), packing);
   return Status::Ok();
 }
 

@@ -144,8 +144,10 @@ Status ParseMembers(const yaml::Field& field, std::vector<MemberSpec>* members) 
 
 Status ParseEnsemble(const yaml::Field& field, TrainedEnsembleSpec* spec) {
   if (!field.present()) return Status::Ok();
-  ES_RETURN_IF_ERROR(yaml::CheckMap(field, {"name", "combine", "max_batch_size", "latency_target_ms", "pack"}));
+  ES_RETURN_IF_ERROR(
+      yaml::CheckMap(field, {"name", "combine", "max_batch_size", "latency_target_ms", "pack", "pack_training"}));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalBool(field, "pack", &spec->pack));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalBool(field, "pack_training", &spec->pack_training));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalDouble(field, "latency_target_ms", 0.0, 3600.0 * 1000, &spec->latency_target_ms));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "name", &spec->name));
   ES_RETURN_IF_ERROR(CheckModelName(field, "name", spec->name));

@@ -67,9 +67,15 @@ struct TrainedEnsembleSpec {
   // server answers from the cascade variant, then the best member.
   double latency_target_ms = 100;
   // Also write the packed variant (training/packed_variant.h): the members
-  // of one zoo architecture packed into one served model. Training is the
-  // same either way.
+  // of one zoo architecture packed into one served model (whether or not
+  // training was packed: pack_training).
   bool pack = true;
+  // Train the members of one zoo architecture packed (EnsembleTrainer): one
+  // forward and backward for all of them, the same trajectory. Off by
+  // default: on a CPU the grouped convolutions make a step slower
+  // (docs/training.md); it pays where many small member calls cost more
+  // than their arithmetic.
+  bool pack_training = false;
 };
 
 struct TrainConfig {

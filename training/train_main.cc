@@ -85,6 +85,9 @@ void AddFlags(CLI::App* app, es::TrainOptions* options) {
       ->excludes(resume);
   app->add_flag("--no-pack", options->no_pack,
                 "Write no packed variant (<ensemble>_packed: members of one architecture served as one model)");
+  app->add_flag("--pack-training", options->pack_training,
+                "Train the members of one architecture packed: one forward and backward for all (the same "
+                "trajectory; slower on a CPU, docs/training.md)");
   app->add_option("--max-steps", options->max_steps,
                   "Stop after this many steps in all (a checkpoint is written; --resume continues)")
       ->check(CLI::Range(int64_t{1}, INT64_MAX));
@@ -141,6 +144,7 @@ int Run(int argc, char** argv) {
   }
   if (options.epochs > 0) config->optim.epochs = options.epochs;
   if (options.no_pack) config->ensemble.pack = false;
+  if (options.pack_training) config->ensemble.pack_training = true;
   es::StatusOr<std::vector<std::string>> devices = es::ParseDevices(options.devices);
   if (!devices.ok()) {
     std::cerr << "ensemble-train: " << devices.status().message() << "\n";

@@ -25,6 +25,7 @@ struct TrainOptions {
   bool resume = false;
   bool force = false;
   bool no_pack = false;  // write no packed variant (the config's ensemble.pack: false)
+  bool pack_training = false;  // train same-architecture members packed (the config's ensemble.pack_training: true)
   int64_t max_steps = 0;    // 0: no limit; else stop (with a checkpoint) after this many steps
   int metrics_port = -1;    // -1: no /metrics; 0: free ports; P: rank r on P + local rank
   std::string metrics_address = "127.0.0.1";

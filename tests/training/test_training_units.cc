@@ -40,13 +40,18 @@ TEST(TrainConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(config->members[0].architecture, "convnet");
   EXPECT_EQ(config->members[0].seed, 1u);
   EXPECT_TRUE(config->ensemble.pack);
+  EXPECT_FALSE(config->ensemble.pack_training);
 }
 
-TEST(TrainConfigTest, PackCanBeTurnedOff) {
+TEST(TrainConfigTest, PackCanBeTurnedOffAndTrainingPacked) {
   testing::TempDir dir;
   StatusOr<TrainConfig> config = LoadText(dir, std::string(kMinimal) + "ensemble: {name: e, pack: false}\n");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_FALSE(config->ensemble.pack);
+  StatusOr<TrainConfig> packed =
+      LoadText(dir, std::string(kMinimal) + "ensemble: {name: e, pack_training: true}\n");
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  EXPECT_TRUE(packed->ensemble.pack_training);
 }
 
 TEST(TrainConfigTest, TheExampleConfigsLoad) {
@@ -209,24 +214,8 @@ TEST(CheckpointTest, ResumedTrainerContinuesExactlyWhereTheOriginalWas) {
   for (const char* optimizer : {"adam", "sgd"}) {
     const TrainConfig config = SmallConfig(optimizer, 25.0);
     at::Tensor continued;
-    RunRanks(1, config, kSteps, [&](std::vector<Rank>& ranks, int) {
-      Rank& me = ranks[0];
-      me.loader->StartEpoch(0);
-      for (int i = 0; i < kSteps; ++i) {
-        std::optional<Batch> batch = NextBatch(*me.loader);
-        ASSERT_TRUE(batch.has_value());
-        ASSERT_TRUE(me.trainer->Step(batch->images, batch->labels).ok());
-        if (i + 1 == kStop) {
-          CheckpointWriter writer(path);
-          ASSERT_TRUE(writer.Submit({.step = me.trainer->step(), .epoch = 0, .batch_in_epoch = kStop,
-                                     .tensors = me.trainer->Snapshot()},
-                                    /*wait=*/false));
-          ASSERT_TRUE(writer.Flush().ok());
-          EXPECT_EQ(writer.written(), 1);
-        }
-      }
-      continued = FlatParameters(*me.trainer);
-    });
+    RunRanks(1, config, kSteps,
+             [&](std::vector<Rank>& ranks, int) { continued = TrainWithCheckpointAt(ranks[0], kSteps, kStop, path); });
 
     at::Tensor resumed;
     at::Tensor fresh;

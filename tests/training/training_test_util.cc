@@ -1,13 +1,15 @@
 #include "tests/training/training_test_util.h"
 
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <utility>
 
+#include "training/checkpoint.h"
 #include "training/process_group.h"
 #include "training/synthetic_data.h"
 
@@ -37,6 +39,28 @@ at::Tensor FlatParameters(const std::vector<torch::jit::Module>& modules) {
     for (const at::Tensor& p : module.parameters()) parts.push_back(p.detach().reshape({-1}).clone());
   }
   return at::cat(parts);
+}
+
+at::Tensor TrainWithCheckpointAt(Rank& me, int steps, int stop, const std::string& path) {
+  me.loader->StartEpoch(0);
+  for (int i = 0; i < steps; ++i) {
+    std::optional<Batch> batch = NextBatch(*me.loader);
+    EXPECT_TRUE(batch.has_value());
+    if (!batch) return {};
+    const StatusOr<StepStats> stats = me.trainer->Step(batch->images, batch->labels);
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    if (i + 1 == stop) {
+      CheckpointData data;  // (no designated initializers: this file also parses as C++17)
+      data.step = me.trainer->step();
+      data.batch_in_epoch = stop;
+      data.tensors = me.trainer->Snapshot();
+      CheckpointWriter writer(path);
+      EXPECT_TRUE(writer.Submit(std::move(data), /*wait=*/false));
+      EXPECT_TRUE(writer.Flush().ok());
+      EXPECT_EQ(writer.written(), 1);
+    }
+  }
+  return FlatParameters(*me.trainer);
 }
 
 std::optional<Batch> NextBatch(BatchLoader& loader) {

@@ -39,6 +39,12 @@ struct Rank {
 // of the epoch.
 std::optional<Batch> NextBatch(BatchLoader& loader);
 
+// Trains `me` `steps` steps from the start of epoch 0, writing one
+// checkpoint (its Snapshot) to `path` right after step `stop`; returns the
+// members' parameters after the last step (FlatParameters). A failed step
+// or write fails the calling test.
+at::Tensor TrainWithCheckpointAt(Rank& me, int steps, int stop, const std::string& path);
+
 // Builds `world` ranks over one store (each with its trainer and its shard's
 // loader, parameters synced from rank 0), then runs `body(rank)` on one
 // thread per rank and joins them. `body` sees the ranks' vector, so it can
