@@ -12,7 +12,8 @@ convolution over the shared input computes every member's filters at once,
 the second is grouped (groups = members), the linear layers are batched
 products, as torch_utils/packed_model.h builds them. Prints the time per
 step of each, measured twice alternated; --profile adds LibTorch's operator
-table for each. docs/training.md quotes it (why training is not packed).
+table for each. docs/training.md quotes it: this Python step overstates the
+packed cost (2.4x here against 1.2x for ensemble-train's own modules).
 """
 import argparse
 import time

@@ -85,9 +85,13 @@ Key StateKey(const at::Tensor& param) {
 }
 
 // The name a packed unit's parameters are saved under in checkpoints:
-// "packed_<architecture>" (one unit per architecture).
+// "packed:<member>+<member>+..." in packing order (no member name has ':' or
+// '+'), so that a resume whose members were renamed or reordered finds no
+// such key and says so, rather than handing one member's weights to another.
 std::string PackedUnitName(const TrainConfig& config, const std::vector<size_t>& members) {
-  return "packed_" + config.members[members[0]].architecture;
+  std::string name = "packed:";
+  for (size_t i = 0; i < members.size(); ++i) name += (i ? "+" : "") + config.members[members[i]].name;
+  return name;
 }
 
 // A CPU copy (checkpoints and evaluations leave the device).
@@ -182,17 +186,21 @@ Status EnsembleTrainer::BuildUnits() {
 }
 
 void EnsembleTrainer::SyncMembers() {
+  if (synced_step_ == step_) return;  // nothing trained since the last copy
   torch::NoGradGuard no_grad;
   for (const Unit& unit : units_) {
     if (!unit.packed) continue;
     for (size_t k = 0; k < unit.members.size(); ++k) {
       // UnpackMember copies member k's weights out in the member's own layout.
       StatusOr<torch::jit::Module> member = UnpackMember(unit.module, static_cast<int64_t>(k));
+      // Fails only for a module PackMembers did not build; the rank's runner
+      // catches the exception and fails the rank, naming it.
       if (!member.ok()) throw std::runtime_error("unpacking a trained member: " + member.status().message());
       torch::jit::Module& target = modules_[unit.members[k]];
       for (const auto& named : member->named_parameters()) target.attr(named.name).toTensor().copy_(named.value);
     }
   }
+  synced_step_ = step_;
 }
 
 std::vector<std::string> EnsembleTrainer::PackedGroups() const {
@@ -211,7 +219,10 @@ std::vector<torch::jit::Module>& EnsembleTrainer::modules() {
   return modules_;
 }
 
-Status EnsembleTrainer::SyncInitialParameters() { return reducer_->BroadcastParameters(); }
+Status EnsembleTrainer::SyncInitialParameters() {
+  synced_step_ = -1;  // the broadcast changes the packed parameters
+  return reducer_->BroadcastParameters();
+}
 
 StatusOr<StepStats> EnsembleTrainer::Step(const at::Tensor& host_images, const at::Tensor& host_labels) {
   const SteadyClock::time_point start = SteadyClock::now();
@@ -324,7 +335,8 @@ Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors
       return Status::InvalidArgument(
           "the checkpoint does not match this config: parameter '" + p.key +
           (saved ? "' has another shape" : "' is missing") +
-          " (was it written for other members, or packed otherwise: ensemble.pack_training?)");
+          " (was it written for other members, or with packing otherwise: ensemble.pack_training / "
+          "--pack-training?)");
     }
     p.tensor.detach().copy_(*saved);
     const OptimizerStateKey key = StateKey(p.tensor);
@@ -347,6 +359,7 @@ Status EnsembleTrainer::Restore(const std::map<std::string, at::Tensor>& tensors
     }
   }
   step_ = step;
+  synced_step_ = -1;
   return Status::Ok();
 }
 

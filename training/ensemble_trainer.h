@@ -23,8 +23,8 @@
 // float rounding (dropout draws aside). Members of other architectures, and
 // members from TorchScript files, train as they are. The member modules
 // (modules(), Evaluate, what gets published) get the packed weights copied
-// back whenever they are read; checkpoints hold the packed parameters and
-// resume only a run packed the same way.
+// back whenever they are read; checkpoints hold the packed parameters (under
+// the packed members' names) and resume only a run packed the same way.
 //
 // Device: the members live on the trainer's device (the CPU, or this rank's
 // GPU); batches come in on the CPU and are moved there, and everything handed
@@ -156,6 +156,7 @@ class EnsembleTrainer {
   int64_t total_steps_;
   c10::Device device_;
   int64_t step_ = 0;
+  int64_t synced_step_ = -1;                 // step_ when SyncMembers last copied (a restore resets it)
   std::vector<torch::jit::Module> modules_;  // the members, config order
   std::vector<Unit> units_;                  // what trains: every member once
   std::vector<Named> parameters_;            // all units', registration order

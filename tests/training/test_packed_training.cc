@@ -1,14 +1,16 @@
 // Packed training (ensemble.pack_training): members of one zoo architecture
 // trained as one packed module follow the trajectory the same members
 // follow trained one by one (losses, accuracy counts, weights), the other
-// members train as they are, checkpoints resume a packed run exactly, and a
-// checkpoint of the other kind is a clear error.
+// members train as they are, on one rank and on two, checkpoints resume a
+// packed run exactly, and a checkpoint of the other kind, or of members in
+// another order, is a clear error.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/common/temp_dir.h"
@@ -22,11 +24,13 @@ namespace {
 
 constexpr int kSteps = 5;
 
-// Three cnn members (packed when asked) and one mlp (alone either way),
-// the mlp between them so that packing must keep the config's order.
+// Three cnn members and two mlp (each kind packed when asked) and one
+// wide_mlp (alone either way), interleaved so that packing must keep the
+// config's order.
 TrainConfig MixedConfig(const std::string& optimizer, bool pack_training) {
   TrainConfig config = SmallConfig(optimizer, 25.0);
-  config.members = {{"c1", "cnn", "", 1}, {"m", "mlp", "", 2}, {"c2", "cnn", "", 3}, {"c3", "cnn", "", 4}};
+  config.members = {{"c1", "cnn", "", 1},     {"m1", "mlp", "", 2}, {"c2", "cnn", "", 3},
+                    {"w", "wide_mlp", "", 4}, {"m2", "mlp", "", 5}, {"c3", "cnn", "", 6}};
   config.ensemble.pack_training = pack_training;
   return config;
 }
@@ -39,24 +43,47 @@ struct TrainedRun {
   std::vector<std::string> packed_groups;
 };
 
-TrainedRun Train(const TrainConfig& config) {
+// `world` ranks train kSteps steps; what rank 0 saw.
+TrainedRun Train(const TrainConfig& config, int world = 1) {
   TrainedRun run;
-  RunRanks(1, config, kSteps, [&](std::vector<Rank>& ranks, int) {
-    Rank& me = ranks[0];
-    run.initial = FlatParameters(*me.trainer);
-    run.packed_groups = me.trainer->PackedGroups();
+  RunRanks(world, config, kSteps, [&](std::vector<Rank>& ranks, int rank) {
+    Rank& me = ranks[rank];
+    TrainedRun mine;
+    mine.initial = FlatParameters(*me.trainer);
+    mine.packed_groups = me.trainer->PackedGroups();
     me.loader->StartEpoch(0);
     for (int i = 0; i < kSteps; ++i) {
       std::optional<Batch> batch = NextBatch(*me.loader);
       ASSERT_TRUE(batch.has_value());
       StatusOr<StepStats> stats = me.trainer->Step(batch->images, batch->labels);
       ASSERT_TRUE(stats.ok()) << stats.status().ToString();
-      run.steps.push_back(*stats);
+      mine.steps.push_back(*stats);
     }
-    run.parameters = FlatParameters(*me.trainer);
-    for (const auto& [key, tensor] : me.trainer->Snapshot()) run.snapshot_keys.push_back(key);
+    mine.parameters = FlatParameters(*me.trainer);
+    for (const auto& [key, tensor] : me.trainer->Snapshot()) mine.snapshot_keys.push_back(key);
+    if (rank == 0) run = std::move(mine);
   });
   return run;
+}
+
+// Per member, in the config's order: the same loss and count at every step,
+// and the same weights after the steps (copied back from the packed modules).
+void ExpectSameTrajectory(const TrainedRun& packed, const TrainedRun& separate, const std::string& what) {
+  ASSERT_EQ(separate.steps.size(), static_cast<size_t>(kSteps)) << what;
+  ASSERT_EQ(packed.steps.size(), static_cast<size_t>(kSteps)) << what;
+  for (int i = 0; i < kSteps; ++i) {
+    ASSERT_EQ(packed.steps[i].members.size(), separate.steps[i].members.size()) << what;
+    for (size_t m = 0; m < packed.steps[i].members.size(); ++m) {
+      EXPECT_NEAR(packed.steps[i].members[m].loss, separate.steps[i].members[m].loss, 1e-4)
+          << what << " step " << i << " member " << m;
+      EXPECT_EQ(packed.steps[i].members[m].correct, separate.steps[i].members[m].correct)
+          << what << " step " << i << " member " << m;
+    }
+  }
+  EXPECT_EQ((packed.initial - separate.initial).abs().max().item<double>(), 0.0) << what;
+  EXPECT_GT((separate.parameters - separate.initial).abs().max().item<double>(), 1e-3) << what;
+  ASSERT_TRUE(packed.parameters.sizes().equals(separate.parameters.sizes())) << what;
+  EXPECT_LT((packed.parameters - separate.parameters).abs().max().item<double>(), 1e-4) << what;
 }
 
 bool HasKey(const TrainedRun& run, const std::string& key) {
@@ -71,31 +98,24 @@ TEST(PackedTrainingTest, FollowsTheUnpackedTrajectory) {
   for (const char* optimizer : {"adam", "sgd"}) {
     const TrainedRun separate = Train(MixedConfig(optimizer, false));
     const TrainedRun packed = Train(MixedConfig(optimizer, true));
-    ASSERT_EQ(separate.steps.size(), static_cast<size_t>(kSteps));
-    ASSERT_EQ(packed.steps.size(), static_cast<size_t>(kSteps));
-    // It did pack: the cnn members' parameters are the packed module's, the mlp's its own.
-    EXPECT_TRUE(HasKey(packed, "param/packed_cnn/conv1_w")) << optimizer;
-    EXPECT_TRUE(HasKey(packed, "param/m/fc1_w")) << optimizer;
+    // It did pack: one module per architecture with two or more members,
+    // its parameters saved under the packed members' names; the wide_mlp alone.
+    EXPECT_EQ(packed.packed_groups, (std::vector<std::string>{"cnn (3 members)", "mlp (2 members)"}));
+    EXPECT_TRUE(separate.packed_groups.empty());
+    EXPECT_TRUE(HasKey(packed, "param/packed:c1+c2+c3/conv1_w")) << optimizer;
+    EXPECT_TRUE(HasKey(packed, "param/packed:m1+m2/fc1_w")) << optimizer;
+    EXPECT_TRUE(HasKey(packed, "param/w/fc1_w")) << optimizer;
     EXPECT_FALSE(HasKey(packed, "param/c1/conv1_w")) << optimizer;
     EXPECT_TRUE(HasKey(separate, "param/c1/conv1_w")) << optimizer;
-    EXPECT_EQ(packed.packed_groups, std::vector<std::string>{"cnn (3 members)"});
-    EXPECT_TRUE(separate.packed_groups.empty());
-    for (int i = 0; i < kSteps; ++i) {
-      ASSERT_EQ(packed.steps[i].members.size(), 4u);
-      for (size_t m = 0; m < 4; ++m) {
-        // Per member, in the config's order: its own loss and count.
-        EXPECT_NEAR(packed.steps[i].members[m].loss, separate.steps[i].members[m].loss, 1e-4)
-            << optimizer << " step " << i << " member " << m;
-        EXPECT_EQ(packed.steps[i].members[m].correct, separate.steps[i].members[m].correct)
-            << optimizer << " step " << i << " member " << m;
-      }
-    }
-    // The members' weights after the steps, copied back from the packed module.
-    ASSERT_TRUE(packed.parameters.sizes().equals(separate.parameters.sizes()));
-    EXPECT_GT((separate.parameters - separate.initial).abs().max().item<double>(), 1e-3) << optimizer;
-    EXPECT_EQ((packed.initial - separate.initial).abs().max().item<double>(), 0.0) << optimizer;
-    EXPECT_LT((packed.parameters - separate.parameters).abs().max().item<double>(), 1e-4) << optimizer;
+    ExpectSameTrajectory(packed, separate, optimizer);
   }
+}
+
+// Two ranks: the packed parameters' gradients all-reduced as the members'
+// are (each rank's losses are its own rows').
+TEST(PackedTrainingTest, FollowsTheUnpackedTrajectoryOnTwoRanks) {
+  torch::set_num_threads(1);
+  ExpectSameTrajectory(Train(MixedConfig("adam", true), 2), Train(MixedConfig("adam", false), 2), "two ranks");
 }
 
 TEST(PackedTrainingTest, CheckpointsResumeAPackedRunExactlyAndRefuseTheOtherKind) {
@@ -124,6 +144,16 @@ TEST(PackedTrainingTest, CheckpointsResumeAPackedRunExactlyAndRefuseTheOtherKind
   });
   ASSERT_TRUE(continued.defined() && resumed.defined());
   EXPECT_EQ((continued - resumed).abs().max().item<double>(), 0.0);
+
+  // The same checkpoint into a packed run whose cnn members come in another
+  // order: refused (member 1's weights would have gone to member 2).
+  TrainConfig reordered = MixedConfig("adam", true);
+  std::swap(reordered.members[0], reordered.members[2]);
+  RunRanks(1, reordered, kSteps, [&](std::vector<Rank>& ranks, int) {
+    const Status status = ranks[0].trainer->Restore(tensors, saved->step);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("packed:c2+c1+c3"), std::string::npos) << status.message();
+  });
 
   // The same checkpoint into a run that trains the members one by one.
   RunRanks(1, MixedConfig("adam", false), kSteps, [&](std::vector<Rank>& ranks, int) {
