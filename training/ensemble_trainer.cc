@@ -1,16 +1,15 @@
 #include "training/ensemble_trainer.h"
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <type_traits>
 #include <utility>
 
@@ -155,14 +154,9 @@ StatusOr<std::unique_ptr<EnsembleTrainer>> EnsembleTrainer::Create(
 }
 
 Status EnsembleTrainer::BuildUnits() {
-  std::map<std::string, std::vector<size_t>> by_architecture;  // zoo members, config order within each
-  for (size_t i = 0; i < modules_.size(); ++i) {
-    const std::string& architecture = config_.members[i].architecture;
-    if (config_.ensemble.pack_training && !architecture.empty()) by_architecture[architecture].push_back(i);
-  }
   std::vector<bool> packed(modules_.size(), false);
-  for (auto& [architecture, members] : by_architecture) {
-    if (members.size() < 2) continue;
+  for (const auto& [architecture, members] : MembersByArchitecture(config_)) {
+    if (!config_.ensemble.pack_training || members.size() < 2) continue;
     std::vector<torch::jit::Module> group;
     for (size_t i : members) group.push_back(modules_[i]);
     StatusOr<torch::jit::Module> module = PackMembers(group);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <utility>
 
 #include "torch_utils/packed_model.h"
@@ -20,21 +19,6 @@ std::string PackedModelName(const std::string& ensemble_name, const std::string&
 }
 
 namespace {
-
-// The zoo members of each architecture (indexes into config.members), in
-// the order of the architectures' first members.
-std::vector<std::pair<std::string, std::vector<size_t>>> MembersByArchitecture(const TrainConfig& config) {
-  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
-  std::map<std::string, size_t> group_of;
-  for (size_t i = 0; i < config.members.size(); ++i) {
-    const std::string& architecture = config.members[i].architecture;
-    if (architecture.empty()) continue;
-    const auto [it, added] = group_of.emplace(architecture, groups.size());
-    if (added) groups.push_back({architecture, {}});
-    groups[it->second].second.push_back(i);
-  }
-  return groups;
-}
 
 // Packed models for `members` of one architecture: one per host, each of at
 // least two members.

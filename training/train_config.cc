@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "config/yaml_reader.h"
@@ -195,6 +196,19 @@ StatusOr<TrainConfig> LoadTrainConfig(const std::string& path) {
     }
   }
   return config;
+}
+
+std::vector<std::pair<std::string, std::vector<size_t>>> MembersByArchitecture(const TrainConfig& config) {
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
+  std::map<std::string, size_t> group_of;
+  for (size_t i = 0; i < config.members.size(); ++i) {
+    const std::string& architecture = config.members[i].architecture;
+    if (architecture.empty()) continue;
+    const auto [it, added] = group_of.emplace(architecture, groups.size());
+    if (added) groups.push_back({architecture, {}});
+    groups[it->second].second.push_back(i);
+  }
+  return groups;
 }
 
 }  // namespace es

@@ -8,8 +8,10 @@
 // Thread safety: a pure function returning a value.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -90,5 +92,11 @@ struct TrainConfig {
 };
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path);
+
+// The zoo members of each architecture (indexes into config.members), in
+// the order of the architectures' first members; members from TorchScript
+// files are in none. What packing works from (the packed variant, packed
+// training).
+std::vector<std::pair<std::string, std::vector<size_t>>> MembersByArchitecture(const TrainConfig& config);
 
 }  // namespace es

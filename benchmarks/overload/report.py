@@ -18,6 +18,8 @@ import os
 import re
 import sys
 
+import trained_repo  # (beside this script) the ladder as its config.yaml states it
+
 LOADS = ["0.5", "1", "2", "4", "8"]
 POLICIES = ["plain", "shed", "ladder"]
 COLOURS = {"plain": "#c0392b", "shed": "#7f8c8d", "ladder": "#2471a3"}
@@ -54,18 +56,9 @@ def rung_shares(out, load, step):
 def ladder_rungs(out):
     """[(served_by name, test-set accuracy or None, has exit_threshold)] of ens_ladder's ladder, richest first."""
     path = os.path.join(out, "repo", "ens_ladder", "config.yaml")
-    found, in_ladder = [], False
-    for line in open(path) if os.path.exists(path) else []:
-        if re.match(r"\s+ladder:\s*$", line):
-            in_ladder = True
-            continue
-        m = re.match(r"\s+- \{(.*)\}\s*$", line)
-        if not in_ladder or not m or "model:" not in m.group(1):
-            continue
-        fields = dict(kv.split(": ", 1) for kv in m.group(1).split(", "))
-        name = fields["model"] + (f"@{fields['exit_threshold']}" if "exit_threshold" in fields else "")
-        found.append((name, float(fields["accuracy"]) if "accuracy" in fields else None, "exit_threshold" in fields))
-    return found
+    rungs = trained_repo.ladder_rungs(open(path).read()) if os.path.exists(path) else []
+    return [(trained_repo.rung_label(r), float(r["accuracy"]) if "accuracy" in r else None, "exit_threshold" in r)
+            for r in rungs]
 
 
 def verdicts(out, target, steps):

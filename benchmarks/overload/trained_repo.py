@@ -23,8 +23,6 @@ import re
 import shutil
 import sys
 
-import numpy as np
-
 DATASET = "/usr/share/datasets/fashion-mnist"
 LADDER_HEADER = "# Written by ensemble-train: past capacity"
 
@@ -38,6 +36,20 @@ def trained_ensemble(trained):
     raise SystemExit(f"{trained}: no ensemble with an overload ladder (train with ensemble.latency_target_ms > 0)")
 
 
+def ladder_rungs(text):
+    """The rungs of a config's overload ladder (config.yaml's text), richest
+    first: each a flow mapping as a dict (model, accuracy, and exit_threshold
+    on a cascade served at a threshold of its own); none without a ladder."""
+    start = text.find("\noverload:")
+    return [] if start < 0 else [dict(kv.split(": ", 1) for kv in body.split(", "))
+                                 for body in re.findall(r"- \{(model: [^}]*)\}", text[start:])]
+
+
+def rung_label(rung):
+    """The rung as answers name it in served_by: the model, @threshold for a cascade at its own."""
+    return rung["model"] + ("@" + rung["exit_threshold"] if "exit_threshold" in rung else "")
+
+
 def main():
     if len(sys.argv) != 5:
         sys.stderr.write(__doc__)
@@ -45,10 +57,7 @@ def main():
     trained, out, target_ms, max_in_flight = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
     name, text = trained_ensemble(trained)
     base = text[:text.index(LADDER_HEADER)] if LADDER_HEADER in text else text[:text.index("\noverload:") + 1]
-    # Each rung a flow mapping: model, accuracy, and exit_threshold on a
-    # cascade served at a threshold of its own.
-    rungs = [dict(kv.split(": ", 1) for kv in body.split(", "))
-             for body in re.findall(r"- \{(model: [^}]*)\}", text[len(base):])]
+    rungs = ladder_rungs(text)
     if any("accuracy" not in r for r in rungs):
         raise SystemExit(f"{trained}/{name}/config.yaml: every rung of the ladder needs its accuracy")
     members = re.findall(r"- \{model: ([A-Za-z0-9_.-]+)\}", base)
@@ -70,14 +79,14 @@ def main():
     write("ens_ladder", base + "overload:\n  latency_target_ms: %g\n  dwell_ms: 1000\n  ladder:\n" % target_ms +
           "".join("    - {%s}\n" % ", ".join(f"{k}: {v}" for k, v in rung.items()) for rung in ladder))
 
+    import numpy as np  # here: report.py imports this file for its ladder alone, numpy or not
+
     images = np.frombuffer(gzip.open(os.path.join(DATASET, "t10k-images-idx3-ubyte.gz")).read(), np.uint8, offset=16)
     labels = np.frombuffer(gzip.open(os.path.join(DATASET, "t10k-labels-idx1-ubyte.gz")).read(), np.uint8, offset=8)
     np.save(os.path.join(out, "x.npy"), (images.reshape(-1, 1, 28, 28) / 255.0).astype(np.float32))
     np.save(os.path.join(out, "y.npy"), labels.astype(np.int64))
-    def label(rung):
-        return rung["model"] + ("@" + rung["exit_threshold"] if "exit_threshold" in rung else "")
     print(f"ensemble {name}: {len(members)} members; ladder " +
-          ", ".join(f"{label(r)} ({100 * float(r['accuracy']):.2f}%)" for r in ladder))
+          ", ".join(f"{rung_label(r)} ({100 * float(r['accuracy']):.2f}%)" for r in ladder))
     return 0
 
 

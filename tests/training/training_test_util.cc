@@ -1,12 +1,12 @@
 #include "tests/training/training_test_util.h"
 
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <utility>
 
 #include "training/checkpoint.h"
