@@ -1,6 +1,7 @@
 #include "server/ensemble/overload_controller.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace es {
 namespace {
@@ -17,6 +18,14 @@ constexpr double kMaxParallelism = 1024;
 // many of its service times of waiting (see Admit).
 constexpr double kProbationRoom = 0.25;
 constexpr double kProbationServices = 2;
+// A rung left lately is held off while the arrival rate is above this
+// multiple of the highest it carried in its last stay (near that rate a
+// drop is a fluctuation of its queue: the climb back is tried as ever).
+constexpr double kRateGrowth = 1.25;
+// Rates are judged only from this many arrivals per window on: a handful
+// says nothing of the load (two arrivals a millisecond apart read as twenty
+// per window).
+constexpr double kMinJudgedArrivals = 20;
 
 double Ms(OverloadController::Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -33,7 +42,10 @@ OverloadController::OverloadController(const OverloadSpec& spec, Now now, int co
       dwell_(std::chrono::milliseconds(spec.dwell_ms)),
       now_(std::move(now)),
       rung_(rungs_) {
-  for (Level& level : levels_) level.failed_climbs.assign(rungs_, 0);
+  for (Level& level : levels_) {
+    level.failed_climbs.assign(rungs_, 0);
+    level.left.assign(rungs_, Left{});
+  }
   rung_[0].parallelism = 1;  // the full ensemble waits for all work until shown otherwise
   for (size_t r = 1; r < rungs_; ++r) rung_[r].parallelism = kMaxParallelism;  // a cheap rung for none
   rung_[0].cold_left = std::max(0, cold_answers);
@@ -41,6 +53,18 @@ OverloadController::OverloadController(const OverloadSpec& spec, Now now, int co
 
 double OverloadController::PredictLocked(size_t rung) const {
   return rung_[rung].service_ms + work_ms_ / rung_[rung].parallelism;
+}
+
+double OverloadController::RateLocked(Clock::time_point now) const {
+  if (rate_ == 0) return 0;
+  return rate_ * std::exp(-std::max(0.0, Ms(now - rate_at_)) / kRateWindowMs);
+}
+
+bool OverloadController::HeldOff(const Level& level, size_t rung, Clock::time_point now) const {
+  const Left& left = level.left[rung];
+  if (left.at == Clock::time_point{} || now - left.at >= dwell_ * (1 << kMaxFailedClimbs)) return false;
+  const double rate = RateLocked(now);
+  return rate * kRateWindowMs >= kMinJudgedArrivals && rate > kRateGrowth * left.carried_rate;
 }
 
 size_t OverloadController::RichestWithin(double budget_ms, size_t from) const {
@@ -58,12 +82,16 @@ size_t OverloadController::RichestWithin(double budget_ms, size_t from) const {
 OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
   const Clock::time_point now = now_();
   MutexLock lock(&mu_);
+  // Every arrival counts in the rate (a shed or exact one too: it is load).
+  rate_ = RateLocked(now) + 1 / kRateWindowMs;
+  rate_at_ = now;
   Ticket ticket;
   ticket.start = now;
   size_t rung = 0;
   if (!ask.exact) {
     const size_t cls = ClassOf(ask.priority);
     Level& level = levels_[cls];
+    level.carried_rate = std::max(level.carried_rate, RateLocked(now));
     const double budget = cls == 0 ? target_ms_ : target_ms_ * lower_share_;
     const size_t fit = RichestWithin(budget, 0);
     if (PredictLocked(fit) > target_ms_) {  // shed: no rung meets the target; `fit` is the fastest
@@ -98,24 +126,30 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
         // one that held resets it.
         int& failed = level.failed_climbs[level.rung];
         if (level.climbed) failed = held ? 0 : std::min(failed + 1, kMaxFailedClimbs);
+        level.left[level.rung] = {now, level.carried_rate};
+        level.carried_rate = 0;
         level.climbed = false;
         level.rung = back;
         level.moved = now;
       } else if (fit < level.rung && held) {
-        if (level.climbed) level.failed_climbs[level.rung] = 0;  // the climb to here held
+        if (level.climbed) {  // the climb to here held
+          level.failed_climbs[level.rung] = 0;
+          level.left[level.rung] = Left{};
+        }
         size_t richer = level.rung - 1;
         while (PredictLocked(richer) > budget) --richer;  // stops at `fit` at the latest
-        if (now - level.moved >= dwell_ * (1 << level.failed_climbs[richer])) {
+        if (now - level.moved >= dwell_ * (1 << level.failed_climbs[richer]) && !HeldOff(level, richer, now)) {
           level.climbed = true;
           level.rung = richer;
           level.moved = now;
+          level.carried_rate = 0;
         }
       }
     }
     rung = level.rung;
     // A probe: the richer rung measured again, unless the queue alone rules it out.
     bool probe = rung > 0 && !level.probing && now - std::max(level.moved, level.probed) >= dwell_ &&
-                 work_ms_ / rung_[rung - 1].parallelism <= budget;
+                 work_ms_ / rung_[rung - 1].parallelism <= budget && !HeldOff(level, rung - 1, now);
     if (probe) --rung;
     if (ask.deadline != Clock::time_point::max()) {
       // Never richer than the load allows; cheaper when the deadline is
@@ -214,6 +248,12 @@ double OverloadController::WorkInFlightMs() const {
 size_t OverloadController::CurrentRung(int priority) const {
   MutexLock lock(&mu_);
   return levels_[ClassOf(priority)].rung;
+}
+
+double OverloadController::ArrivalsPerMs() const {
+  const Clock::time_point now = now_();
+  MutexLock lock(&mu_);
+  return RateLocked(now);
 }
 
 }  // namespace es

@@ -62,16 +62,40 @@
 // undone within a dwell time (the load cannot sustain the richer rung)
 // doubles the wait before the next climb to that rung, up to 8 dwell times;
 // a climb that holds a dwell time resets it. Per rung: failed climbs to the
-// full ensemble must not hold the class below a middle rung it can carry. Without it, at twice the full ensemble's
+// full ensemble must not hold the class below a middle rung it can carry.
+// Without it, at twice the full ensemble's
 // capacity the class climbed to rung 0 once per dwell, whose admissions
 // filled the work in flight up to the budget before it moved down again,
 // and the cheaper rungs waiting behind that work were pushed over the
 // target too (requests shed). (A limit on the arrival rate a rung must
 // carry before a climb was tried first: it pinned closed-loop clients,
-// whose rate follows the cheap rung's speed, to the cheap rung.) A request's own
-// deadline may then move it further down, to the richest rung predicted to
-// answer before it (never up). When no rung is predicted to meet the whole
-// target, the request is shed (kShed): shedding is the last resort. A request marked exact is always served at rung 0 and never shed.
+// whose rate follows the cheap rung's speed, to the cheap rung.)
+//
+// Past what a rung carried. The controller keeps the arrival rate
+// (requests per ms, a moving average over `kRateWindowMs`) and, per class,
+// the highest rate its current rung has carried in this stay on it. A rung
+// the class left lately (within 2^kMaxFailedClimbs dwell times) is not
+// climbed to, nor probed, while the rate is clearly above (kRateGrowth)
+// the highest it carried in its last stay (judged once a few tens of
+// requests arrive per window): the load has grown past what it was shown
+// to carry. Near that rate its leaving was a fluctuation of its queue, and
+// the climb back is tried as before. At eight times the full ensemble's
+// capacity, without it, the cascade that had carried four times was
+// climbed to a dwell time into the load and again two dwell times later,
+// each climb undone within its probation, and the answers it gave
+// meanwhile mixed its accuracy with the best member's, a few answers
+// either side of it. Only a rung left lately: on a guess, a closed-loop
+// client, whose rate follows the cheap rung's speed, would be pinned to the
+// cheap rung. (A capacity estimated from the learnt parallelism, P_r / s_r,
+// was tried first: too noisy, it held a cascade the load could carry off
+// it at twice the full ensemble's capacity.) A climb that holds a dwell
+// time forgets the leaving.
+//
+// A request's own deadline may then move it further down, to the richest
+// rung predicted to answer before it (never up). When no rung is predicted
+// to meet the whole target, the request is shed (kShed): shedding is the
+// last resort. A request marked exact is always served at rung 0 and never
+// shed.
 //
 // Admit() counts the request's work in flight until Finish(ticket); every
 // admitted request must be finished exactly once (a shed one need not be).
@@ -98,6 +122,7 @@ class OverloadController {
 
   static constexpr int kColdAnswers = 2;
   static constexpr int kMaxFailedClimbs = 3;  // the wait before a climb: at most 2^3 dwell times
+  static constexpr double kRateWindowMs = 100;
 
   // `now`: the clock (tests pass a fake one); `cold_answers`: see above.
   explicit OverloadController(const OverloadSpec& spec, Now now = Clock::now, int cold_answers = kColdAnswers);
@@ -128,9 +153,14 @@ class OverloadController {
   double Parallelism(size_t rung) const;  // P_r
   double WorkInFlightMs() const;
   size_t CurrentRung(int priority) const;  // the class's current rung (load only)
+  double ArrivalsPerMs() const;            // the arrival rate now
   size_t rungs() const { return rungs_; }
 
  private:
+  struct Left {               // a priority class's last leaving of a rung
+    Clock::time_point at{};   // {}: none lately
+    double carried_rate = 0;  // the highest arrival rate it carried in that stay
+  };
   struct Level {  // one priority class's current rung
     size_t rung = 0;
     Clock::time_point moved{};   // last move down (or up)
@@ -138,6 +168,8 @@ class OverloadController {
     bool probing = false;        // a probe is in flight
     bool climbed = false;        // the last move was up
     std::vector<int> failed_climbs;  // per rung: climbs to it undone within a dwell time, in a row (see above)
+    double carried_rate = 0;         // the highest arrival rate since the class came to its rung
+    std::vector<Left> left;          // per rung: the class's last leaving of it (see above)
   };
   struct Rung {
     double service_ms = 0;  // 0 = not measured
@@ -152,6 +184,9 @@ class OverloadController {
   // is, the one predicted fastest.
   size_t RichestWithin(double budget_ms, size_t from) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static size_t ClassOf(int priority) { return priority == 1 ? 0 : 1; }
+  double RateLocked(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The load is well past what `rung` carried before `level` left it (see above).
+  bool HeldOff(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Learns from one successful answer of `rung`.
   void Learn(Rung& rung, double latency_ms, double ahead_ms, bool probe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -163,6 +198,8 @@ class OverloadController {
   mutable Mutex mu_;
   std::vector<Rung> rung_ ABSL_GUARDED_BY(mu_);
   double work_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  double rate_ ABSL_GUARDED_BY(mu_) = 0;  // arrivals per ms at rate_at_ (exponentially weighted)
+  Clock::time_point rate_at_ ABSL_GUARDED_BY(mu_){};
   Level levels_[2] ABSL_GUARDED_BY(mu_);
 };
 

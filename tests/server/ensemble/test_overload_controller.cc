@@ -6,15 +6,18 @@
 // the target; the fallback is the fastest rung, not the last), the work in
 // flight, the parallelism P_r learnt per rung from that rung's answers that
 // started behind work (P_0 = 1 and P_r = 1024 for the cheap rungs until
-// then; P_0 never above 1), and the probes that measure a richer rung again once per dwell.
-#include "server/ensemble/overload_controller.h"
-
+// then; P_0 never above 1), the probes that measure a richer rung again
+// once per dwell, and the rungs held off while the arrival rate is well
+// past what they carried.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <initializer_list>
+#include <utility>
 #include <vector>
+
+#include "server/ensemble/overload_controller.h"
 
 namespace es {
 namespace {
@@ -1026,6 +1029,93 @@ TEST_F(OverloadControllerTest, ARungMissingItsBudgetIsLeftAtOnceEvenForARicherOn
   controller_.Finish(t, false);
   controller_.Finish(full, false);
   EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// Arrivals every `gap_ms` from `from_ms` to `to_ms` after `origin`, each of
+// the highest priority and answered at once (nothing stays in flight): the
+// rungs they got (where the rung changed), none a probe.
+using Moves = std::vector<std::pair<int, size_t>>;
+
+class OverloadControllerRateTest : public OverloadControllerTest {
+ protected:
+  Moves Stream(Clock::time_point origin, int from_ms, int to_ms, int gap_ms) {
+    Moves moves;
+    for (int at = from_ms; at < to_ms; at += gap_ms) {
+      now_ = origin + std::chrono::milliseconds(at);
+      const Ticket t = Admit(1);
+      EXPECT_EQ(t.probe_class, -1) << at << " ms";
+      controller_.Finish(t, false);
+      if (moves.empty() || moves.back().second != t.rung) moves.emplace_back(at, t.rung);
+    }
+    return moves;
+  }
+  // The class carries `gap_ms` arrivals on rung 0 for two seconds; then 32
+  // ms in flight (a lower-priority request hurried to rung 2): rung 0 62,
+  // rung 1 42, rung 2 34, and the class leaves rung 0 for rung 2 (rung 1 it
+  // never left). Returns when it left.
+  Clock::time_point CarryThenLeaveRungZero(int gap_ms) {
+    EXPECT_NO_FATAL_FAILURE(MeasureRungs());
+    EXPECT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P_0 = P_1 = P_2 = 1
+    const Clock::time_point start = now_;
+    EXPECT_EQ(Stream(start, 0, 2000, gap_ms), (Moves{{0, 0u}}));
+    now_ = start + std::chrono::milliseconds(2000);
+    const Ticket exact = AdmitExact();
+    const Ticket hurried = AdmitWithin(3);
+    EXPECT_EQ(hurried.rung, 2u);
+    const Ticket pushed = Admit(1);
+    EXPECT_EQ(pushed.rung, 2u);
+    for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
+    return now_;
+  }
+};
+
+// Pushed off rung 0 by a load five times what it carried: no climb to it,
+// nor probe, while the rate stays well above that (rung 1, never left,
+// is climbed to as ever: a closed-loop client is not pinned on a guess),
+// for at most 2^3 dwell times after it was left...
+TEST_F(OverloadControllerRateTest, ARungPushedOffByAGrownLoadIsHeldOffWhileTheLoadStays) {
+  const Clock::time_point left = CarryThenLeaveRungZero(10);                      // 0.1 per ms
+  EXPECT_EQ(Stream(left, 2, 8400, 2), (Moves{{2, 2u}, {1000, 1u}, {8000, 0u}}));  // 0.5 per ms
+  EXPECT_GT(controller_.ArrivalsPerMs(), 0.45);
+}
+
+// ... or until the rate falls back.
+TEST_F(OverloadControllerRateTest, AHeldOffRungIsClimbedToOnceTheLoadFalls) {
+  const Clock::time_point left = CarryThenLeaveRungZero(10);
+  EXPECT_EQ(Stream(left, 2, 3000, 2), (Moves{{2, 2u}, {1000, 1u}}));
+  const Moves moves = Stream(left, 3000, 3600, 10);  // 0.1 per ms: too few to judge
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_EQ(moves[0], (std::pair<int, size_t>{3000, 1u}));
+  EXPECT_EQ(moves[1].second, 0u);
+  EXPECT_LT(moves[1].first, 3200) << "within two windows of the fall";
+}
+
+// A class pushed off a rung at the rate it carried (a fluctuation of the
+// queue) climbs back a dwell time later, one rung per dwell, as ever.
+TEST_F(OverloadControllerRateTest, ARungLeftAtTheRateItCarriedIsTriedAgain) {
+  const Clock::time_point left = CarryThenLeaveRungZero(2);  // 0.5 per ms, before and after
+  EXPECT_EQ(Stream(left, 2, 2400, 2), (Moves{{2, 2u}, {1000, 1u}, {2000, 0u}}));
+}
+
+// Below a few tens of arrivals per window the rate is not judged: a leaving
+// at a low rate holds nothing off (the climb comes a dwell time later).
+TEST_F(OverloadControllerTest, ALowArrivalRateHoldsNoRungOff) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
+  const Ticket exact = AdmitExact();
+  const Ticket hurried = AdmitWithin(3, 1);
+  const Ticket pushed = Admit(1);
+  ASSERT_EQ(pushed.rung, 2u);
+  for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
+  const Clock::time_point left = now_;
+  size_t rung = 2;
+  for (int at = 20; at <= 2100 && rung != 0; at += 20) {  // 5 arrivals per 100 ms
+    now_ = left + std::chrono::milliseconds(at);
+    const Ticket t = Admit(1);
+    controller_.Finish(t, false);
+    rung = controller_.CurrentRung(1);
+  }
+  EXPECT_EQ(rung, 0u) << "a slow stream climbed back to rung 0 within two dwell times";
 }
 
 // By default a rung's first two answers teach nothing (TorchScript's first
