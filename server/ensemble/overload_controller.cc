@@ -22,9 +22,9 @@ constexpr double kProbationServices = 2;
 // multiple of the highest it carried in its last stay (near that rate a
 // drop is a fluctuation of its queue: the climb back is tried as ever).
 constexpr double kRateGrowth = 1.25;
-// Rates are judged only from this many arrivals per window on: a handful
-// says nothing of the load (two arrivals a millisecond apart read as twenty
-// per window).
+// Rates are judged only from this many arrivals per window on: the count
+// of a few arrivals swings by tens of percent from window to window, and
+// says little of the load.
 constexpr double kMinJudgedArrivals = 20;
 
 double Ms(OverloadController::Clock::duration d) {
@@ -126,16 +126,19 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
         // one that held resets it.
         int& failed = level.failed_climbs[level.rung];
         if (level.climbed) failed = held ? 0 : std::min(failed + 1, kMaxFailedClimbs);
-        level.left[level.rung] = {now, level.carried_rate};
+        // A failed climb's short stay shows no more carried than before: the
+        // rate it was undone at would otherwise count as carried, and at a
+        // steady load past the rung's capacity the retry after 2^3 dwell
+        // times would free every later one.
+        Left& left = level.left[level.rung];
+        const bool failed_stay = level.climbed && !held && left.at != Clock::time_point{};
+        left = {now, failed_stay ? std::min(left.carried_rate, level.carried_rate) : level.carried_rate};
         level.carried_rate = 0;
         level.climbed = false;
         level.rung = back;
         level.moved = now;
       } else if (fit < level.rung && held) {
-        if (level.climbed) {  // the climb to here held
-          level.failed_climbs[level.rung] = 0;
-          level.left[level.rung] = Left{};
-        }
+        if (level.climbed) level.failed_climbs[level.rung] = 0;  // the climb to here held
         size_t richer = level.rung - 1;
         while (PredictLocked(richer) > budget) --richer;  // stops at `fit` at the latest
         if (now - level.moved >= dwell_ * (1 << level.failed_climbs[richer]) && !HeldOff(level, richer, now)) {

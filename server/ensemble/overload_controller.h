@@ -37,7 +37,8 @@
 // Probes. A rung's service time is only measured by its own answers, so one
 // measured at a bad moment (a cold start, a busy neighbour) would keep a
 // class below it for good. Once per dwell time, while a class sits below
-// rung 0 and the work in flight alone does not rule the richer rung out, one
+// rung 0, the work in flight alone does not rule the richer rung out and it
+// is not held off (see "Past what a rung carried" below), one
 // request (not one whose deadline needs a cheaper rung) goes one rung up:
 // its answer measures that rung's service time again (and, started behind
 // work, teaches no parallelism: its base is what is in doubt).
@@ -86,10 +87,12 @@
 // meanwhile mixed its accuracy with the best member's, a few answers
 // either side of it. Only a rung left lately: on a guess, a closed-loop
 // client, whose rate follows the cheap rung's speed, would be pinned to the
-// cheap rung. (A capacity estimated from the learnt parallelism, P_r / s_r,
-// was tried first: too noisy, it held a cascade the load could carry off
-// it at twice the full ensemble's capacity.) A climb that holds a dwell
-// time forgets the leaving.
+// cheap rung. A failed climb (undone within a dwell time) leaves the rung's
+// carried rate as it was: that short stay carried nothing. (A capacity
+// estimated from the learnt parallelism, P_r / s_r, was tried first: too
+// noisy, it held a cascade the load could carry off it at twice the full
+// ensemble's capacity.) The rate counts every arrival of the ensemble,
+// both classes and exact requests: all of it is load on the same hosts.
 //
 // A request's own deadline may then move it further down, to the richest
 // rung predicted to answer before it (never up). When no rung is predicted

@@ -1083,11 +1083,32 @@ TEST_F(OverloadControllerRateTest, ARungPushedOffByAGrownLoadIsHeldOffWhileTheLo
 TEST_F(OverloadControllerRateTest, AHeldOffRungIsClimbedToOnceTheLoadFalls) {
   const Clock::time_point left = CarryThenLeaveRungZero(10);
   EXPECT_EQ(Stream(left, 2, 3000, 2), (Moves{{2, 2u}, {1000, 1u}}));
-  const Moves moves = Stream(left, 3000, 3600, 10);  // 0.1 per ms: too few to judge
+  const Moves moves = Stream(left, 3000, 3600, 10);  // 0.1 per ms: back at what it carried
   ASSERT_EQ(moves.size(), 2u);
   EXPECT_EQ(moves[0], (std::pair<int, size_t>{3000, 1u}));
   EXPECT_EQ(moves[1].second, 0u);
   EXPECT_LT(moves[1].first, 3200) << "within two windows of the fall";
+}
+
+// Half again the rate it carried (0.33 -> 0.5 per ms) is clearly past it.
+TEST_F(OverloadControllerRateTest, HalfAgainTheCarriedRateHoldsTheRungOff) {
+  const Clock::time_point left = CarryThenLeaveRungZero(3);
+  EXPECT_EQ(Stream(left, 2, 2400, 2), (Moves{{2, 2u}, {1000, 1u}}));
+}
+
+// When the hold expires and the climb then fails within its probation
+// (the load is still past the rung), the rate it failed at is not taken
+// as carried: the rung is held off again.
+TEST_F(OverloadControllerRateTest, AFailedClimbLeavesTheCarriedRateAsItWas) {
+  const Clock::time_point left = CarryThenLeaveRungZero(10);  // carried 0.1 per ms
+  EXPECT_EQ(Stream(left, 2, 8002, 2), (Moves{{2, 2u}, {1000, 1u}, {8000, 0u}}));
+  // 30 ms in flight: rung 0 60 misses its probation limit (40), rung 1 40 fits: back to rung 1.
+  now_ = left + std::chrono::milliseconds(8002);
+  const Ticket exact = AdmitExact();
+  const Ticket undone = Admit(1);
+  EXPECT_EQ(undone.rung, 1u);
+  for (const Ticket& done : {exact, undone}) controller_.Finish(done, false);
+  EXPECT_EQ(Stream(left, 8004, 13000, 2), (Moves{{8004, 1u}}));  // past the failed climb's 2 dwell times
 }
 
 // A class pushed off a rung at the rate it carried (a fluctuation of the
@@ -1109,7 +1130,7 @@ TEST_F(OverloadControllerTest, ALowArrivalRateHoldsNoRungOff) {
   for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
   const Clock::time_point left = now_;
   size_t rung = 2;
-  for (int at = 20; at <= 2100 && rung != 0; at += 20) {  // 5 arrivals per 100 ms
+  for (int at = 8; at <= 2100 && rung != 0; at += 8) {  // 12.5 arrivals per 100 ms
     now_ = left + std::chrono::milliseconds(at);
     const Ticket t = Admit(1);
     controller_.Finish(t, false);
