@@ -91,7 +91,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
   if (!ask.exact) {
     const size_t cls = ClassOf(ask.priority);
     Level& level = levels_[cls];
-    level.carried_rate = std::max(level.carried_rate, RateLocked(now));
+    level.carried_rate = std::max(level.carried_rate, rate_);  // the rate now (just updated)
     const double budget = cls == 0 ? target_ms_ : target_ms_ * lower_share_;
     const size_t fit = RichestWithin(budget, 0);
     if (PredictLocked(fit) > target_ms_) {  // shed: no rung meets the target; `fit` is the fastest

@@ -1049,16 +1049,11 @@ class OverloadControllerRateTest : public OverloadControllerTest {
     }
     return moves;
   }
-  // The class carries `gap_ms` arrivals on rung 0 for two seconds; then 32
-  // ms in flight (a lower-priority request hurried to rung 2): rung 0 62,
-  // rung 1 42, rung 2 34, and the class leaves rung 0 for rung 2 (rung 1 it
-  // never left). Returns when it left.
-  Clock::time_point CarryThenLeaveRungZero(int gap_ms) {
-    EXPECT_NO_FATAL_FAILURE(MeasureRungs());
-    EXPECT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P_0 = P_1 = P_2 = 1
-    const Clock::time_point start = now_;
-    EXPECT_EQ(Stream(start, 0, 2000, gap_ms), (Moves{{0, 0u}}));
-    now_ = start + std::chrono::milliseconds(2000);
+  // After MeasureRungs and P_0 = P_1 = P_2 = 1: 32 ms in flight (a
+  // lower-priority request hurried to rung 2): rung 0 62, rung 1 42, rung 2
+  // 34, and the class leaves rung 0 for rung 2 (rung 1 it never left).
+  // Returns when it left.
+  Clock::time_point LeaveRungZero() {
     const Ticket exact = AdmitExact();
     const Ticket hurried = AdmitWithin(3);
     EXPECT_EQ(hurried.rung, 2u);
@@ -1066,6 +1061,15 @@ class OverloadControllerRateTest : public OverloadControllerTest {
     EXPECT_EQ(pushed.rung, 2u);
     for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
     return now_;
+  }
+  // The class carries `gap_ms` arrivals on rung 0 for two seconds, then leaves it.
+  Clock::time_point CarryThenLeaveRungZero(int gap_ms) {
+    EXPECT_NO_FATAL_FAILURE(MeasureRungs());
+    EXPECT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
+    const Clock::time_point start = now_;
+    EXPECT_EQ(Stream(start, 0, 2000, gap_ms), (Moves{{0, 0u}}));
+    now_ = start + std::chrono::milliseconds(2000);
+    return LeaveRungZero();
   }
 };
 
@@ -1119,24 +1123,12 @@ TEST_F(OverloadControllerRateTest, ARungLeftAtTheRateItCarriedIsTriedAgain) {
 }
 
 // Below a few tens of arrivals per window the rate is not judged: a leaving
-// at a low rate holds nothing off (the climb comes a dwell time later).
-TEST_F(OverloadControllerTest, ALowArrivalRateHoldsNoRungOff) {
+// at a low rate holds nothing off (the climbs come a dwell time apart).
+TEST_F(OverloadControllerRateTest, ALowArrivalRateHoldsNoRungOff) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
   ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
-  const Ticket exact = AdmitExact();
-  const Ticket hurried = AdmitWithin(3, 1);
-  const Ticket pushed = Admit(1);
-  ASSERT_EQ(pushed.rung, 2u);
-  for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
-  const Clock::time_point left = now_;
-  size_t rung = 2;
-  for (int at = 8; at <= 2100 && rung != 0; at += 8) {  // 12.5 arrivals per 100 ms
-    now_ = left + std::chrono::milliseconds(at);
-    const Ticket t = Admit(1);
-    controller_.Finish(t, false);
-    rung = controller_.CurrentRung(1);
-  }
-  EXPECT_EQ(rung, 0u) << "a slow stream climbed back to rung 0 within two dwell times";
+  const Clock::time_point left = LeaveRungZero();                                 // having carried a few arrivals
+  EXPECT_EQ(Stream(left, 8, 2100, 8), (Moves{{8, 2u}, {1000, 1u}, {2000, 0u}}));  // 12.5 arrivals per 100 ms
 }
 
 // By default a rung's first two answers teach nothing (TorchScript's first
