@@ -4,7 +4,8 @@
     overhead_report.py OUT_DIR STEPS HEADER
 
 Reads OUT_DIR/<step>.json (ensemble-loadgen --json), OUT_DIR/<step>.cpu (CPU
-ticks of the server or floor process and of the hosts during the step) and
+ticks of the server or floor process and of the hosts during the step, and
+per thread name of the server the ticks and context switches) and
 OUT_DIR/inprocess_*.txt (bench-inprocess); prints Markdown: one table per
 step of STEPS (e.g. "1,2,3,4"), each target with its ratio and PASS/MISS.
 """
@@ -24,7 +25,23 @@ TARGETS = {
 
 
 def n(x, digits=0):
-    return f"{x:,.{digits}f}"
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+# The router's threads by who runs them: gRPC's (its callback "nexting"
+# threads poll the sockets and run the handlers; the executor, timers and
+# resolver), ours that take the hosts' completions and answer (es-done-HOST),
+# and the rest (main thread, metrics, supervisors).
+GRPC_THREADS = ("nexting_thread", "default-executo", "grpc_global_tim", "resolver-execut", "event_engine",
+                "timer_manager")
+
+
+def thread_split(threads, tick_hz, calls):
+    """Core-µs per call of gRPC's threads and of the completion threads, and context switches per call."""
+    def us(pick):
+        return 1e6 * sum(t["ticks"] for t in threads if pick(t["name"])) / tick_hz / calls
+    switches = sum(t["voluntary"] + t["involuntary"] for t in threads) / calls
+    return us(lambda name: name in GRPC_THREADS), us(lambda name: name.startswith("es-done-")), switches
 
 
 def verdict(ok):
@@ -47,6 +64,8 @@ class Steps:
             calls = max(1, run["totals"]["client_ok"])  # every call of the step, warm-up included, as the ticks
             s["server_us"] = 1e6 * cpu["server_ticks"] / cpu["tick_hz"] / calls
             s["hosts_us"] = 1e6 * cpu["host_ticks"] / cpu["tick_hz"] / calls
+            if "server_threads" in cpu:
+                s["grpc_us"], s["done_us"], s["switches"] = thread_split(cpu["server_threads"], cpu["tick_hz"], calls)
         s["p50"] = s["latency_us"]["p50"]
         s["p99"] = s["latency_us"]["p99"]
         return s
@@ -67,9 +86,12 @@ def router_table(st):
     print("User + system CPU of the router process (or the floor server) over the step, divided by the calls "
           "made; hosts the same for both model hosts. Batch 1. The floors answer without decoding, queueing "
           "or hosts: `bench-grpc-floor` (the same gRPC service) and `bench-http-floor` (an empty Beast server).\n")
+    print("Of the router's CPU, what gRPC's threads and the completion threads (`es-done-HOST`: they take the "
+          "hosts' completions and answer) used, and the context switches per request of the router and of the "
+          "floor (voluntary and involuntary, every thread).\n")
     print("| request | concurrency | req/s | p50 µs | p99 µs | router µs/req | floor µs/req | router - floor | "
-          "hosts µs/req |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "hosts µs/req | gRPC threads | es-done threads | switches/req | floor switches/req |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows = [("echo, gRPC", "es_echo", "floor_echo"), ("mlp, gRPC", "es_mlp", "floor_mlp"),
             ("demo_ensemble, gRPC", "es_demo", "floor_mlp"), ("echo, HTTP", "http_echo", "http_floor_echo")]
     over = {}
@@ -79,7 +101,8 @@ def router_table(st):
             over[(name, c)] = s["server_us"] - f["server_us"]
             print(f"| {label} | {c} | {n(s['throughput_rps'])} | {n(s['p50'])} | {n(s['p99'])} | "
                   f"{n(s['server_us'], 1)} | {n(f['server_us'], 1)} | {n(over[(name, c)], 1)} | "
-                  f"{n(s['hosts_us'], 1)} |")
+                  f"{n(s['hosts_us'], 1)} | {n(s.get('grpc_us'), 1)} | {n(s.get('done_us'), 1)} | "
+                  f"{n(s.get('switches'), 2)} | {n(f.get('switches'), 2)} |")
     print()
     for c in (1, 16):
         x = over[("es_echo", c)]
@@ -102,15 +125,17 @@ def member_table(st, out):
     print("`tiny_ensemble_N`: the mean of N one-Linear members (64 -> 10, softmax), spread over the two hosts, "
           f"batch 1. The member's own forward in-process (`bench-inprocess`, one worker, one thread, batch 1): "
           f"{forward_us:.1f} µs.\n")
-    print("| members | concurrency | req/s | p50 µs | p99 µs | router µs/req | hosts µs/req |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| members | concurrency | req/s | p50 µs | p99 µs | router µs/req | hosts µs/req | gRPC threads | "
+          "es-done threads | switches/req |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     members = [1, 2, 4, 8, 16]
     by = {(m, c): st.get(f"tiny{m}_c{c}") for m in members for c in (1, 16)}
     for m in members:
         for c in (1, 16):
             s = by[(m, c)]
             print(f"| {m} | {c} | {n(s['throughput_rps'])} | {n(s['p50'])} | {n(s['p99'])} | "
-                  f"{n(s['server_us'], 1)} | {n(s['hosts_us'], 1)} |")
+                  f"{n(s['server_us'], 1)} | {n(s['hosts_us'], 1)} | {n(s.get('grpc_us'), 1)} | "
+                  f"{n(s.get('done_us'), 1)} | {n(s.get('switches'), 2)} |")
     print()
     for c in (1, 16):
         router = slope(members, [by[(m, c)]["server_us"] for m in members])

@@ -3,19 +3,53 @@
 #include <cassert>
 
 namespace es::ipc {
+namespace {
+// Spare nodes kept at most per kind: enough for any one operation's inserts.
+constexpr size_t kMaxSpareNodes = 8;
+}  // namespace
 
 ArenaAllocator::ArenaAllocator(uint64_t capacity) : capacity_(capacity / kAlignment * kAlignment) {
+  {
+    MutexLock lock(&mu_);
+    spare_offset_nodes_.reserve(kMaxSpareNodes);
+    spare_size_nodes_.reserve(kMaxSpareNodes);
+  }
   Clear();
 }
 
-void ArenaAllocator::InsertFree(uint64_t offset, uint64_t size) {
-  free_by_offset_.emplace(offset, size);
-  free_by_size_.emplace(size, offset);
+void ArenaAllocator::Put(OffsetMap* map, uint64_t key, uint64_t value) {
+  if (spare_offset_nodes_.empty()) {
+    map->emplace(key, value);
+    return;
+  }
+  OffsetMap::node_type node = std::move(spare_offset_nodes_.back());
+  spare_offset_nodes_.pop_back();
+  node.key() = key;
+  node.mapped() = value;
+  map->insert(std::move(node));
 }
 
-void ArenaAllocator::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
-  free_by_size_.erase({it->second, it->first});
-  free_by_offset_.erase(it);
+void ArenaAllocator::Take(OffsetMap* map, OffsetMap::iterator it) {
+  OffsetMap::node_type node = map->extract(it);
+  if (spare_offset_nodes_.size() < kMaxSpareNodes) spare_offset_nodes_.push_back(std::move(node));
+}
+
+void ArenaAllocator::InsertFree(uint64_t offset, uint64_t size) {
+  Put(&free_by_offset_, offset, size);
+  if (spare_size_nodes_.empty()) {
+    free_by_size_.emplace(size, offset);
+    return;
+  }
+  SizeSet::node_type node = std::move(spare_size_nodes_.back());
+  spare_size_nodes_.pop_back();
+  node.value() = {size, offset};
+  free_by_size_.insert(std::move(node));
+}
+
+void ArenaAllocator::EraseFree(OffsetMap::iterator it) {
+  SizeSet::node_type node = free_by_size_.extract({it->second, it->first});
+  if (!node.empty() && spare_size_nodes_.size() < kMaxSpareNodes) spare_size_nodes_.push_back(std::move(node));
+  Take(&free_by_offset_, it);
 }
 
 std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
@@ -27,7 +61,7 @@ std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
   const auto [block_size, offset] = *fit;
   EraseFree(free_by_offset_.find(offset));
   if (block_size > size) InsertFree(offset + size, block_size - size);
-  used_.emplace(offset, size);
+  Put(&used_, offset, size);
   used_bytes_ += size;
   return offset;
 }
@@ -40,7 +74,7 @@ void ArenaAllocator::Free(uint64_t offset) {
   uint64_t start = offset;
   uint64_t size = used->second;
   used_bytes_ -= size;
-  used_.erase(used);
+  Take(&used_, used);
   // Coalesce with the free neighbours on both sides.
   auto next = free_by_offset_.lower_bound(start);
   if (next != free_by_offset_.end() && next->first == start + size) {

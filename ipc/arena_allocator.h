@@ -11,6 +11,10 @@
 // Allocate() fails instead of growing, and the router answers that request
 // RESOURCE_EXHAUSTED.
 //
+// The maps' nodes are recycled (extracted on erase, reused on insert), so in
+// the steady state an Allocate/Free pair makes no heap allocation: it runs
+// once per member call.
+//
 // Thread safety: all methods are thread-safe (one mutex guards both maps).
 #pragma once
 
@@ -19,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "common/mutex.h"
 
@@ -42,15 +47,26 @@ class ArenaAllocator {
   uint64_t largest_free_block() const;
 
  private:
+  using OffsetMap = std::map<uint64_t, uint64_t>;
+  using SizeSet = std::set<std::pair<uint64_t, uint64_t>>;
+
   void InsertFree(uint64_t offset, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EraseFree(std::map<uint64_t, uint64_t>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseFree(OffsetMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inserts into `map` with a spare node when there is one.
+  void Put(OffsetMap* map, uint64_t key, uint64_t value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases from `map`, keeping the node as a spare.
+  void Take(OffsetMap* map, OffsetMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t capacity_;
   mutable Mutex mu_;
-  std::map<uint64_t, uint64_t> free_by_offset_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<uint64_t, uint64_t>> free_by_size_ ABSL_GUARDED_BY(mu_);  // (size, offset)
-  std::map<uint64_t, uint64_t> used_ ABSL_GUARDED_BY(mu_);                     // offset -> size
+  OffsetMap free_by_offset_ ABSL_GUARDED_BY(mu_);
+  SizeSet free_by_size_ ABSL_GUARDED_BY(mu_);  // (size, offset)
+  OffsetMap used_ ABSL_GUARDED_BY(mu_);        // offset -> size
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Nodes erased, for the next inserts (a few at most are ever spare: each
+  // operation erases about as many as it inserts).
+  std::vector<OffsetMap::node_type> spare_offset_nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<SizeSet::node_type> spare_size_nodes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace es::ipc

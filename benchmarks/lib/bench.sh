@@ -9,6 +9,25 @@ cpu_ticks() {
   echo "$total"
 }
 
+# thread_counters PID: one line per thread of the process: its name (spaces
+# as _), user + system ticks, voluntary and involuntary context switches.
+thread_counters() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s %s %s\n' "$(basename "$t")" "$(tr ' ' _ <"$t/comm")" "$(awk '{print $14 + $15}' "$t/stat")" \
+      "$(awk '/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2} END {print v, n}' "$t/status")"
+  done 2>/dev/null
+}
+
+# thread_deltas BEFORE AFTER: JSON list of what each thread (by name, summed)
+# used between two thread_counters snapshots: ticks, voluntary and
+# involuntary context switches. Threads that came or went count from 0.
+thread_deltas() {
+  awk 'NR == FNR {t[$1] = $3; v[$1] = $4; n[$1] = $5; next}
+       {name[$2] += $3 - t[$1]; vol[$2] += $4 - v[$1]; inv[$2] += $5 - n[$1]}
+       END {sep = ""; printf "["; for (k in name) {printf "%s{\"name\": \"%s\", \"ticks\": %d, \"voluntary\": %d, \"involuntary\": %d}", sep, k, name[k], vol[k], inv[k]; sep = ", "}; printf "]"}' "$1" "$2"
+}
+
 # start_floor BINARY CONFIG LOG: starts a floor server (bench-grpc-floor,
 # bench-http-floor) on a free port; sets FLOOR_PID and FLOOR_ADDR. Exits,
 # printing the log, if it does not say where it listens within 10 s.
@@ -101,7 +120,8 @@ start_python_baseline() {
 # measure_load NAME ADDR MODEL BATCH CONCURRENCY PID HOST_PIDS [loadgen flags...]:
 # one closed-loop ensemble-loadgen step into $OUT/NAME.json (its output in
 # $OUT/NAME.txt), and the CPU ticks process PID and the processes HOST_PIDS
-# (may be empty) spent during it into $OUT/NAME.cpu. Needs OUT, DUR, WARM and
+# (may be empty) spent during it into $OUT/NAME.cpu, with what each of PID's
+# threads (by name) used (thread_deltas). Needs OUT, DUR, WARM and
 # WIN (seconds per window, warm-up seconds, windows at most); calls
 # `progress` first if the script defines one. Exits, printing the tool's
 # output, if it fails (130 when interrupted).
@@ -110,19 +130,22 @@ measure_load() {
   shift 7
   [[ " $* " == *" --http "* ]] && channels=()  # HTTP: one connection per call in flight
   if declare -F progress >/dev/null; then progress "$name: $model, batch $batch, concurrency $conc"; fi
+  thread_counters "$pid" >"$OUT/$name.threads0"
   r0=$(cpu_ticks "$pid"); h0=$(cpu_ticks $hosts)
   "${BIN:-build/bin}/ensemble-loadgen" --server "$addr" --model "$model" --batch "$batch" --concurrency "$conc" \
     --duration-s "$DUR" --warmup-s "$WARM" --max-windows "$WIN" "${channels[@]}" --ceiling-model none \
     --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 || rc=$?
   r1=$(cpu_ticks "$pid"); h1=$(cpu_ticks $hosts)
+  thread_counters "$pid" >"$OUT/$name.threads1"
   [ "$rc" = 130 ] && { echo "$0: interrupted" >&2; exit 130; }
   if [ "$rc" != 0 ]; then
     cat "$OUT/$name.txt" >&2
     echo "$0: ensemble-loadgen failed ($name)" >&2
     exit 1
   fi
-  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"tick_hz\": $(getconf CLK_TCK)}" \
-    >"$OUT/$name.cpu"
+  echo "{\"server_ticks\": $((r1 - r0)), \"host_ticks\": $((h1 - h0)), \"tick_hz\": $(getconf CLK_TCK)," \
+    "\"server_threads\": $(thread_deltas "$OUT/$name.threads0" "$OUT/$name.threads1")}" >"$OUT/$name.cpu"
+  rm -f "$OUT/$name.threads0" "$OUT/$name.threads1"
 }
 
 # require_tools TOOL...: exits, naming it, at the first of BIN's programs
