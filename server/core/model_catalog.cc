@@ -7,6 +7,10 @@
 namespace es {
 
 StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig& model, const std::string& requested) {
+  if (requested.empty()) {
+    if (const std::optional<int64_t> highest = catalog.HighestReady(model)) return *highest;
+    // None ready: the full list below says why.
+  }
   const std::vector<int64_t> ready = catalog.ReadyVersions(model);
   if (ready.empty() && model.is_ensemble()) {
     for (const EnsembleMember& m : model.ensemble.members) {

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ class ModelCatalog {
   virtual const ModelConfig* Find(const std::string& name) const = 0;
   // Its versions that take requests now (READY), ascending; {1} for a ready ensemble.
   virtual std::vector<int64_t> ReadyVersions(const ModelConfig& model) const = 0;
+  // The highest of ReadyVersions(model); nullopt when none is. Asked for
+  // every member call, so implementations answer without making the list.
+  virtual std::optional<int64_t> HighestReady(const ModelConfig& model) const {
+    const std::vector<int64_t> ready = ReadyVersions(model);
+    if (ready.empty()) return std::nullopt;
+    return ready.back();
+  }
   // Whether `model` is still the served config of its name and `version` of
   // it takes requests now (asked once per request).
   virtual bool Serves(const ModelConfig& model, int64_t version) const {

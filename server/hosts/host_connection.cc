@@ -16,6 +16,9 @@ using Clock = std::chrono::steady_clock;
 // scheduling, the ring and the completion thread take some time too.
 constexpr std::chrono::seconds kLostSlack(1);
 
+// Spare entries of the requests in flight kept for reuse, at most.
+constexpr size_t kMaxSparePending = 64;
+
 // Rounds up to a cache line; nullopt on overflow.
 std::optional<uint64_t> AlignUp(uint64_t v) {
   const auto padded = CheckedAdd(v, ipc::kCacheLine - 1);
@@ -161,7 +164,15 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
       pending.answer_by = Clock::now() + pending_compute_ + kLostSlack;
     }
     pending.done = std::move(done);
-    pending_.emplace(desc.request_id, std::move(pending));
+    if (spare_pending_.empty()) {
+      pending_.emplace(desc.request_id, std::move(pending));
+    } else {
+      auto node = std::move(spare_pending_.back());
+      spare_pending_.pop_back();
+      node.key() = desc.request_id;
+      node.mapped() = std::move(pending);
+      pending_.insert(std::move(node));
+    }
     outstanding_.fetch_add(1, std::memory_order_relaxed);
   }
   // (Should Close() take it from pending_ meanwhile, it frees its region
@@ -252,9 +263,10 @@ void HostConnection::Finish(const ipc::CompletionDesc& completion) {
     MutexLock lock(&mu_);
     auto it = pending_.find(completion.request_id);
     if (it != pending_.end()) {
-      pending = std::move(it->second);
+      auto node = pending_.extract(it);
+      pending = std::move(node.mapped());
       pending_compute_ -= pending.max_compute;
-      pending_.erase(it);
+      if (spare_pending_.size() < kMaxSparePending) spare_pending_.push_back(std::move(node));
     }
   }
   if (!pending.done) {

@@ -191,6 +191,9 @@ class HostConnection {
   std::thread completion_thread_;
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Nodes of pending_ answered, for the next requests: a request in flight
+  // then costs no heap allocation for its entry (a few dozen kept at most).
+  std::vector<std::unordered_map<uint64_t, Pending>::node_type> spare_pending_ ABSL_GUARDED_BY(mu_);
   // Sum of the execution limits of the requests in pending_ (0 for those
   // without one): how long the host may take to answer them all.
   std::chrono::milliseconds pending_compute_ ABSL_GUARDED_BY(mu_) = std::chrono::milliseconds(0);

@@ -152,6 +152,18 @@ std::vector<int64_t> ModelRepository::ReadyVersions(const ModelConfig& model) co
   return ready;
 }
 
+std::optional<int64_t> ModelRepository::HighestReady(const ModelConfig& model) const {
+  if (model.is_ensemble()) return ModelCatalog::HighestReady(model);  // {1} when its members are ready
+  MutexLock lock(&mu_);
+  auto it = models_.find(model.name);
+  if (it == models_.end() || it->second.config == nullptr) return std::nullopt;
+  const auto& versions = it->second.versions;
+  for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
+    if (v->second.state == State::kReady) return v->first;
+  }
+  return std::nullopt;
+}
+
 bool ModelRepository::Serves(const ModelConfig& model, int64_t version) const {
   if (model.is_ensemble()) return ModelCatalog::Serves(model, version);
   MutexLock lock(&mu_);

@@ -48,14 +48,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/mutex.h"
 #include "config/server_config.h"
-#include "server/hosts/host_supervisor.h"
 #include "server/core/model_catalog.h"
+#include "server/hosts/host_supervisor.h"
 #include "server/repository/model_uploads.h"
 
 namespace es {
@@ -95,6 +96,7 @@ class ModelRepository : public ModelCatalog {
   // ModelCatalog.
   const ModelConfig* Find(const std::string& name) const override;
   std::vector<int64_t> ReadyVersions(const ModelConfig& model) const override;
+  std::optional<int64_t> HighestReady(const ModelConfig& model) const override;
   bool Serves(const ModelConfig& model, int64_t version) const override;  // one lookup, no allocation
 
   // The configs of the models served now (loaded), by name.

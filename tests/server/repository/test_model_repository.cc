@@ -6,14 +6,14 @@
 // errors naming the model (an unknown model is NOT_FOUND), a broken reload
 // that leaves the old config serving, a new version folder rolled out, a
 // changed experiment applied without reloading the hosts.
-#include "server/repository/model_repository.h"
-
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "server/repository/model_repository.h"
 #include "tests/common/temp_dir.h"
 
 namespace es {
@@ -67,9 +67,15 @@ class ModelRepositoryTest : public ::testing::Test {
   // No hosts, and no request ever in flight.
   void Attach() { repo_->Attach({}, nullptr); }
 
+  // Also checks HighestReady, which answers every member call without the
+  // list, against the list's last entry.
   std::vector<int64_t> Ready(const std::string& name) const {
     const ModelConfig* model = repo_->Find(name);
-    return model == nullptr ? std::vector<int64_t>{} : repo_->ReadyVersions(*model);
+    if (model == nullptr) return {};
+    std::vector<int64_t> ready = repo_->ReadyVersions(*model);
+    const std::optional<int64_t> highest = repo_->HighestReady(*model);
+    EXPECT_EQ(highest, ready.empty() ? std::nullopt : std::optional<int64_t>(ready.back())) << "model " << name;
+    return ready;
   }
 
   // Index() as "name:version:STATE" entries, sorted, without model `except`.
