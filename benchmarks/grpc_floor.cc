@@ -11,26 +11,81 @@
 // per-request CPU that no server on this API can go below on this machine
 // (benchmarks/run_batching.sh). Prints "grpc listening on ADDR" when ready;
 // stops on SIGTERM or SIGINT.
+//
+// With --answer-from-thread every ModelInfer is finished by one thread of
+// its own, which sleeps until a call is handed to it, as the router's
+// completion threads finish the calls the hosts answered: the same answers
+// with one hand-off between threads, the floor of any server whose answers
+// come from a thread that is not gRPC's (benchmarks/run_overhead.sh).
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/command_line.h"
-#include "config/server_config.h"
 #include "common/grpc_process.h"
+#include "common/mutex.h"
+#include "config/server_config.h"
 #include "proto/grpc_service.grpc.pb.h"
 #include "server/kserve/request_codec.h"
 
 namespace {
 
+// Finishes the calls handed to it on its own thread, in order; sleeps
+// (a condition variable) while there are none.
+class Answerer {
+ public:
+  Answerer() : thread_([this] { Loop(); }) {}
+  ~Answerer() {
+    {
+      es::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    ready_.NotifyOne();
+    thread_.join();
+  }
+  Answerer(const Answerer&) = delete;
+  Answerer& operator=(const Answerer&) = delete;
+
+  void Hand(grpc::ServerUnaryReactor* reactor) {
+    {
+      es::MutexLock lock(&mu_);
+      calls_.push_back(reactor);
+    }
+    ready_.NotifyOne();
+  }
+
+ private:
+  void Loop() {
+    es::MutexLock lock(&mu_);
+    while (true) {
+      while (calls_.empty() && !stop_) ready_.Wait(&mu_);
+      if (calls_.empty()) return;  // stopping, every call answered
+      grpc::ServerUnaryReactor* reactor = calls_.front();
+      calls_.pop_front();
+      lock.Unlock();
+      reactor->Finish(grpc::Status::OK);
+      lock.Lock();
+    }
+  }
+
+  es::Mutex mu_;
+  es::CondVar ready_;
+  std::deque<grpc::ServerUnaryReactor*> calls_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 class FloorService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  explicit FloorService(const es::ServerConfig* config) : config_(config) {}
+  // `answerer` (may be null): finishes ModelInfer calls on its thread.
+  FloorService(const es::ServerConfig* config, Answerer* answerer) : config_(config), answerer_(answerer) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest*,
                                        inference::ServerLiveResponse* resp) override {
@@ -83,7 +138,10 @@ class FloorService final : public inference::GRPCInferenceService::CallbackServi
       }
       resp->add_raw_output_contents(std::string(static_cast<size_t>(elements * es::DataTypeSize(out.datatype)), '\0'));
     }
-    return Reply(ctx, grpc::Status::OK);
+    if (answerer_ == nullptr) return Reply(ctx, grpc::Status::OK);
+    auto* reactor = ctx->DefaultReactor();
+    answerer_->Hand(reactor);
+    return reactor;
   }
 
  private:
@@ -94,6 +152,7 @@ class FloorService final : public inference::GRPCInferenceService::CallbackServi
   }
 
   const es::ServerConfig* config_;
+  Answerer* const answerer_;
 };
 
 }  // namespace
@@ -105,6 +164,9 @@ int main(int argc, char** argv) {
   CLI::App app{"bench-grpc-floor: a KServe v2 server that only answers (the gRPC floor under ensemble-server)"};
   app.add_option("--config", config_path, "the server config whose repository's models it answers for")->required();
   app.add_option("--port", port, "gRPC port on 127.0.0.1 (0: a free one)");
+  bool answer_from_thread = false;
+  app.add_flag("--answer-from-thread", answer_from_thread,
+               "finish every ModelInfer on a thread of its own (a hand-off, as the router's answers)");
   if (std::optional<int> exit_code = es::ParseCommandLine(app, argc, argv, "bench-grpc-floor")) return *exit_code;
 
   auto config = es::LoadServerConfig(config_path);
@@ -119,7 +181,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  FloorService service(&config.value());
+  std::unique_ptr<Answerer> answerer = answer_from_thread ? std::make_unique<Answerer>() : nullptr;
+  FloorService service(&config.value(), answerer.get());
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(), &bound_port);

@@ -109,6 +109,14 @@ def router_table(st):
         print(f"- Router core-µs per echo request over the gRPC floor's, concurrency {c}: **{x:.1f}** "
               f"(target at most {TARGETS['echo_over_floor_us']}): {verdict(x <= TARGETS['echo_over_floor_us'])}.")
     for c in (1, 16):
+        if not st.has(f"handoff_echo_c{c}"):
+            continue
+        h, es = st.get(f"handoff_echo_c{c}"), st.get(f"es_echo_c{c}")
+        print(f"- The gRPC floor with one hand-off (`--answer-from-thread`: each answer finished by a thread of "
+              f"its own, as the router's are), echo at concurrency {c}: {h['server_us']:.1f} core-µs and "
+              f"{n(h.get('switches'), 2)} context switches per request, p50 {n(h['p50'])} µs; the router over it: "
+              f"**{es['server_us'] - h['server_us']:.1f}** core-µs.")
+    for c in (1, 16):
         print(f"- HTTP: router core-µs per echo request over the empty Beast server's, concurrency {c}: "
               f"**{over[('http_echo', c)]:.1f}**.")
     mlp, floor = st.get("es_mlp_c1"), st.get("floor_mlp_c1")

@@ -28,11 +28,12 @@ thread_deltas() {
        END {sep = ""; printf "["; for (k in name) {printf "%s{\"name\": \"%s\", \"ticks\": %d, \"voluntary\": %d, \"involuntary\": %d}", sep, k, name[k], vol[k], inv[k]; sep = ", "}; printf "]"}' "$1" "$2"
 }
 
-# start_floor BINARY CONFIG LOG: starts a floor server (bench-grpc-floor,
-# bench-http-floor) on a free port; sets FLOOR_PID and FLOOR_ADDR. Exits,
-# printing the log, if it does not say where it listens within 10 s.
+# start_floor BINARY CONFIG LOG [FLAGS...]: starts a floor server
+# (bench-grpc-floor, bench-http-floor) on a free port, with FLAGS; sets
+# FLOOR_PID and FLOOR_ADDR. Exits, printing the log, if it does not say where
+# it listens within 10 s.
 start_floor() {
-  "${BIN:-build/bin}/$1" --config "$2" >"$3" 2>&1 &
+  "${BIN:-build/bin}/$1" --config "$2" "${@:4}" >"$3" 2>&1 &
   FLOOR_PID=$!
   for _ in $(seq 1 100); do grep -q "listening on" "$3" && break; sleep 0.1; done
   FLOOR_ADDR=$(sed -n 's/^.* listening on //p' "$3")
