@@ -4,15 +4,18 @@
 
 namespace es::ipc {
 namespace {
-// Spare nodes kept at most per kind: enough for any one operation's inserts.
-constexpr size_t kMaxSpareNodes = 8;
+// Spare nodes made room for up front, per kind. Their vectors grow past it
+// when many regions are freed at once (a burst of member calls answered):
+// spares never outnumber the most nodes the maps held, so they are bounded
+// by the peak of regions in flight, and a second burst finds them all.
+constexpr size_t kReservedSpareNodes = 64;
 }  // namespace
 
 ArenaAllocator::ArenaAllocator(uint64_t capacity) : capacity_(capacity / kAlignment * kAlignment) {
   {
     MutexLock lock(&mu_);
-    spare_offset_nodes_.reserve(kMaxSpareNodes);
-    spare_size_nodes_.reserve(kMaxSpareNodes);
+    spare_offset_nodes_.reserve(kReservedSpareNodes);
+    spare_size_nodes_.reserve(kReservedSpareNodes);
   }
   Clear();
 }
@@ -29,10 +32,7 @@ void ArenaAllocator::Put(OffsetMap* map, uint64_t key, uint64_t value) {
   map->insert(std::move(node));
 }
 
-void ArenaAllocator::Take(OffsetMap* map, OffsetMap::iterator it) {
-  OffsetMap::node_type node = map->extract(it);
-  if (spare_offset_nodes_.size() < kMaxSpareNodes) spare_offset_nodes_.push_back(std::move(node));
-}
+void ArenaAllocator::Take(OffsetMap* map, OffsetMap::iterator it) { spare_offset_nodes_.push_back(map->extract(it)); }
 
 void ArenaAllocator::InsertFree(uint64_t offset, uint64_t size) {
   Put(&free_by_offset_, offset, size);
@@ -48,7 +48,7 @@ void ArenaAllocator::InsertFree(uint64_t offset, uint64_t size) {
 
 void ArenaAllocator::EraseFree(OffsetMap::iterator it) {
   SizeSet::node_type node = free_by_size_.extract({it->second, it->first});
-  if (!node.empty() && spare_size_nodes_.size() < kMaxSpareNodes) spare_size_nodes_.push_back(std::move(node));
+  if (!node.empty()) spare_size_nodes_.push_back(std::move(node));
   Take(&free_by_offset_, it);
 }
 

@@ -63,8 +63,8 @@ class ArenaAllocator {
   SizeSet free_by_size_ ABSL_GUARDED_BY(mu_);  // (size, offset)
   OffsetMap used_ ABSL_GUARDED_BY(mu_);        // offset -> size
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Nodes erased, for the next inserts (a few at most are ever spare: each
-  // operation erases about as many as it inserts).
+  // Nodes erased, for the next inserts: never more than the most nodes the
+  // maps held at once (the peak of regions in flight and free fragments).
   std::vector<OffsetMap::node_type> spare_offset_nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<SizeSet::node_type> spare_size_nodes_ ABSL_GUARDED_BY(mu_);
 };

@@ -9,22 +9,31 @@ cpu_ticks() {
   echo "$total"
 }
 
-# thread_counters PID: one line per thread of the process: its name (spaces
-# as _), user + system ticks, voluntary and involuntary context switches.
+# thread_counters PID: one line per thread of the process: its id, its name
+# (characters other than letters, digits and ._:- as _), user + system
+# ticks, voluntary and involuntary context switches. A thread that ends
+# while it is read is left out.
 thread_counters() {
-  local t
+  local t name ticks switches
   for t in /proc/"$1"/task/*; do
-    printf '%s %s %s %s\n' "$(basename "$t")" "$(tr ' ' _ <"$t/comm")" "$(awk '{print $14 + $15}' "$t/stat")" \
-      "$(awk '/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2} END {print v, n}' "$t/status")"
-  done 2>/dev/null
+    name=$(tr -d '\n' <"$t/comm" 2>/dev/null | tr -c 'A-Za-z0-9._:-' '_') || continue
+    # utime and stime: fields 14 and 15, counted after the ")" that ends the name.
+    ticks=$(sed 's/.*) //' "$t/stat" 2>/dev/null | awk '{print $12 + $13}') || continue
+    switches=$(awk '/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2}
+                    END {if (v != "" && n != "") print v, n}' "$t/status" 2>/dev/null) || continue
+    [ -n "$name" ] && [ -n "$ticks" ] && [ -n "$switches" ] || continue
+    printf '%s %s %s %s\n' "${t##*/}" "$name" "$ticks" "$switches"
+  done
 }
 
-# thread_deltas BEFORE AFTER: JSON list of what each thread (by name, summed)
-# used between two thread_counters snapshots: ticks, voluntary and
-# involuntary context switches. Threads that came or went count from 0.
+# thread_deltas BEFORE AFTER: JSON list of what each thread name (its
+# threads summed) used between two thread_counters snapshots: ticks,
+# voluntary and involuntary context switches. A thread that started between
+# them counts from 0; one that ended is not in the list (the process's own
+# ticks still hold its time).
 thread_deltas() {
-  awk 'NR == FNR {t[$1] = $3; v[$1] = $4; n[$1] = $5; next}
-       {name[$2] += $3 - t[$1]; vol[$2] += $4 - v[$1]; inv[$2] += $5 - n[$1]}
+  awk 'FILENAME == ARGV[1] {t[$1] = $3; v[$1] = $4; n[$1] = $5; next}
+       NF == 5 {name[$2] += $3 - t[$1]; vol[$2] += $4 - v[$1]; inv[$2] += $5 - n[$1]}
        END {sep = ""; printf "["; for (k in name) {printf "%s{\"name\": \"%s\", \"ticks\": %d, \"voluntary\": %d, \"involuntary\": %d}", sep, k, name[k], vol[k], inv[k]; sep = ", "}; printf "]"}' "$1" "$2"
 }
 

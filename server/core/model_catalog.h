@@ -32,7 +32,8 @@ class ModelCatalog {
   // Its versions that take requests now (READY), ascending; {1} for a ready ensemble.
   virtual std::vector<int64_t> ReadyVersions(const ModelConfig& model) const = 0;
   // The highest of ReadyVersions(model); nullopt when none is. Asked for
-  // every member call, so implementations answer without making the list.
+  // every member call, so implementations answer a model's without making
+  // the list (an ensemble's is {1} or none anyway).
   virtual std::optional<int64_t> HighestReady(const ModelConfig& model) const {
     const std::vector<int64_t> ready = ReadyVersions(model);
     if (ready.empty()) return std::nullopt;

@@ -133,7 +133,7 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t
                             std::shared_ptr<RequestTrace> trace) {
   const auto now = Clock::now();
   if (!batching_) {
-    // Emplaced, not listed: a braced list would copy the Queued, and with it
+    // Moved in, not listed: a braced list would copy the Queued, and with it
     // every callback the member call's `done` wraps (an allocation each).
     auto batch = std::make_shared<Batch>();
     batch->push_back(Queued{std::move(request), std::move(done), now, 0, version, std::move(trace)});

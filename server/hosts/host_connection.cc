@@ -56,9 +56,11 @@ HostConnection::~HostConnection() { Close(Status::Unavailable("host '" + host_na
 
 void HostConnection::StartCompletionThread() {
   completion_thread_ = std::thread([this] {
-    // Named, so that top, perf and /proc tell it from gRPC's threads (Linux
-    // keeps 15 characters).
-    pthread_setname_np(pthread_self(), ("es-done-" + host_name_).substr(0, 15).c_str());
+    // Named, so that top, perf and /proc tell it from gRPC's threads. Linux
+    // keeps 15 characters: a longer host name keeps its last 7, where names
+    // like gpu-host-0 and gpu-host-1 differ.
+    const std::string host = host_name_.size() > 7 ? host_name_.substr(host_name_.size() - 7) : host_name_;
+    pthread_setname_np(pthread_self(), ("es-done-" + host).c_str());
     CompletionLoop();
   });
 }
@@ -265,6 +267,7 @@ void HostConnection::Finish(const ipc::CompletionDesc& completion) {
     if (it != pending_.end()) {
       auto node = pending_.extract(it);
       pending = std::move(node.mapped());
+      node.mapped() = Pending{};  // a moved-from callback may still hold what it captured
       pending_compute_ -= pending.max_compute;
       if (spare_pending_.size() < kMaxSparePending) spare_pending_.push_back(std::move(node));
     }
