@@ -28,20 +28,21 @@ def n(x, digits=0):
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
-# The router's threads by who runs them: gRPC's (its callback "nexting"
-# threads poll the sockets and run the handlers; the executor, timers and
-# resolver), ours that take the hosts' completions and answer (es-done-HOST),
-# and the rest (main thread, metrics, supervisors).
-GRPC_THREADS = ("nexting_thread", "default-executo", "grpc_global_tim", "resolver-execut", "event_engine",
-                "timer_manager")
+# The router's threads by who runs them: the front end's (gRPC's: its
+# callback "nexting" threads poll the sockets and run the handlers, then the
+# executor, timers and resolver; the HTTP front end's es-http), ours that
+# take the hosts' completions and answer (es-done-HOST), and the rest (main
+# thread, metrics, supervisors).
+FRONT_END_THREADS = ("nexting_thread", "default-executo", "grpc_global_tim", "resolver-execut", "event_engine",
+                     "timer_manager", "es-http")
 
 
 def thread_split(threads, tick_hz, calls):
-    """Core-µs per call of gRPC's threads and of the completion threads, and context switches per call."""
+    """Core-µs per call of the front end's threads and of the completion threads, and context switches per call."""
     def us(pick):
         return 1e6 * sum(t["ticks"] for t in threads if pick(t["name"])) / tick_hz / calls
     switches = sum(t["voluntary"] + t["involuntary"] for t in threads) / calls
-    return us(lambda name: name in GRPC_THREADS), us(lambda name: name.startswith("es-done-")), switches
+    return us(lambda name: name in FRONT_END_THREADS), us(lambda name: name.startswith("es-done-")), switches
 
 
 def verdict(ok):
@@ -86,11 +87,11 @@ def router_table(st):
     print("User + system CPU of the router process (or the floor server) over the step, divided by the calls "
           "made; hosts the same for both model hosts. Batch 1. The floors answer without decoding, queueing "
           "or hosts: `bench-grpc-floor` (the same gRPC service) and `bench-http-floor` (an empty Beast server).\n")
-    print("Of the router's CPU, what gRPC's threads and the completion threads (`es-done-HOST`: they take the "
-          "hosts' completions and answer) used, and the context switches per request of the router and of the "
-          "floor (voluntary and involuntary, every thread).\n")
+    print("Of the router's CPU, what the front end's threads (gRPC's, or for HTTP `es-http`) and the completion "
+          "threads (`es-done-HOST`: they take the hosts' completions and answer) used, and the context switches "
+          "per request of the router and of the floor (voluntary and involuntary, every thread).\n")
     print("| request | concurrency | req/s | p50 µs | p99 µs | router µs/req | floor µs/req | router - floor | "
-          "hosts µs/req | gRPC threads | es-done threads | switches/req | floor switches/req |")
+          "hosts µs/req | front-end threads | es-done threads | switches/req | floor switches/req |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows = [("echo, gRPC", "es_echo", "floor_echo"), ("mlp, gRPC", "es_mlp", "floor_mlp"),
             ("demo_ensemble, gRPC", "es_demo", "floor_mlp"), ("echo, HTTP", "http_echo", "http_floor_echo")]

@@ -1,5 +1,6 @@
 #include "server/http/http_server.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -463,7 +464,10 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   impl->work.emplace(impl->io.get_executor());
   impl->Accept();
   for (int i = 0; i < std::max(1, options.threads); ++i) {
-    impl->threads.emplace_back([io = &impl->io] { io->run(); });
+    impl->threads.emplace_back([io = &impl->io] {
+      pthread_setname_np(pthread_self(), "es-http");  // in top -H, perf and /proc
+      io->run();
+    });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
