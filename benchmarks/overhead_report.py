@@ -66,7 +66,7 @@ class Steps:
             s["server_us"] = 1e6 * cpu["server_ticks"] / cpu["tick_hz"] / calls
             s["hosts_us"] = 1e6 * cpu["host_ticks"] / cpu["tick_hz"] / calls
             if "server_threads" in cpu:
-                s["grpc_us"], s["done_us"], s["switches"] = thread_split(cpu["server_threads"], cpu["tick_hz"], calls)
+                s["front_us"], s["done_us"], s["switches"] = thread_split(cpu["server_threads"], cpu["tick_hz"], calls)
         s["p50"] = s["latency_us"]["p50"]
         s["p99"] = s["latency_us"]["p99"]
         return s
@@ -102,7 +102,7 @@ def router_table(st):
             over[(name, c)] = s["server_us"] - f["server_us"]
             print(f"| {label} | {c} | {n(s['throughput_rps'])} | {n(s['p50'])} | {n(s['p99'])} | "
                   f"{n(s['server_us'], 1)} | {n(f['server_us'], 1)} | {n(over[(name, c)], 1)} | "
-                  f"{n(s['hosts_us'], 1)} | {n(s.get('grpc_us'), 1)} | {n(s.get('done_us'), 1)} | "
+                  f"{n(s['hosts_us'], 1)} | {n(s.get('front_us'), 1)} | {n(s.get('done_us'), 1)} | "
                   f"{n(s.get('switches'), 2)} | {n(f.get('switches'), 2)} |")
     print()
     for c in (1, 16):
@@ -143,7 +143,7 @@ def member_table(st, out):
         for c in (1, 16):
             s = by[(m, c)]
             print(f"| {m} | {c} | {n(s['throughput_rps'])} | {n(s['p50'])} | {n(s['p99'])} | "
-                  f"{n(s['server_us'], 1)} | {n(s['hosts_us'], 1)} | {n(s.get('grpc_us'), 1)} | "
+                  f"{n(s['server_us'], 1)} | {n(s['hosts_us'], 1)} | {n(s.get('front_us'), 1)} | "
                   f"{n(s.get('done_us'), 1)} | {n(s.get('switches'), 2)} |")
     print()
     for c in (1, 16):

@@ -16,9 +16,6 @@ using Clock = std::chrono::steady_clock;
 // scheduling, the ring and the completion thread take some time too.
 constexpr std::chrono::seconds kLostSlack(1);
 
-// Spare entries of the requests in flight kept for reuse, at most.
-constexpr size_t kMaxSparePending = 64;
-
 // Rounds up to a cache line; nullopt on overflow.
 std::optional<uint64_t> AlignUp(uint64_t v) {
   const auto padded = CheckedAdd(v, ipc::kCacheLine - 1);
@@ -269,7 +266,7 @@ void HostConnection::Finish(const ipc::CompletionDesc& completion) {
       pending = std::move(node.mapped());
       node.mapped() = Pending{};  // a moved-from callback may still hold what it captured
       pending_compute_ -= pending.max_compute;
-      if (spare_pending_.size() < kMaxSparePending) spare_pending_.push_back(std::move(node));
+      spare_pending_.push_back(std::move(node));
     }
   }
   if (!pending.done) {

@@ -192,7 +192,9 @@ class HostConnection {
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   // Nodes of pending_ answered, for the next requests: a request in flight
-  // then costs no heap allocation for its entry (a few dozen kept at most).
+  // then costs no heap allocation for its entry. Never more than the most
+  // requests that were in flight at once, so a burst as large as an earlier
+  // one finds them all (as the arena's spare nodes).
   std::vector<std::unordered_map<uint64_t, Pending>::node_type> spare_pending_ ABSL_GUARDED_BY(mu_);
   // Sum of the execution limits of the requests in pending_ (0 for those
   // without one): how long the host may take to answer them all.
