@@ -118,6 +118,15 @@ def router_table(st):
               f"{n(h.get('switches'), 2)} context switches per request, p50 {n(h['p50'])} µs; the router over it: "
               f"**{es['server_us'] - h['server_us']:.1f}** core-µs.")
     for c in (1, 16):
+        if not st.has(f"async_echo_c{c}") or not st.has(f"async_handoff_echo_c{c}"):
+            continue
+        a, ah = st.get(f"async_echo_c{c}"), st.get(f"async_handoff_echo_c{c}")
+        print(f"- The gRPC floor with ModelInfer on the asynchronous completion-queue API (`--async`), echo at "
+              f"concurrency {c}: {a['server_us']:.1f} core-µs and {n(a.get('switches'), 2)} context switches per "
+              f"request answered by the thread that took the call, {ah['server_us']:.1f} and "
+              f"{n(ah.get('switches'), 2)} with one hand-off (`--async --answer-from-thread`, finished calls "
+              f"collected by the answering thread: no gRPC thread woken for them).")
+    for c in (1, 16):
         print(f"- HTTP: router core-µs per echo request over the empty Beast server's, concurrency {c}: "
               f"**{over[('http_echo', c)]:.1f}**.")
     mlp, floor = st.get("es_mlp_c1"), st.get("floor_mlp_c1")

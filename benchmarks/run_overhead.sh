@@ -14,7 +14,9 @@
 #      answering without decoding, queueing or hosts) and bench-http-floor (an
 #      empty Beast server), under the same load; and bench-grpc-floor
 #      --answer-from-thread (its answers finished by a thread of its own, as
-#      the router's are: the floor with one hand-off between threads).
+#      the router's are: the floor with one hand-off between threads), with
+#      --async (ModelInfer on gRPC's completion-queue API), with and without
+#      the hand-off.
 #   2. Cost per extra member: tiny_ensemble_N, N = 1, 2, 4, 8, 16 copies of a
 #      one-Linear model spread over the two hosts (make_overhead_models.py),
 #      concurrency 1 and 16; the slope of router and host core-µs per request
@@ -155,6 +157,12 @@ if want 1; then
   stop_floor
   start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor_handoff.log" --answer-from-thread
   for c in 1 16; do load "handoff_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""; done
+  stop_floor
+  start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor_async.log" --async
+  for c in 1 16; do load "async_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""; done
+  stop_floor
+  start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor_async_handoff.log" --async --answer-from-thread
+  for c in 1 16; do load "async_handoff_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""; done
   stop_floor
   start_floor bench-http-floor "$OUT/server.yaml" "$OUT/http_floor.log"
   for c in 1 16; do load "http_floor_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" "" --http; done
