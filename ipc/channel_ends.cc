@@ -1,8 +1,18 @@
 #include "ipc/channel_ends.h"
 
 #include <sched.h>
+#include <time.h>
 
 namespace es::ipc {
+namespace {
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
 
 Status RouterEnd::Submit(const RequestDesc& request) {
   MutexLock lock(&submit_mu_);
@@ -21,22 +31,60 @@ bool RouterEnd::NextCompletion(CompletionDesc* completion) {
 
 bool HostEnd::NextRequest(RequestDesc* request) {
   auto& ring = channel_->requests();
+  bool got = false;
   {
     MutexLock lock(&pop_mu_);
-    if (ring.TryPop(request)) return true;
+    got = ring.TryPop(request);
   }
-  ring.WaitForData(policy_.spin, policy_.sleep_timeout_us);
-  MutexLock lock(&pop_mu_);
-  return ring.TryPop(request);
+  if (!got) {
+    if (holding_.load(std::memory_order_relaxed)) {
+      MutexLock lock(&push_mu_);
+      WakeRouterIfHeldLocked();  // idle: nothing of the burst is coming soon
+    }
+    ring.WaitForData(policy_.spin, policy_.sleep_timeout_us);
+    MutexLock lock(&pop_mu_);
+    got = ring.TryPop(request);
+  }
+  if (got && holding_.load(std::memory_order_relaxed)) {
+    MutexLock lock(&push_mu_);
+    // Another burst's request (or none's) may run long: the held completions
+    // must not wait for it.
+    if (request->burst == 0 || request->burst != held_burst_) WakeRouterIfHeldLocked();
+  }
+  return got;
 }
 
-bool HostEnd::Complete(const CompletionDesc& completion, const std::atomic<bool>& stop) {
+bool HostEnd::Complete(const CompletionDesc& completion, const std::atomic<bool>& stop, const RequestDesc* answered) {
   MutexLock lock(&push_mu_);
-  while (!channel_->completions().TryPush(completion)) {
+  auto& ring = channel_->completions();
+  bool hold = answered != nullptr && (answered->flags & kMoreFollow) != 0;
+  int64_t now = 0;
+  if (hold) {
+    now = MonotonicNs();
+    // Held long enough: this one wakes the router, for itself and the rest.
+    if (held_since_ns_ != 0 && now - held_since_ns_ >= kMaxHeldWakeNs) hold = false;
+  }
+  while (!ring.TryPush(completion, /*notify=*/!hold)) {
     if (stop.load(std::memory_order_relaxed)) return false;
+    ring.Notify();  // full: the router must be awake to drain it
     sched_yield();
   }
+  if (!hold) {
+    held_since_ns_ = 0;  // the wake-up covers every completion before it
+    holding_.store(false, std::memory_order_relaxed);
+    return true;
+  }
+  if (held_since_ns_ == 0) held_since_ns_ = now;
+  held_burst_ = answered->burst;
+  holding_.store(true, std::memory_order_relaxed);
   return true;
+}
+
+void HostEnd::WakeRouterIfHeldLocked() {
+  if (held_since_ns_ == 0) return;
+  held_since_ns_ = 0;
+  holding_.store(false, std::memory_order_relaxed);
+  channel_->completions().Notify();
 }
 
 }  // namespace es::ipc

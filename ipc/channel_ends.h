@@ -52,20 +52,40 @@ class RouterEnd {
 
 class HostEnd {
  public:
+  // A completion held back wakes the router at the latest when a completion
+  // is published this long after it.
+  static constexpr int64_t kMaxHeldWakeNs = 100'000;
+
   explicit HostEnd(Channel* channel, WaitPolicy policy = {}) : channel_(channel), policy_(policy) {}
 
   // True with a request; false after a timed wait (caller checks for stop).
+  // It wakes the router for the completions held back (see Complete) before
+  // it waits, and before it returns a request of another burst than theirs.
   bool NextRequest(RequestDesc* request);
   // Publishes a completion, waiting while the completion ring is full (the
   // router's completion thread always drains it). Gives up and returns false
-  // only if `stop` becomes true meanwhile.
-  bool Complete(const CompletionDesc& completion, const std::atomic<bool>& stop);
+  // only if `stop` becomes true meanwhile. `answered` (may be null) is the
+  // request it answers: when that says kMoreFollow the router's completion
+  // thread is not woken for this completion now, but by the next completion
+  // that wakes it, by NextRequest (above), or by a completion published
+  // kMaxHeldWakeNs or more after it. Holding saves the router a wake-up (a
+  // context switch) per member call of an ensemble whose members run one
+  // after another on this host, while the ensemble waits for them all.
+  bool Complete(const CompletionDesc& completion, const std::atomic<bool>& stop, const RequestDesc* answered = nullptr);
 
  private:
+  void WakeRouterIfHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(push_mu_);
+
   Channel* channel_;
   WaitPolicy policy_;
   Mutex pop_mu_;   // serialises the consumers of the request ring
   Mutex push_mu_;  // serialises the producers of the completion ring
+  // When the oldest completion published without a wake-up was (0: none),
+  // and the burst of the requests it answered.
+  int64_t held_since_ns_ ABSL_GUARDED_BY(push_mu_) = 0;
+  uint32_t held_burst_ ABSL_GUARDED_BY(push_mu_) = 0;
+  // Whether a wake-up is held (read without push_mu_ to skip the lock).
+  std::atomic<bool> holding_{false};
 };
 
 }  // namespace es::ipc

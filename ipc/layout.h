@@ -25,9 +25,9 @@
 namespace es::ipc {
 
 inline constexpr uint64_t kMagic = 0x314E484343504945ULL;  // "EIPCCHN1" little-endian
-inline constexpr uint32_t kLayoutVersion = 7;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind;
+inline constexpr uint32_t kLayoutVersion = 8;  // 2: host_metrics; 3: executors; 4: RequestDesc::kind;
                                                // 5: RingControl::wake_pending; 6: kLogSettings;
-                                               // 7: CompletionDesc's host timestamps
+                                               // 7: CompletionDesc's host timestamps; 8: RequestDesc::flags
 inline constexpr size_t kMaxExecutors = 64;  // executor threads per host (hosts[].executors)
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kMaxTensors = 8;     // inputs or outputs per request
@@ -61,6 +61,18 @@ enum class RequestKind : uint32_t {
                      // common/log_setup.h); no model, no outputs
 };
 
+// RequestDesc::flags bits.
+//
+// kMoreFollow: the router is submitting more requests of the same burst
+// (RequestDesc::burst: an ensemble's member calls, submitted one after
+// another) right behind this one, and their completions will wake it; the
+// host may publish this one's completion without waking the router's
+// completion thread for it. A hint only: the host still wakes the router
+// before it runs a request of another burst, before it waits for requests,
+// and for any completion it has held back longer than a bound
+// (ipc::HostEnd), so a wrong hint can only delay a completion, never lose it.
+inline constexpr uint32_t kMoreFollow = 1u;
+
 // Router -> host: run `model` (version) on the inputs and write the outputs
 // into [output_offset, output_offset + output_capacity) of the arena, or
 // (kind != kInfer) a control request, answered with a status only.
@@ -70,7 +82,9 @@ struct alignas(kCacheLine) RequestDesc {
   uint64_t output_offset;
   uint64_t output_capacity;
   uint32_t num_inputs;
-  uint32_t kind;  // RequestKind
+  uint32_t kind;   // RequestKind
+  uint32_t flags;  // kMoreFollow; other bits are ignored
+  uint32_t burst;  // the submission burst it belongs to (kMoreFollow); 0: none
   char model[kMaxModelName];
   TensorDesc inputs[kMaxTensors];
 };

@@ -72,8 +72,10 @@ class SpscRing {
 
   uint64_t capacity() const { return capacity_; }
 
-  // Producer side. False when the ring is full.
-  bool TryPush(const T& item) {
+  // Producer side. False when the ring is full. With `notify` false the
+  // sleeping consumer is not woken for this item: the producer owes it a
+  // Notify() (which wakes it for every item published so far).
+  bool TryPush(const T& item, bool notify = true) {
     const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
     if (tail - cached_head_ >= capacity_) {
       cached_head_ = control_->head.load(std::memory_order_acquire);
@@ -81,8 +83,19 @@ class SpscRing {
     }
     std::memcpy(static_cast<void*>(&slots_[tail & (capacity_ - 1)]), &item, UsedBytes(item));
     control_->tail.store(tail + 1, std::memory_order_release);
-    NotifyAfterPush();
+    if (notify) Notify();
     return true;
+  }
+
+  // Producer side: wakes the sleeping consumers for the items published so
+  // far, unless a wake-up is already on its way.
+  void Notify() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (control_->sleepers.load(std::memory_order_seq_cst) != 0 &&
+        control_->wake_pending.exchange(1, std::memory_order_seq_cst) == 0) {
+      control_->seq.fetch_add(1, std::memory_order_seq_cst);
+      FutexWake(&control_->seq, INT_MAX);
+    }
   }
 
   // Consumer side. False when the ring is empty.
@@ -129,16 +142,6 @@ class SpscRing {
   }
 
  private:
-  // After a push: wakes the sleepers unless a wake-up is already on its way.
-  void NotifyAfterPush() {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (control_->sleepers.load(std::memory_order_seq_cst) != 0 &&
-        control_->wake_pending.exchange(1, std::memory_order_seq_cst) == 0) {
-      control_->seq.fetch_add(1, std::memory_order_seq_cst);
-      FutexWake(&control_->seq, INT_MAX);
-    }
-  }
-
   RingControl* control_ = nullptr;
   T* slots_ = nullptr;
   uint64_t capacity_ = 0;     // snapshot: slots, a power of two

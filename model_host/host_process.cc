@@ -175,7 +175,10 @@ void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, ModelLoade
     executor->Execute(request, &completion);
     completion.received_ns = received;
     slot->request_id.store(0, std::memory_order_release);
-    if (!end->Complete(completion, g_stop)) break;
+    // `request` may say the router submits more right behind (an
+    // ensemble's member calls), whose completions wake it: then this one
+    // need not (ipc::HostEnd::Complete).
+    if (!end->Complete(completion, g_stop, &request)) break;
   }
 }
 

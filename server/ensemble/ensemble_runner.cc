@@ -5,6 +5,7 @@
 
 #include "server/ensemble/cascade_call.h"
 #include "server/ensemble/ensemble_call.h"
+#include "server/hosts/submission_burst.h"
 
 namespace es {
 
@@ -71,7 +72,11 @@ void EnsembleRunner::RunFanOut(const std::shared_ptr<const InferRequest>& reques
                       if (auto c = weak.lock()) c->TimedOut();
                     });
   }
+  // The member calls follow one another: the hosts need not wake the router
+  // for each completion, only for the last of the burst they run.
+  SubmissionBurst burst;
   for (size_t m = 0; m < spec.members.size(); ++m) {
+    if (m + 1 == spec.members.size()) burst.LastFollows();
     members_->CallMember(spec.members[m], request,
                          [call, m](int64_t version, const Status& status, InferResponse response) {
                            call->MemberAnswered(m, version, status, std::move(response));

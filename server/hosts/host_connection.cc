@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/checked_math.h"
+#include "server/hosts/submission_burst.h"
 
 namespace es {
 namespace {
@@ -107,6 +108,10 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
   desc.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
   desc.version = version;
   desc.kind = static_cast<uint32_t>(kind);
+  if (kind == ipc::RequestKind::kInfer) {
+    desc.burst = SubmissionBurst::Current();
+    if (SubmissionBurst::MoreFollow()) desc.flags = ipc::kMoreFollow;
+  }
   std::memcpy(desc.model, model.data(), model.size());
   desc.num_inputs = static_cast<uint32_t>(inputs.size());
   uint64_t cursor = *region;

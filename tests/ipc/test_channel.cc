@@ -167,6 +167,131 @@ TEST(ChannelTest, ABurstOfPushesWakesASleeperOnce) {
   EXPECT_EQ(control.seq.load() - before, 2u);
 }
 
+// The router's completion thread asleep (it waits for as long as it takes),
+// and the host's side of the same channel.
+struct HeldWakeFixture {
+  Channel channel = MakeChannel();
+  RingControl& control = channel.header().completions;
+  HostEnd host{&channel, WaitPolicy{/*spin=*/0, /*sleep_timeout_us=*/1000}};
+  std::atomic<bool> stop{false};
+
+  // Starts a router thread that sleeps until a completion comes, then takes
+  // every completion there is; returns once it is asleep.
+  std::future<int> RouterAsleep() {
+    std::future<int> taken = std::async(std::launch::async, [this] {
+      channel.completions().WaitForData(/*spin=*/0, /*timeout_us=*/-1);
+      CompletionDesc c;
+      int n = 0;
+      while (channel.completions().TryPop(&c)) ++n;
+      return n;
+    });
+    while (control.sleepers.load() == 0) std::this_thread::yield();
+    return taken;
+  }
+  // A request of `burst` that says more follow (or not).
+  static RequestDesc Request(uint32_t burst, bool more_follow) {
+    RequestDesc r{};
+    r.burst = burst;
+    r.flags = more_follow ? kMoreFollow : 0;
+    return r;
+  }
+  // The host publishes the completion of such a request of burst 7.
+  bool Publish(bool more_follow) {
+    const RequestDesc answered = Request(7, more_follow);
+    return host.Complete(CompletionDesc{}, stop, &answered);
+  }
+  // Whether the router thread is still asleep a while later.
+  static bool StillAsleep(std::future<int>& taken) {
+    return taken.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout;
+  }
+  int AwaitTaken(std::future<int>& taken, const char* what) {
+    if (taken.wait_for(std::chrono::seconds(120)) == std::future_status::ready) return taken.get();
+    ADD_FAILURE() << what << ": the router still asleep after 120 s";
+    std::_Exit(1);
+  }
+};
+
+// A completion published with its wake-up held does not wake the router;
+// the host going idle (NextRequest finding no request) does, for it.
+TEST(ChannelTest, AHeldCompletionWakesTheRouterWhenTheHostGoesIdle) {
+  HeldWakeFixture f;
+  std::future<int> taken = f.RouterAsleep();
+  const uint32_t before = f.control.seq.load();
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  EXPECT_TRUE(HeldWakeFixture::StillAsleep(taken));
+  EXPECT_EQ(f.control.seq.load(), before);
+  RequestDesc r;
+  EXPECT_FALSE(f.host.NextRequest(&r));  // none: it wakes the router, then waits 1 ms
+  EXPECT_EQ(f.AwaitTaken(taken, "after the host went idle"), 1);
+  EXPECT_EQ(f.control.seq.load() - before, 1u);
+}
+
+// A completion that is not held wakes the router for the held ones before
+// it, with one wake-up.
+TEST(ChannelTest, TheNextCompletionNotHeldWakesTheRouterForTheHeldOnes) {
+  HeldWakeFixture f;
+  std::future<int> taken = f.RouterAsleep();
+  const uint32_t before = f.control.seq.load();
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  EXPECT_TRUE(HeldWakeFixture::StillAsleep(taken));
+  ASSERT_TRUE(f.Publish(/*more_follow=*/false));
+  EXPECT_EQ(f.AwaitTaken(taken, "after a completion not held"), 3);
+  EXPECT_EQ(f.control.seq.load() - before, 1u);
+}
+
+// The host takes a request of the held completions' burst without waking
+// the router (the ensemble waits for that one too), but wakes it before it
+// returns a request of another burst, or of none, which may run long.
+TEST(ChannelTest, ARequestOfAnotherBurstWakesTheRouterBeforeItRuns) {
+  HeldWakeFixture f;
+  std::future<int> taken = f.RouterAsleep();
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  RequestDesc r = HeldWakeFixture::Request(7, /*more_follow=*/false);
+  ASSERT_TRUE(f.channel.requests().TryPush(r));
+  ASSERT_TRUE(f.host.NextRequest(&r));  // the same burst's
+  EXPECT_TRUE(HeldWakeFixture::StillAsleep(taken));
+  r = HeldWakeFixture::Request(8, /*more_follow=*/false);
+  ASSERT_TRUE(f.channel.requests().TryPush(r));
+  ASSERT_TRUE(f.host.NextRequest(&r));  // another burst's
+  EXPECT_EQ(r.burst, 8u);
+  EXPECT_EQ(f.AwaitTaken(taken, "after a request of another burst"), 1);
+}
+
+// A wake-up is held back at most kMaxHeldWakeNs: a completion published
+// later than that after the first held one wakes the router though it asks
+// to be held too.
+TEST(ChannelTest, AWakeUpHeldTooLongIsGivenByTheNextCompletion) {
+  HeldWakeFixture f;
+  std::future<int> taken = f.RouterAsleep();
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * HostEnd::kMaxHeldWakeNs));
+  EXPECT_TRUE(HeldWakeFixture::StillAsleep(taken));  // nothing wakes it by itself
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  EXPECT_EQ(f.AwaitTaken(taken, "after a completion past the bound"), 2);
+}
+
+// A completion ring filled with held completions: the host, waiting for
+// room, wakes the router to drain it (or both would wait for good).
+TEST(ChannelTest, AFullRingOfHeldCompletionsWakesTheRouter) {
+  HeldWakeFixture f;
+  const uint64_t slots = f.channel.completions().capacity();
+  std::future<int> drained = std::async(std::launch::async, [&] {
+    int n = 0;
+    CompletionDesc c;
+    while (n < static_cast<int>(slots) + 1) {
+      f.channel.completions().WaitForData(/*spin=*/0, /*timeout_us=*/-1);
+      while (f.channel.completions().TryPop(&c)) ++n;
+    }
+    return n;
+  });
+  while (f.control.sleepers.load() == 0) std::this_thread::yield();  // asleep before the ring fills
+  for (uint64_t i = 0; i < slots + 1; ++i) ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  RequestDesc r;
+  f.host.NextRequest(&r);  // the last one's wake-up
+  EXPECT_EQ(f.AwaitTaken(drained, "with a full ring"), static_cast<int>(slots) + 1);
+}
+
 // A real second process: the child attaches through the inherited fd and
 // answers each request with the checksum of its payload, so a lost, doubled
 // or corrupted request is seen by the parent.
@@ -232,7 +357,9 @@ TEST(ChannelTest, CrossProcessRoundTripsWithChecksums) {
 // request answered exactly once with its own payload's checksum.
 class ChannelStressTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-void RunStress(int submitters, int executors, WaitPolicy wait);
+// `more_follow`: the requests come in bursts of four, each but the last
+// saying kMoreFollow (the host holds the wake-up of its completion).
+void RunStress(int submitters, int executors, WaitPolicy wait, bool more_follow = false);
 
 TEST_P(ChannelStressTest, EveryRequestAnsweredOnce) {
   const auto [submitters, executors] = GetParam();
@@ -251,7 +378,20 @@ TEST_P(ChannelStressTest, NoWakeUpIsLostWhenEveryWaitSleeps) {
   AwaitOrDie(run, "the stress run");
 }
 
-void RunStress(int submitters, int executors, WaitPolicy wait) {
+// The same with completions whose wake-up the host holds back (requests
+// that say kMoreFollow, as an ensemble's member calls do, and sometimes
+// nothing after them): every held completion must still wake the router,
+// by a later one or by the host going idle, or the run never ends.
+TEST_P(ChannelStressTest, NoHeldCompletionIsLeftUnwoken) {
+  const int submitters = std::get<0>(GetParam());
+  const int executors = std::get<1>(GetParam());
+  std::future<void> run = std::async(std::launch::async, [&] {
+    RunStress(submitters, executors, WaitPolicy{/*spin=*/0, /*sleep_timeout_us=*/-1}, /*more_follow=*/true);
+  });
+  AwaitOrDie(run, "the stress run with held wake-ups");
+}
+
+void RunStress(int submitters, int executors, WaitPolicy wait, bool more_follow) {
   ChannelOptions options;
   options.arena_bytes = 1 << 20;
   options.request_slots = 16;
@@ -279,7 +419,7 @@ void RunStress(int submitters, int executors, WaitPolicy wait) {
         const uint64_t* p = reinterpret_cast<const uint64_t*>(host.arena() + req.inputs[0].offset);
         comp.request_id = req.request_id;
         comp.compute_ns = p[0] ^ p[1];
-        host_end.Complete(comp, stop);
+        host_end.Complete(comp, stop, &req);
       }
       exited++;
     });
@@ -311,6 +451,10 @@ void RunStress(int submitters, int executors, WaitPolicy wait) {
         RequestDesc req{};
         req.request_id = id;
         req.num_inputs = 1;
+        if (more_follow) {  // bursts of four, one submitter's each
+          req.burst = static_cast<uint32_t>(id / 4 + 1);
+          if (i % 4 != 3) req.flags = kMoreFollow;
+        }
         req.inputs[0].offset = static_cast<uint64_t>(s * kSlots + i % kSlots) * 64;
         auto* p = reinterpret_cast<uint64_t*>(router.arena() + req.inputs[0].offset);
         p[0] = id * 0x9E3779B97F4A7C15ULL;

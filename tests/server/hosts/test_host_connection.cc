@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "server/hosts/host_connection.h"
+#include "server/hosts/submission_burst.h"
 
 namespace es {
 namespace {
@@ -276,6 +277,77 @@ bool WaitFor(const std::function<bool()>& done, milliseconds timeout = milliseco
     std::this_thread::sleep_for(milliseconds(1));
   }
   return true;
+}
+
+// A request submitted while a SubmissionBurst lives on the thread carries
+// the burst's number to the host, and kMoreFollow until LastFollows(); an
+// inner burst has a number of its own, and the outer one is in force again
+// when it ends. The host holds the wake-up of those completions, and every
+// call is still answered.
+TEST(HostConnectionTest, ABurstTellsTheHostItsNumberAndWhetherMoreFollow) {
+  struct Seen {
+    float flags = -1, burst = -1;
+  };
+  std::mutex mu;
+  std::vector<Seen> seen(5);  // per call, in submission order
+  std::atomic<int> answered{0};
+  ScriptedConnection conn("burst", [](ipc::Channel& channel, const ipc::RequestDesc& req, ipc::CompletionDesc* c,
+                                      ipc::HostEnd& end, std::atomic<bool>& stop) {
+    // The answer carries the request's flags and burst in its first floats.
+    auto* out = reinterpret_cast<float*>(channel.arena() + req.output_offset);
+    out[0] = static_cast<float>(req.flags);
+    out[1] = static_cast<float>(req.burst);
+    end.Complete(*c, stop, &req);
+  });
+  std::vector<float> payload(4, 0.0f);
+  TensorParts input;
+  input.datatype = DataType::kFp32;
+  input.shape = {4};
+  input.pieces = {{reinterpret_cast<const uint8_t*>(payload.data()), sizeof(float) * 4, {}}};
+  auto submit = [&](size_t i) {
+    return conn->Submit("echo", 1, {input}, OutputPlan{input.bytes(), OneFp32Output(), {}},
+                        [&, i](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
+                          if (s.ok()) {
+                            const auto* out = reinterpret_cast<const float*>(arena + c->outputs[0].offset);
+                            std::lock_guard<std::mutex> lock(mu);
+                            seen[i] = {out[0], out[1]};
+                          }
+                          answered++;
+                        });
+  };
+  uint32_t outer_id = 0, inner_id = 0;
+  {
+    SubmissionBurst burst;
+    outer_id = SubmissionBurst::Current();
+    ASSERT_TRUE(submit(0).ok());
+    {
+      SubmissionBurst inner;
+      inner_id = SubmissionBurst::Current();
+      inner.LastFollows();
+      ASSERT_TRUE(submit(1).ok());
+    }
+    ASSERT_TRUE(submit(2).ok());  // the outer burst, more to follow
+    burst.LastFollows();
+    ASSERT_TRUE(submit(3).ok());
+  }
+  EXPECT_EQ(SubmissionBurst::Current(), 0u);
+  ASSERT_TRUE(submit(4).ok());
+  ASSERT_TRUE(WaitFor([&] { return answered.load() == 5; }));
+  ASSERT_NE(outer_id, 0u);
+  ASSERT_NE(inner_id, outer_id);
+  std::lock_guard<std::mutex> lock(mu);
+  const float more = static_cast<float>(ipc::kMoreFollow);
+  const float outer = static_cast<float>(outer_id), inner = static_cast<float>(inner_id);
+  EXPECT_EQ(seen[0].flags, more);
+  EXPECT_EQ(seen[0].burst, outer);
+  EXPECT_EQ(seen[1].flags, 0.0f);
+  EXPECT_EQ(seen[1].burst, inner);
+  EXPECT_EQ(seen[2].flags, more);
+  EXPECT_EQ(seen[2].burst, outer);
+  EXPECT_EQ(seen[3].flags, 0.0f);
+  EXPECT_EQ(seen[3].burst, outer);
+  EXPECT_EQ(seen[4].flags, 0.0f);
+  EXPECT_EQ(seen[4].burst, 0.0f);
 }
 
 // A completion whose output points at another request's bytes is answered
