@@ -37,10 +37,7 @@ bool HostEnd::NextRequest(RequestDesc* request) {
     got = ring.TryPop(request);
   }
   if (!got) {
-    if (holding_.load(std::memory_order_relaxed)) {
-      MutexLock lock(&push_mu_);
-      WakeRouterIfHeldLocked();  // idle: nothing of the burst is coming soon
-    }
+    if (holding_.load(std::memory_order_relaxed)) WakeRouterIfHeld();  // idle: nothing of the burst is coming soon
     ring.WaitForData(policy_.spin, policy_.sleep_timeout_us);
     MutexLock lock(&pop_mu_);
     got = ring.TryPop(request);
@@ -59,10 +56,14 @@ bool HostEnd::Complete(const CompletionDesc& completion, const std::atomic<bool>
   auto& ring = channel_->completions();
   bool hold = answered != nullptr && (answered->flags & kMoreFollow) != 0;
   int64_t now = 0;
-  if (hold) {
+  if (hold && held_since_ns_ != 0) {
+    // Held long enough, or held for another burst (whose next request would
+    // not wake the router for this one): this one wakes the router, for
+    // itself and the rest.
     now = MonotonicNs();
-    // Held long enough: this one wakes the router, for itself and the rest.
-    if (held_since_ns_ != 0 && now - held_since_ns_ >= kMaxHeldWakeNs) hold = false;
+    if (now - held_since_ns_ >= kMaxHeldWakeNs || answered->burst != held_burst_) hold = false;
+  } else if (hold) {
+    now = MonotonicNs();
   }
   while (!ring.TryPush(completion, /*notify=*/!hold)) {
     if (stop.load(std::memory_order_relaxed)) return false;
@@ -78,6 +79,11 @@ bool HostEnd::Complete(const CompletionDesc& completion, const std::atomic<bool>
   held_burst_ = answered->burst;
   holding_.store(true, std::memory_order_relaxed);
   return true;
+}
+
+void HostEnd::WakeRouterIfHeld() {
+  MutexLock lock(&push_mu_);
+  WakeRouterIfHeldLocked();
 }
 
 void HostEnd::WakeRouterIfHeldLocked() {

@@ -52,26 +52,35 @@ class RouterEnd {
 
 class HostEnd {
  public:
-  // A completion held back wakes the router at the latest when a completion
-  // is published this long after it.
+  // A completion held back wakes the router at the latest with a completion
+  // published this long after it (no timer: checked at that completion).
   static constexpr int64_t kMaxHeldWakeNs = 100'000;
 
   explicit HostEnd(Channel* channel, WaitPolicy policy = {}) : channel_(channel), policy_(policy) {}
 
   // True with a request; false after a timed wait (caller checks for stop).
   // It wakes the router for the completions held back (see Complete) before
-  // it waits, and before it returns a request of another burst than theirs.
+  // it waits, and before it returns a request that is not of their burst.
   bool NextRequest(RequestDesc* request);
   // Publishes a completion, waiting while the completion ring is full (the
   // router's completion thread always drains it). Gives up and returns false
   // only if `stop` becomes true meanwhile. `answered` (may be null) is the
-  // request it answers: when that says kMoreFollow the router's completion
-  // thread is not woken for this completion now, but by the next completion
-  // that wakes it, by NextRequest (above), or by a completion published
-  // kMaxHeldWakeNs or more after it. Holding saves the router a wake-up (a
-  // context switch) per member call of an ensemble whose members run one
-  // after another on this host, while the ensemble waits for them all.
+  // request it answers. When that says kMoreFollow the router's completion
+  // thread is not woken for this completion now but, with every completion
+  // held before it, by the first of: a completion that is not held; a
+  // completion published kMaxHeldWakeNs or more after the first held one,
+  // or for another burst; the ring full; NextRequest (above);
+  // WakeRouterIfHeld(). Holding saves the router a wake-up (a context
+  // switch) per member call of an ensemble whose calls run one after another
+  // on this host while it waits for them all.
+  //
+  // Contract: a thread that calls Complete calls NextRequest or
+  // WakeRouterIfHeld next (an executor's loop does), so a held wake-up is
+  // never left behind by the thread that held it.
   bool Complete(const CompletionDesc& completion, const std::atomic<bool>& stop, const RequestDesc* answered = nullptr);
+  // Wakes the router for the completions held back, if any (an executor
+  // that stops).
+  void WakeRouterIfHeld();
 
  private:
   void WakeRouterIfHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(push_mu_);
@@ -81,10 +90,13 @@ class HostEnd {
   Mutex pop_mu_;   // serialises the consumers of the request ring
   Mutex push_mu_;  // serialises the producers of the completion ring
   // When the oldest completion published without a wake-up was (0: none),
-  // and the burst of the requests it answered.
+  // and the burst of the requests the held ones answered (one burst only:
+  // a completion of another wakes the router).
   int64_t held_since_ns_ ABSL_GUARDED_BY(push_mu_) = 0;
   uint32_t held_burst_ ABSL_GUARDED_BY(push_mu_) = 0;
-  // Whether a wake-up is held (read without push_mu_ to skip the lock).
+  // Whether a wake-up is held: read without push_mu_ to skip the lock, so
+  // another thread may see it late; the thread that held always sees its
+  // own store when it next calls NextRequest (the contract above).
   std::atomic<bool> holding_{false};
 };
 

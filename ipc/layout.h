@@ -65,12 +65,13 @@ enum class RequestKind : uint32_t {
 //
 // kMoreFollow: the router is submitting more requests of the same burst
 // (RequestDesc::burst: an ensemble's member calls, submitted one after
-// another) right behind this one, and their completions will wake it; the
-// host may publish this one's completion without waking the router's
-// completion thread for it. A hint only: the host still wakes the router
-// before it runs a request of another burst, before it waits for requests,
-// and for any completion it has held back longer than a bound
-// (ipc::HostEnd), so a wrong hint can only delay a completion, never lose it.
+// another, all of which it waits for) right behind this one, and the
+// completion of the burst's last will wake it; the host may publish this
+// one's completion without waking the router's completion thread for it. A
+// hint only: the host still wakes the router before it runs a request of
+// another burst, before it waits for requests, and with a completion it
+// publishes long enough after the first one it held (ipc::HostEnd), so a
+// wrong hint can only delay a completion, never lose it.
 inline constexpr uint32_t kMoreFollow = 1u;
 
 // Router -> host: run `model` (version) on the inputs and write the outputs

@@ -27,6 +27,10 @@
 // and a push before it is seen by the re-check. The wake stays a wake-all, so
 // with several consumer threads every sleeper is woken by the first push.
 // NotifyConsumer() (shutdown, interruption) wakes regardless of the flag.
+// A producer may also push without a wake-up (TryPush's `notify` false) and
+// call Notify() later, which wakes a sleeper for everything published by
+// then: the host does so for completions the router does not need at once
+// (ipc::HostEnd, kMoreFollow).
 // A peer that writes the flag can only delay its own side's wake-ups, as it
 // could by never waking at all; the timed sleep bounds that.
 //

@@ -180,6 +180,7 @@ void ExecutorLoop(ipc::HostEnd* end, const RequestExecutor* executor, ModelLoade
     // need not (ipc::HostEnd::Complete).
     if (!end->Complete(completion, g_stop, &request)) break;
   }
+  end->WakeRouterIfHeld();  // stopping: nothing of a burst is coming
 }
 
 }  // namespace

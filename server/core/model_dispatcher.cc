@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/steady_clock.h"
+#include "server/hosts/submission_burst.h"
 
 namespace es {
 namespace {
@@ -140,6 +141,9 @@ void ModelDispatcher::Infer(std::shared_ptr<const InferRequest> request, int64_t
     Dispatch(std::move(batch), now, 0);
     return;
   }
+  // The batches sent below may be other requests': a submission mark armed
+  // for this member call (SubmissionBurst) is not theirs.
+  SubmissionBurst::Take();
   const DynamicBatching& cfg = model_->dynamic_batching;
   const int priority = request->priority == 0 ? cfg.default_priority : request->priority;
   std::vector<Batch> batches;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/checked_math.h"
+#include "server/hosts/submission_burst.h"
 
 namespace es {
 namespace {
@@ -81,7 +82,12 @@ void CascadeCall::RunStage(size_t stage, std::shared_ptr<const InferRequest> row
     MutexLock lock(&mu_);
     members_out_ = members.size();
   }
-  for (size_t m : members) {
+  // The stage's member calls follow one another: one wake-up of the router
+  // per host for them, not one per call (SubmissionBurst).
+  SubmissionBurst burst;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const size_t m = members[i];
+    burst.MarkNext(/*last=*/i + 1 == members.size());
     run_(m, rows, [self = shared_from_this(), stage, m](int64_t version, const Status& status, InferResponse r) {
       self->MemberAnswered(stage, m, version, status, r);
     });

@@ -1,6 +1,7 @@
 #include "server/ensemble/ensemble_runner.h"
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "server/ensemble/cascade_call.h"
@@ -72,11 +73,14 @@ void EnsembleRunner::RunFanOut(const std::shared_ptr<const InferRequest>& reques
                       if (auto c = weak.lock()) c->TimedOut();
                     });
   }
-  // The member calls follow one another: the hosts need not wake the router
-  // for each completion, only for the last of the burst they run.
-  SubmissionBurst burst;
+  // The member calls follow one another: a host need not wake the router
+  // for each completion, only for the last of the burst it runs. Not when
+  // the call may answer before every member is back (a held completion may
+  // wait for the burst's later calls on its host).
+  std::optional<SubmissionBurst> burst;
+  if (spec.member_timeout_ms == 0) burst.emplace();
   for (size_t m = 0; m < spec.members.size(); ++m) {
-    if (m + 1 == spec.members.size()) burst.LastFollows();
+    if (burst) burst->MarkNext(/*last=*/m + 1 == spec.members.size());
     members_->CallMember(spec.members[m], request,
                          [call, m](int64_t version, const Status& status, InferResponse response) {
                            call->MemberAnswered(m, version, status, std::move(response));

@@ -85,6 +85,9 @@ Status HostConnection::SubmitControl(ipc::RequestKind kind, const std::string& m
 
 Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& model, int64_t version,
                                   const std::vector<TensorParts>& inputs, const OutputPlan& outputs, Done done) {
+  // Taken first: a refused submission must not leave the mark to whatever
+  // this thread submits next.
+  const SubmissionMark mark = kind == ipc::RequestKind::kInfer ? SubmissionBurst::Take() : SubmissionMark{};
   const size_t output_count = outputs.outputs ? outputs.outputs->types.size() : 0;
   if (inputs.size() > ipc::kMaxTensors || output_count > ipc::kMaxTensors) {
     return Status::InvalidArgument("model '" + model + "' has more inputs or outputs than the IPC channel carries");
@@ -108,10 +111,8 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
   desc.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
   desc.version = version;
   desc.kind = static_cast<uint32_t>(kind);
-  if (kind == ipc::RequestKind::kInfer) {
-    desc.burst = SubmissionBurst::Current();
-    if (SubmissionBurst::MoreFollow()) desc.flags = ipc::kMoreFollow;
-  }
+  desc.burst = mark.burst;
+  if (mark.more_follow) desc.flags = ipc::kMoreFollow;
   std::memcpy(desc.model, model.data(), model.size());
   desc.num_inputs = static_cast<uint32_t>(inputs.size());
   uint64_t cursor = *region;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,8 +10,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -139,6 +142,35 @@ void AwaitOrDie(std::future<void>& f, const char* what) {
   std::_Exit(1);
 }
 
+// The calling thread's id, for ThreadAsleep.
+pid_t ThisThread() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Whether thread `tid` of this process sleeps in the kernel ('S' in
+// /proc/self/task/TID/stat): a consumer counted in `sleepers` may still be
+// on its way to the futex (its re-check of the ring comes after).
+bool ThreadAsleep(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S';
+}
+
+// Runs `wait` (a consumer's sleep, then what it does once woken) on a thread
+// of its own and returns once that thread sleeps on `control`'s futex.
+template <typename F>
+auto StartAsleep(RingControl& control, F wait) {
+  std::promise<pid_t> tid;
+  std::future<pid_t> known = tid.get_future();
+  auto done = std::async(std::launch::async, [wait, &tid] {
+    tid.set_value(ThisThread());
+    return wait();
+  });
+  const pid_t thread = known.get();
+  while (control.sleepers.load() == 0 || !ThreadAsleep(thread)) std::this_thread::yield();
+  return done;
+}
+
 // A consumer asleep is woken once for a burst of pushes: the pushes after
 // the first find a wake-up pending and make no futex call (the event count
 // `seq` moves once). Without the pending flag each push bumps it.
@@ -146,10 +178,9 @@ TEST(ChannelTest, ABurstOfPushesWakesASleeperOnce) {
   Channel c = MakeChannel();
   RingControl& control = c.header().requests;
   auto sleep_until_woken = [&] {
-    return std::async(std::launch::async, [&] { c.requests().WaitForData(/*spin=*/0, /*timeout_us=*/-1); });
+    return StartAsleep(control, [&] { c.requests().WaitForData(/*spin=*/0, /*timeout_us=*/-1); });
   };
   std::future<void> consumer = sleep_until_woken();
-  while (control.sleepers.load() == 0) std::this_thread::yield();
   const uint32_t before = control.seq.load();
   RequestDesc r{};
   for (uint64_t i = 0; i < 5; ++i) {
@@ -161,7 +192,6 @@ TEST(ChannelTest, ABurstOfPushesWakesASleeperOnce) {
   // Asleep again (the flag cleared on the way): the next push wakes it again.
   for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(c.requests().TryPop(&r));
   std::future<void> again = sleep_until_woken();
-  while (control.sleepers.load() == 0) std::this_thread::yield();
   ASSERT_TRUE(c.requests().TryPush(r));
   AwaitOrDie(again, "the consumer, asleep a second time,");
   EXPECT_EQ(control.seq.load() - before, 2u);
@@ -178,15 +208,13 @@ struct HeldWakeFixture {
   // Starts a router thread that sleeps until a completion comes, then takes
   // every completion there is; returns once it is asleep.
   std::future<int> RouterAsleep() {
-    std::future<int> taken = std::async(std::launch::async, [this] {
+    return StartAsleep(control, [this] {
       channel.completions().WaitForData(/*spin=*/0, /*timeout_us=*/-1);
       CompletionDesc c;
       int n = 0;
       while (channel.completions().TryPop(&c)) ++n;
       return n;
     });
-    while (control.sleepers.load() == 0) std::this_thread::yield();
-    return taken;
   }
   // A request of `burst` that says more follow (or not).
   static RequestDesc Request(uint32_t burst, bool more_follow) {
@@ -195,9 +223,9 @@ struct HeldWakeFixture {
     r.flags = more_follow ? kMoreFollow : 0;
     return r;
   }
-  // The host publishes the completion of such a request of burst 7.
-  bool Publish(bool more_follow) {
-    const RequestDesc answered = Request(7, more_follow);
+  // The host publishes the completion of such a request.
+  bool Publish(bool more_follow, uint32_t burst = 7) {
+    const RequestDesc answered = Request(burst, more_follow);
     return host.Complete(CompletionDesc{}, stop, &answered);
   }
   // Whether the router thread is still asleep a while later.
@@ -258,6 +286,29 @@ TEST(ChannelTest, ARequestOfAnotherBurstWakesTheRouterBeforeItRuns) {
   EXPECT_EQ(f.AwaitTaken(taken, "after a request of another burst"), 1);
 }
 
+// Held completions are of one burst: a completion of another burst wakes
+// the router (the other burst's next request would not), though it asks to
+// be held too.
+TEST(ChannelTest, ACompletionOfAnotherBurstWakesTheRouter) {
+  HeldWakeFixture f;
+  std::future<int> taken = f.RouterAsleep();
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true, /*burst=*/7));
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true, /*burst=*/8));
+  EXPECT_EQ(f.AwaitTaken(taken, "after a completion of another burst"), 2);
+}
+
+// An executor that stops wakes the router for what it held.
+TEST(ChannelTest, WakeRouterIfHeldWakesItForTheHeldOnes) {
+  HeldWakeFixture f;
+  std::future<int> taken = f.RouterAsleep();
+  f.host.WakeRouterIfHeld();  // nothing held: no wake-up
+  EXPECT_TRUE(HeldWakeFixture::StillAsleep(taken));
+  ASSERT_TRUE(f.Publish(/*more_follow=*/true));
+  EXPECT_TRUE(HeldWakeFixture::StillAsleep(taken));
+  f.host.WakeRouterIfHeld();
+  EXPECT_EQ(f.AwaitTaken(taken, "after WakeRouterIfHeld"), 1);
+}
+
 // A wake-up is held back at most kMaxHeldWakeNs: a completion published
 // later than that after the first held one wakes the router though it asks
 // to be held too.
@@ -276,7 +327,7 @@ TEST(ChannelTest, AWakeUpHeldTooLongIsGivenByTheNextCompletion) {
 TEST(ChannelTest, AFullRingOfHeldCompletionsWakesTheRouter) {
   HeldWakeFixture f;
   const uint64_t slots = f.channel.completions().capacity();
-  std::future<int> drained = std::async(std::launch::async, [&] {
+  std::future<int> drained = StartAsleep(f.control, [&] {  // asleep before the ring fills
     int n = 0;
     CompletionDesc c;
     while (n < static_cast<int>(slots) + 1) {
@@ -285,7 +336,6 @@ TEST(ChannelTest, AFullRingOfHeldCompletionsWakesTheRouter) {
     }
     return n;
   });
-  while (f.control.sleepers.load() == 0) std::this_thread::yield();  // asleep before the ring fills
   for (uint64_t i = 0; i < slots + 1; ++i) ASSERT_TRUE(f.Publish(/*more_follow=*/true));
   RequestDesc r;
   f.host.NextRequest(&r);  // the last one's wake-up

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/hosts/submission_burst.h"
+
 namespace es {
 namespace {
 
@@ -43,9 +45,11 @@ class FakeMembers : public MemberCalls {
       out.data.append(reinterpret_cast<const char*>(&p.second), sizeof(float));
     }
     response.outputs.push_back(std::move(out));
+    const SubmissionMark mark = SubmissionBurst::Take();  // as HostConnection takes it
     {
       std::lock_guard<std::mutex> lock(mu_);
       calls_.push_back({member.model, rows});
+      marks_.push_back(mark);
       if (held.count(member.model) != 0) {
         waiting_.push_back([done = std::move(done), response]() mutable { done(1, Status::Ok(), std::move(response)); });
         return;
@@ -69,12 +73,19 @@ class FakeMembers : public MemberCalls {
     return calls_;
   }
 
+  // The submission mark armed for each call (SubmissionBurst), in order.
+  std::vector<SubmissionMark> marks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return marks_;
+  }
+
   std::map<std::string, std::pair<float, float>> answers;
   std::map<std::string, bool> held;
 
  private:
   mutable std::mutex mu_;
   std::vector<std::pair<std::string, int64_t>> calls_;
+  std::vector<SubmissionMark> marks_;
   std::vector<std::function<void()>> waiting_;
 };
 
@@ -99,6 +110,17 @@ ModelConfig Trio() {
   c.outputs = {{"p", DataType::kFp32, {2}}};
   c.ensemble.members = {{"a", 1.0, 0}, {"b", 1.0, 0}, {"c", 1.0, 0}};
   c.ensemble.combine = CombineRule::kMean;
+  return c;
+}
+
+// The same members as a cascade "casc" of stages {a}, {b, c}: a row leaves
+// at a stage whose members' mean is at least 0.9 sure.
+ModelConfig TrioCascade() {
+  ModelConfig c = Trio();
+  c.name = "casc";
+  c.ensemble.combine = CombineRule::kCascade;
+  c.ensemble.stages = {{0}, {1, 2}};
+  c.ensemble.exit_threshold = 0.9;
   return c;
 }
 
@@ -163,6 +185,15 @@ class EnsembleRunnerTest : public ::testing::Test {
     ASSERT_TRUE(answer->status.ok()) << answer->status.ToString();
   }
 
+  // Runs one request of `rows` rows on `model` to its answer; only the
+  // member calls it made are looked at.
+  void RunToTheAnswer(const ModelConfig& model, int64_t rows) {
+    EnsembleRunner runner(&members_, &catalog_);
+    Answer answer;
+    runner.Run(Request(model, rows), answer.Done());
+    ASSERT_TRUE(answer.Wait());
+  }
+
   // The member calls made after the first `before` calls.
   std::vector<std::pair<std::string, int64_t>> CallsSince(size_t before) const {
     const auto calls = members_.calls();
@@ -202,6 +233,42 @@ TEST_F(EnsembleRunnerTest, FanOutCallsEveryMemberOnceAndAnswersTheirMean) {
   EXPECT_EQ(answer.response.ensemble->members_used, 3);
   EXPECT_FALSE(answer.response.ensemble->degraded);
   EXPECT_EQ(answer.response.member_versions, "a:1,b:1,c:1");
+}
+
+// The fan-out's member calls are one submission burst: each carries the
+// burst's number, all but the last say more follow; with a member timeout
+// (the call may answer before every member is back) none is marked.
+TEST_F(EnsembleRunnerTest, FanOutMarksItsMemberCallsAsOneBurstUnlessItMayAnswerEarly) {
+  RunToTheAnswer(Trio(), 1);
+  std::vector<SubmissionMark> marks = members_.marks();
+  ASSERT_EQ(marks.size(), 3u);
+  EXPECT_NE(marks[0].burst, 0u);
+  for (size_t m = 0; m < 3; ++m) {
+    EXPECT_EQ(marks[m].burst, marks[0].burst) << "member " << m;
+    EXPECT_EQ(marks[m].more_follow, m < 2) << "member " << m;
+  }
+  EXPECT_EQ(SubmissionBurst::Take().burst, 0u) << "no mark left armed after the fan-out";
+
+  ModelConfig timed = Trio();
+  timed.ensemble.member_timeout_ms = 1000;
+  RunToTheAnswer(timed, 1);
+  marks = members_.marks();
+  ASSERT_EQ(marks.size(), 6u);
+  for (size_t m = 3; m < 6; ++m) EXPECT_EQ(marks[m].burst, 0u) << "member call " << m;
+}
+
+// Each stage of a cascade is a burst of its own.
+TEST_F(EnsembleRunnerTest, EachCascadeStageIsABurst) {
+  members_.answers["a"] = {0.6f, 0.4f};  // unsure: the rows go on to stage 1
+  RunToTheAnswer(TrioCascade(), 2);
+  const std::vector<SubmissionMark> marks = members_.marks();
+  ASSERT_EQ(marks.size(), 3u);
+  EXPECT_FALSE(marks[0].more_follow);  // stage 0's only call
+  EXPECT_NE(marks[1].burst, 0u);
+  EXPECT_NE(marks[1].burst, marks[0].burst);
+  EXPECT_EQ(marks[2].burst, marks[1].burst);
+  EXPECT_TRUE(marks[1].more_follow);
+  EXPECT_FALSE(marks[2].more_follow);
 }
 
 TEST_F(EnsembleRunnerTest, BeyondMaxInFlightIsResourceExhaustedAndThePlaceComesBackAfterTheAnswer) {
@@ -270,11 +337,7 @@ TEST_F(EnsembleRunnerTest, WithoutMemberTimeoutTheQuorumStillWaitsForTheSlowMemb
 // 0.9) every row leaves after stage 0 and b, c are never called; with an
 // unsure one (0.6) the rows go on to stage 1.
 TEST_F(EnsembleRunnerTest, CascadeStopsAtTheStageWhereItsRowsAreDecided) {
-  ModelConfig model = Trio();
-  model.name = "casc";
-  model.ensemble.combine = CombineRule::kCascade;
-  model.ensemble.stages = {{0}, {1, 2}};
-  model.ensemble.exit_threshold = 0.9;
+  const ModelConfig model = TrioCascade();
   EnsembleRunner runner(&members_, &catalog_);
 
   members_.answers["a"] = {0.95f, 0.05f};
@@ -374,11 +437,7 @@ TEST_F(EnsembleRunnerTest, LadderAnswersANearDeadlineFromACheaperRungUnlessExact
 // rung's threshold, not its config's, and the answer names the rung so.
 TEST_F(EnsembleRunnerTest, LadderServesACascadeRungAtTheRungsExitThreshold) {
   Laddered models;
-  ModelConfig casc = Trio();
-  casc.name = "casc";
-  casc.ensemble.combine = CombineRule::kCascade;
-  casc.ensemble.stages = {{0}, {1, 2}};
-  casc.ensemble.exit_threshold = 0.9;  // member a's 0.7 alone would not decide a row
+  const ModelConfig casc = TrioCascade();  // member a's 0.7 alone would not decide a row
   models.trio.overload.ladder = {{"trio", 0.9}, {"casc", 0.85, 0.6}};
   catalog_.models = {{"trio", &models.trio}, {"casc", &casc}};
   EnsembleRunner runner(&members_, &catalog_);

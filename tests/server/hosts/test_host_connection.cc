@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "server/hosts/host_connection.h"
@@ -279,24 +280,21 @@ bool WaitFor(const std::function<bool()>& done, milliseconds timeout = milliseco
   return true;
 }
 
-// A request submitted while a SubmissionBurst lives on the thread carries
-// the burst's number to the host, and kMoreFollow until LastFollows(); an
-// inner burst has a number of its own, and the outer one is in force again
-// when it ends. The host holds the wake-up of those completions, and every
-// call is still answered.
-TEST(HostConnectionTest, ABurstTellsTheHostItsNumberAndWhetherMoreFollow) {
-  struct Seen {
-    float flags = -1, burst = -1;
-  };
+// A member call marked with SubmissionBurst::MarkNext carries the burst's
+// number to the host, and kMoreFollow unless it is the last; the mark is for
+// one submission only, an inner burst has a number of its own and leaves no
+// mark armed when it ends. Every call is answered (the host holds the
+// wake-up of the marked ones).
+TEST(HostConnectionTest, ABurstMarksOneSubmissionPerMark) {
   std::mutex mu;
-  std::vector<Seen> seen(5);  // per call, in submission order
+  std::vector<std::pair<uint32_t, uint32_t>> seen(6, {99, 99});  // (flags, burst) per call
   std::atomic<int> answered{0};
   ScriptedConnection conn("burst", [](ipc::Channel& channel, const ipc::RequestDesc& req, ipc::CompletionDesc* c,
                                       ipc::HostEnd& end, std::atomic<bool>& stop) {
-    // The answer carries the request's flags and burst in its first floats.
-    auto* out = reinterpret_cast<float*>(channel.arena() + req.output_offset);
-    out[0] = static_cast<float>(req.flags);
-    out[1] = static_cast<float>(req.burst);
+    // The answer carries the request's flags and burst in its first bytes.
+    uint8_t* out = channel.arena() + req.output_offset;
+    std::memcpy(out, &req.flags, sizeof(uint32_t));
+    std::memcpy(out + sizeof(uint32_t), &req.burst, sizeof(uint32_t));
     end.Complete(*c, stop, &req);
   });
   std::vector<float> payload(4, 0.0f);
@@ -308,46 +306,79 @@ TEST(HostConnectionTest, ABurstTellsTheHostItsNumberAndWhetherMoreFollow) {
     return conn->Submit("echo", 1, {input}, OutputPlan{input.bytes(), OneFp32Output(), {}},
                         [&, i](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
                           if (s.ok()) {
-                            const auto* out = reinterpret_cast<const float*>(arena + c->outputs[0].offset);
+                            const uint8_t* out = arena + c->outputs[0].offset;
                             std::lock_guard<std::mutex> lock(mu);
-                            seen[i] = {out[0], out[1]};
+                            std::memcpy(&seen[i].first, out, sizeof(uint32_t));
+                            std::memcpy(&seen[i].second, out + sizeof(uint32_t), sizeof(uint32_t));
                           }
                           answered++;
                         });
   };
-  uint32_t outer_id = 0, inner_id = 0;
+  uint32_t outer = 0, inner = 0;
   {
     SubmissionBurst burst;
-    outer_id = SubmissionBurst::Current();
+    burst.MarkNext(/*last=*/false);
     ASSERT_TRUE(submit(0).ok());
+    ASSERT_TRUE(submit(1).ok());  // the mark was taken: not marked
+    burst.MarkNext(/*last=*/false);
     {
-      SubmissionBurst inner;
-      inner_id = SubmissionBurst::Current();
-      inner.LastFollows();
-      ASSERT_TRUE(submit(1).ok());
+      SubmissionBurst nested;  // a member that is an ensemble itself
+      nested.MarkNext(/*last=*/true);
+      ASSERT_TRUE(submit(2).ok());
     }
-    ASSERT_TRUE(submit(2).ok());  // the outer burst, more to follow
-    burst.LastFollows();
-    ASSERT_TRUE(submit(3).ok());
+    ASSERT_TRUE(submit(3).ok());  // the outer mark was the nested burst's: not marked
+    burst.MarkNext(/*last=*/true);
+    ASSERT_TRUE(submit(4).ok());
   }
-  EXPECT_EQ(SubmissionBurst::Current(), 0u);
-  ASSERT_TRUE(submit(4).ok());
-  ASSERT_TRUE(WaitFor([&] { return answered.load() == 5; }));
-  ASSERT_NE(outer_id, 0u);
-  ASSERT_NE(inner_id, outer_id);
+  ASSERT_TRUE(submit(5).ok());
+  ASSERT_TRUE(WaitFor([&] { return answered.load() == 6; }));
   std::lock_guard<std::mutex> lock(mu);
-  const float more = static_cast<float>(ipc::kMoreFollow);
-  const float outer = static_cast<float>(outer_id), inner = static_cast<float>(inner_id);
-  EXPECT_EQ(seen[0].flags, more);
-  EXPECT_EQ(seen[0].burst, outer);
-  EXPECT_EQ(seen[1].flags, 0.0f);
-  EXPECT_EQ(seen[1].burst, inner);
-  EXPECT_EQ(seen[2].flags, more);
-  EXPECT_EQ(seen[2].burst, outer);
-  EXPECT_EQ(seen[3].flags, 0.0f);
-  EXPECT_EQ(seen[3].burst, outer);
-  EXPECT_EQ(seen[4].flags, 0.0f);
-  EXPECT_EQ(seen[4].burst, 0.0f);
+  outer = seen[0].second;
+  inner = seen[2].second;
+  EXPECT_NE(outer, 0u);
+  EXPECT_NE(inner, 0u);
+  EXPECT_NE(inner, outer);
+  using Seen = std::pair<uint32_t, uint32_t>;
+  EXPECT_EQ(seen[0], Seen(ipc::kMoreFollow, outer));
+  EXPECT_EQ(seen[1], Seen(0u, 0u));
+  EXPECT_EQ(seen[2], Seen(0u, inner));
+  EXPECT_EQ(seen[3], Seen(0u, 0u));
+  EXPECT_EQ(seen[4], Seen(0u, outer));
+  EXPECT_EQ(seen[5], Seen(0u, 0u));
+}
+
+// A submission refused before it reaches the host (here: an arena too small)
+// still takes its mark: what the thread submits next is not marked.
+TEST(HostConnectionTest, ARefusedSubmissionTakesItsMark) {
+  std::atomic<uint32_t> flags_seen{99};
+  ScriptedConnection conn("refuser", [](ipc::Channel& channel, const ipc::RequestDesc& req, ipc::CompletionDesc* c,
+                                        ipc::HostEnd& end, std::atomic<bool>& stop) {
+    std::memcpy(channel.arena() + req.output_offset, &req.flags, sizeof(uint32_t));
+    end.Complete(*c, stop, &req);
+  });
+  std::vector<float> big((2 << 20) / sizeof(float), 0.0f);  // more than the 1 MiB arena
+  TensorParts too_big;
+  too_big.datatype = DataType::kFp32;
+  too_big.shape = {static_cast<int64_t>(big.size())};
+  too_big.pieces = {{reinterpret_cast<const uint8_t*>(big.data()), big.size() * sizeof(float), {}}};
+  SubmissionBurst burst;
+  burst.MarkNext(/*last=*/false);
+  EXPECT_EQ(conn->Submit("echo", 1, {too_big}, OutputPlan{too_big.bytes(), OneFp32Output(), {}},
+                         [](const Status&, const ipc::CompletionDesc*, const uint8_t*) {})
+                .code(),
+            StatusCode::kResourceExhausted);
+  TensorParts small = too_big;
+  small.shape = {4};
+  small.pieces = {{reinterpret_cast<const uint8_t*>(big.data()), 4 * sizeof(float), {}}};
+  ASSERT_TRUE(conn->Submit("echo", 1, {small}, OutputPlan{small.bytes(), OneFp32Output(), {}},
+                           [&](const Status& s, const ipc::CompletionDesc* c, const uint8_t* arena) {
+                             uint32_t flags = 98;
+                             if (s.ok()) std::memcpy(&flags, arena + c->outputs[0].offset, sizeof(uint32_t));
+                             flags_seen = flags;
+                           })
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] { return flags_seen.load() != 99; }));
+  EXPECT_EQ(flags_seen.load(), 0u);
 }
 
 // A completion whose output points at another request's bytes is answered
