@@ -255,17 +255,24 @@ class OverloadTest : public SharedServerSuite<OverloadTest> {
   }
 
  protected:
-  // Idle requests, one after the other, until slow_ens answers in full (at
-  // most `limit`; a previous test's load may have left the ladder down for
-  // up to dwell_ms). Returns the answers, the last one the full one.
+  // Idle requests, one after the other, until slow_ens answers in full
+  // twice in a row (at most `limit`; a previous test's load may have left
+  // the ladder down for up to dwell_ms). One full answer is not enough: while
+  // the ladder sits below the ensemble it sends one request per dwell time
+  // up as a probe, and a poll that happens to be that probe is answered in
+  // full with the ladder still down; the next probe is a dwell time away,
+  // so two in a row are the ladder back. Returns the answers, the last one
+  // a full one.
   static std::vector<Answer> WaitUntilServedInFull(Stub& stub, milliseconds limit = milliseconds(15000)) {
     std::vector<Answer> answers;
     const auto give_up = Clock::now() + limit;
+    int in_full = 0;
     while (Clock::now() < give_up) {
       answers.push_back(Call(stub, RowRequest(kEnsemble, 7)));
       const Answer& a = answers.back();
-      // Served in full; or no served_by at all: no ladder here, nothing to wait for.
-      if (a.status.ok() && (a.served_by == kEnsemble || !a.served_by)) break;
+      if (a.status.ok() && !a.served_by) break;  // no ladder here, nothing to wait for
+      in_full = a.status.ok() && a.served_by == kEnsemble ? in_full + 1 : 0;
+      if (in_full == 2) break;
       std::this_thread::sleep_for(milliseconds(20));  // pacing between polls
     }
     return answers;
