@@ -155,15 +155,17 @@ if want 1; then
     load "floor_mlp_c$c" "$FLOOR_ADDR" mlp 1 "$c" "$FLOOR_PID" ""
   done
   stop_floor
-  start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor_handoff.log" --answer-from-thread
-  for c in 1 16; do load "handoff_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""; done
-  stop_floor
-  start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor_async.log" --async
-  for c in 1 16; do load "async_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""; done
-  stop_floor
-  start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor_async_handoff.log" --async --answer-from-thread
-  for c in 1 16; do load "async_handoff_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""; done
-  stop_floor
+  # echo_floor NAME FLAGS...: echo at concurrency 1 and 16 on bench-grpc-floor FLAGS (steps NAME_echo_cC).
+  echo_floor() {
+    local name=$1 c
+    shift
+    start_floor bench-grpc-floor "$OUT/server.yaml" "$OUT/grpc_floor_$name.log" "$@"
+    for c in 1 16; do load "${name}_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" ""; done
+    stop_floor
+  }
+  echo_floor handoff --answer-from-thread
+  echo_floor async --async
+  echo_floor async_handoff --async --answer-from-thread
   start_floor bench-http-floor "$OUT/server.yaml" "$OUT/http_floor.log"
   for c in 1 16; do load "http_floor_echo_c$c" "$FLOOR_ADDR" echo 1 "$c" "$FLOOR_PID" "" --http; done
   stop_floor

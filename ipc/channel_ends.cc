@@ -1,18 +1,8 @@
 #include "ipc/channel_ends.h"
 
 #include <sched.h>
-#include <time.h>
 
 namespace es::ipc {
-namespace {
-
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 Status RouterEnd::Submit(const RequestDesc& request) {
   MutexLock lock(&submit_mu_);
@@ -55,15 +45,12 @@ bool HostEnd::Complete(const CompletionDesc& completion, const std::atomic<bool>
   MutexLock lock(&push_mu_);
   auto& ring = channel_->completions();
   bool hold = answered != nullptr && (answered->flags & kMoreFollow) != 0;
-  int64_t now = 0;
-  if (hold && held_since_ns_ != 0) {
-    // Held long enough, or held for another burst (whose next request would
-    // not wake the router for this one): this one wakes the router, for
-    // itself and the rest.
-    now = MonotonicNs();
-    if (now - held_since_ns_ >= kMaxHeldWakeNs || answered->burst != held_burst_) hold = false;
-  } else if (hold) {
-    now = MonotonicNs();
+  const bool holding = holding_.load(std::memory_order_relaxed);  // exact: written under push_mu_ only
+  // Held long enough, or held for another burst (whose next request would
+  // not wake the router for this one): this one wakes the router, for
+  // itself and the rest.
+  if (hold && holding && (NanosecondsSince(held_since_) >= kMaxHeldWakeNs || answered->burst != held_burst_)) {
+    hold = false;
   }
   while (!ring.TryPush(completion, /*notify=*/!hold)) {
     if (stop.load(std::memory_order_relaxed)) return false;
@@ -71,11 +58,10 @@ bool HostEnd::Complete(const CompletionDesc& completion, const std::atomic<bool>
     sched_yield();
   }
   if (!hold) {
-    held_since_ns_ = 0;  // the wake-up covers every completion before it
-    holding_.store(false, std::memory_order_relaxed);
+    holding_.store(false, std::memory_order_relaxed);  // the wake-up covers every completion before it
     return true;
   }
-  if (held_since_ns_ == 0) held_since_ns_ = now;
+  if (!holding) held_since_ = SteadyClock::now();
   held_burst_ = answered->burst;
   holding_.store(true, std::memory_order_relaxed);
   return true;
@@ -87,8 +73,7 @@ void HostEnd::WakeRouterIfHeld() {
 }
 
 void HostEnd::WakeRouterIfHeldLocked() {
-  if (held_since_ns_ == 0) return;
-  held_since_ns_ = 0;
+  if (!holding_.load(std::memory_order_relaxed)) return;
   holding_.store(false, std::memory_order_relaxed);
   channel_->completions().Notify();
 }

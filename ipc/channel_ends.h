@@ -15,6 +15,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "common/steady_clock.h"
 #include "ipc/channel.h"
 
 namespace es::ipc {
@@ -89,15 +90,16 @@ class HostEnd {
   WaitPolicy policy_;
   Mutex pop_mu_;   // serialises the consumers of the request ring
   Mutex push_mu_;  // serialises the producers of the completion ring
-  // When the oldest completion published without a wake-up was (0: none),
-  // and the burst of the requests the held ones answered (one burst only:
-  // a completion of another wakes the router).
-  int64_t held_since_ns_ ABSL_GUARDED_BY(push_mu_) = 0;
-  uint32_t held_burst_ ABSL_GUARDED_BY(push_mu_) = 0;
-  // Whether a wake-up is held: read without push_mu_ to skip the lock, so
-  // another thread may see it late; the thread that held always sees its
-  // own store when it next calls NextRequest (the contract above).
+  // Whether a wake-up is held. Written under push_mu_ only, and read
+  // without it to skip the lock, so another thread may see it late; the
+  // thread that held always sees its own store when it next calls
+  // NextRequest (the contract above).
   std::atomic<bool> holding_{false};
+  // While holding: when the oldest completion published without a wake-up
+  // was, and the burst of the requests the held ones answered (one burst
+  // only: a completion of another wakes the router).
+  SteadyClock::time_point held_since_ ABSL_GUARDED_BY(push_mu_);
+  uint32_t held_burst_ ABSL_GUARDED_BY(push_mu_) = 0;
 };
 
 }  // namespace es::ipc
