@@ -27,6 +27,19 @@ constexpr double kRateGrowth = 1.25;
 // says little of the load.
 constexpr double kMinJudgedArrivals = 20;
 
+// The tail ratio's quantile, and the step of its estimate (in log space: an
+// answer over it raises it by about 5%, one under lowers it by 0.05%, so the
+// estimate settles where 1% of the answers lie above it, within a few
+// hundred answers of a change of load).
+constexpr double kTailQuantile = 0.99;
+constexpr double kTailStep = 0.05;
+constexpr double kMaxTail = 10;
+// Answers predicted below this share of the target teach no tail.
+constexpr double kTailMinShare = 0.1;
+// A 99th percentile says something from about a hundred answers on: before
+// that the tail is taken as 1 (the mean prediction alone).
+constexpr int kTailMinAnswers = 100;
+
 double Ms(OverloadController::Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
@@ -55,6 +68,11 @@ double OverloadController::PredictLocked(size_t rung) const {
   return rung_[rung].service_ms + work_ms_ / rung_[rung].parallelism;
 }
 
+double OverloadController::TailLocked(size_t rung) const {
+  const Rung& r = rung_[rung];
+  return (r.tail_answers >= kTailMinAnswers ? r.tail : 1.0) * PredictLocked(rung);
+}
+
 double OverloadController::RateLocked(Clock::time_point now) const {
   if (rate_ == 0) return 0;
   return rate_ * std::exp(-std::max(0.0, Ms(now - rate_at_)) / kRateWindowMs);
@@ -70,11 +88,11 @@ bool OverloadController::HeldOff(const Level& level, size_t rung, Clock::time_po
 size_t OverloadController::RichestWithin(double budget_ms, size_t from) const {
   size_t fastest = from;
   for (size_t r = from; r < rungs_; ++r) {
-    const double predicted = PredictLocked(r);
-    if (predicted <= budget_ms) return r;
+    if (TailLocked(r) <= budget_ms) return r;
     // Measured service times need not fall along the ladder (a rung
     // measured at a busy moment): the fallback is the fastest, not the last.
-    if (predicted < PredictLocked(fastest)) fastest = r;
+    // By the mean: a tail not learnt yet (1) must not make a rung look fast.
+    if (PredictLocked(r) < PredictLocked(fastest)) fastest = r;
   }
   return fastest;
 }
@@ -113,14 +131,15 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // cannot sustain fills the work in flight less, and the rung below,
       // waiting behind that work, stays within its own budget.
       const bool probation = level.climbed && !held;
-      const double service = rung_[level.rung].service_ms;
+      // Its slow answers' service time: the tail is what the budget judges.
+      const double service = rung_[level.rung].tail * rung_[level.rung].service_ms;
       // At least a couple of service times of waiting: what a rung the load
       // can sustain sees anyway (a slow rung 0, 10 ms against a 40 ms
       // budget, was undone by ordinary queueing at half its capacity).
       const double room = std::max(kProbationRoom * std::max(0.0, budget - service), kProbationServices * service);
       const double keep = probation ? std::min(budget, service + room) : budget;
       const size_t back = probation ? RichestWithin(budget, level.rung + 1) : fit;
-      if (PredictLocked(level.rung) > keep && back != level.rung) {
+      if (TailLocked(level.rung) > keep && back != level.rung) {
         // A climb undone within a dwell time failed: the next climb to
         // that rung waits twice as long (up to 2^kMaxFailedClimbs dwells);
         // one that held resets it.
@@ -140,7 +159,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       } else if (fit < level.rung && held) {
         if (level.climbed) level.failed_climbs[level.rung] = 0;  // the climb to here held
         size_t richer = level.rung - 1;
-        while (PredictLocked(richer) > budget) --richer;  // stops at `fit` at the latest
+        while (TailLocked(richer) > budget) --richer;  // stops at `fit` at the latest
         if (now - level.moved >= dwell_ * (1 << level.failed_climbs[richer]) && !HeldOff(level, richer, now)) {
           level.climbed = true;
           level.rung = richer;
@@ -182,13 +201,27 @@ void OverloadController::Finish(const Ticket& ticket, bool ok) {
   if (ticket.probe_class >= 0) levels_[ticket.probe_class].probing = false;
   work_ms_ = std::max(0.0, work_ms_ - ticket.work_ms);
   if (work_ms_ < 1e-9) work_ms_ = 0;  // no drift below an empty machine
-  if (ok && latency >= 0) Learn(rung_[ticket.rung], latency, ticket.work_ahead_ms, ticket.probe_class >= 0);
+  if (ok && latency >= 0) {
+    // A rung unmeasured at admission (service time 0) had no prediction to judge.
+    const double predicted = ticket.work_ms > 0 ? ticket.predicted_ms : 0;
+    Learn(rung_[ticket.rung], latency, ticket.work_ahead_ms, predicted, ticket.probe_class >= 0);
+  }
 }
 
-void OverloadController::Learn(Rung& rung, double latency, double ahead, bool probe) {
+void OverloadController::Learn(Rung& rung, double latency, double ahead, double predicted, bool probe) {
   if (rung.cold_left > 0) {
     --rung.cold_left;
     return;
+  }
+  // A probe's prediction rests on the service time in doubt: no tail from
+  // it. Nor from a prediction far below the target: the few stages of a
+  // cascade's hard input take many times its easy inputs' service time on
+  // an idle ensemble, a ratio that says nothing of the queue (and learnt
+  // there, it held every cascade rung off at twice the capacity).
+  if (predicted >= kTailMinShare * target_ms_ && !probe) {
+    const double step = latency > rung.tail * predicted ? kTailStep * kTailQuantile : -kTailStep * (1 - kTailQuantile);
+    rung.tail = std::clamp(rung.tail * std::exp(step), 1.0, kMaxTail);
+    if (rung.tail_answers < kTailMinAnswers) ++rung.tail_answers;
   }
   double& service = rung.service_ms;
   if (service == 0) {
@@ -251,6 +284,12 @@ double OverloadController::WorkInFlightMs() const {
 size_t OverloadController::CurrentRung(int priority) const {
   MutexLock lock(&mu_);
   return levels_[ClassOf(priority)].rung;
+}
+
+double OverloadController::TailRatio(size_t rung) const {
+  MutexLock lock(&mu_);
+  if (rung >= rungs_) return 0;
+  return rung_[rung].tail_answers >= kTailMinAnswers ? rung_[rung].tail : 1.0;
 }
 
 double OverloadController::ArrivalsPerMs() const {

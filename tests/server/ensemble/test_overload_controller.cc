@@ -8,7 +8,8 @@
 // started behind work (P_0 = 1 and P_r = 1024 for the cheap rungs until
 // then; P_0 never above 1), the probes that measure a richer rung again
 // once per dwell, and the rungs held off while the arrival rate is well
-// past what they carried.
+// past what they carried, and each rung's tail ratio (the p99 of its
+// answers' latency over their prediction) in the choice of a rung.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,6 +60,7 @@ class OverloadControllerTest : public ::testing::Test {
     return controller_.Admit(ask);
   }
   void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
+  void Finish(const Ticket& t, bool ok) { controller_.Finish(t, ok); }
   // At each of `offsets_ms` after `from`, a request of `priority` gets
   // `rung` and is no probe (within a dwell time: no move, no probe).
   void ExpectHeldWithoutProbe(Clock::time_point from, std::initializer_list<int> offsets_ms, size_t rung,
@@ -1129,6 +1131,73 @@ TEST_F(OverloadControllerRateTest, ALowArrivalRateHoldsNoRungOff) {
   ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
   const Clock::time_point left = LeaveRungZero();                                 // having carried a few arrivals
   EXPECT_EQ(Stream(left, 8, 2100, 8), (Moves{{8, 2u}, {1000, 1u}, {2000, 0u}}));  // 12.5 arrivals per 100 ms
+}
+
+// The tail (the target is a p99, the prediction a mean). `answers` exact
+// requests, each alone at rung 0 (s_0 = 30 ms): one in ten takes `slow_ms`,
+// the others 30 ms; the last ten are all 30 ms, so s_0 is back near 30.
+void AnswerAloneAtRungZero(OverloadControllerTest* test, int answers, int slow_ms) {
+  for (int i = 0; i < answers; ++i) {
+    const Ticket t = test->AdmitExact();
+    ASSERT_EQ(t.rung, 0u);
+    test->Advance(i % 10 == 5 && i < answers - 10 ? slow_ms : 30);
+    test->Finish(t, true);
+  }
+}
+
+// One answer in ten at three times its prediction: rung 0's tail ratio
+// settles near 3, and at 30 ms x 3 it misses the highest class's 40 ms
+// although its mean prediction (about 30 ms) fits: the class serves at
+// rung 1 instead.
+TEST_F(OverloadControllerTest, ASlowTailMovesTheClassDownThoughTheMeanFits) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(AnswerAloneAtRungZero(this, 400, 90));
+  EXPECT_GT(controller_.TailRatio(0), 2.5);
+  EXPECT_LT(controller_.TailRatio(0), 3.5);
+  EXPECT_LT(controller_.PredictMs(0), kTargetMs);
+  EXPECT_DOUBLE_EQ(controller_.TailRatio(1), 1) << "rung 1 never answered past its prediction";
+  const double mean = controller_.PredictMs(1);
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 1u) << "rung 0's tail misses the target";
+  EXPECT_DOUBLE_EQ(t.predicted_ms, mean) << "the ticket keeps the mean prediction";
+  Finish(t, false);
+}
+
+// Rung 0's tail is taken as 1 and the highest class serves there.
+void ExpectNoTailAtRungZero(OverloadControllerTest* test, const OverloadController& controller) {
+  EXPECT_DOUBLE_EQ(controller.TailRatio(0), 1);
+  const Ticket t = test->Admit(1);
+  EXPECT_EQ(t.rung, 0u);
+  test->Finish(t, false);
+}
+
+// The same answers without the slow ones teach a tail of 1: rung 0 serves.
+TEST_F(OverloadControllerTest, AnswersThatKeepTheirPredictionTeachNoTail) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(AnswerAloneAtRungZero(this, 400, 30));
+  ExpectNoTailAtRungZero(this, controller_);
+}
+
+// A 99th percentile needs about a hundred answers: after sixty (five of
+// them slow) the tail is still taken as 1.
+TEST_F(OverloadControllerTest, FewAnswersTeachNoTailYet) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(AnswerAloneAtRungZero(this, 60, 90));
+  ExpectNoTailAtRungZero(this, controller_);
+}
+
+// Answers predicted below a tenth of the target (4 ms of 40) teach no tail:
+// rung 2 (s_2 = 2 ms), reached by near deadlines, one answer in ten at 8 ms.
+TEST_F(OverloadControllerTest, AnswersPredictedFarBelowTheTargetTeachNoTail) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  for (int i = 0; i < 400; ++i) {
+    const Ticket t = AdmitWithin(5);
+    ASSERT_EQ(t.rung, 2u);
+    ASSERT_LT(t.predicted_ms, 0.1 * kTargetMs);
+    Advance(i % 10 == 5 ? 8 : 2);
+    Finish(t, true);
+  }
+  EXPECT_DOUBLE_EQ(controller_.TailRatio(2), 1);
 }
 
 // By default a rung's first two answers teach nothing (TorchScript's first
