@@ -148,6 +148,9 @@ struct InferResponse {
   // The latency the ladder's controller predicted for it at admission (ms;
   // < 0 = none): /metrics sets it beside the latency observed.
   double served_predicted_ms = -1;
+  // The rung's tail ratio at admission (the p99 of its latency over its
+  // prediction, as the controller has learnt it; < 0 = none): /metrics.
+  double served_tail_ratio = -1;
 };
 
 // Called exactly once per request, from whichever thread finished it.

@@ -68,10 +68,12 @@ double OverloadController::PredictLocked(size_t rung) const {
   return rung_[rung].service_ms + work_ms_ / rung_[rung].parallelism;
 }
 
-double OverloadController::TailLocked(size_t rung) const {
+double OverloadController::TailRatioLocked(size_t rung) const {
   const Rung& r = rung_[rung];
-  return (r.tail_answers >= kTailMinAnswers ? r.tail : 1.0) * PredictLocked(rung);
+  return r.tail_answers >= kTailMinAnswers ? r.tail : 1.0;
 }
+
+double OverloadController::TailLocked(size_t rung) const { return TailRatioLocked(rung) * PredictLocked(rung); }
 
 double OverloadController::RateLocked(Clock::time_point now) const {
   if (rate_ == 0) return 0;
@@ -188,6 +190,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
   }
   ticket.rung = rung;
   ticket.predicted_ms = PredictLocked(rung);
+  ticket.tail_ratio = TailRatioLocked(rung);
   ticket.work_ahead_ms = work_ms_;
   ticket.work_ms = rung_[rung].service_ms;
   work_ms_ += ticket.work_ms;
@@ -288,8 +291,7 @@ size_t OverloadController::CurrentRung(int priority) const {
 
 double OverloadController::TailRatio(size_t rung) const {
   MutexLock lock(&mu_);
-  if (rung >= rungs_) return 0;
-  return rung_[rung].tail_answers >= kTailMinAnswers ? rung_[rung].tail : 1.0;
+  return rung < rungs_ ? TailRatioLocked(rung) : 0;
 }
 
 double OverloadController::ArrivalsPerMs() const {

@@ -154,6 +154,7 @@ class OverloadController {
   struct Ticket {
     size_t rung = kShed;       // the rung to serve at, or kShed: refuse the request
     double predicted_ms = 0;   // the prediction for that rung at admission
+    double tail_ratio = 1;     // that rung's T_r at admission (see "The tail")
     size_t fastest = 0;        // kShed: the rung predicted fastest (predicted_ms is its prediction)
     double work_ms = 0;        // what this request added to the work in flight
     double work_ahead_ms = 0;  // the work in flight when it was admitted
@@ -202,6 +203,7 @@ class OverloadController {
     int tail_answers = 0;    // answers it learnt from (counted up to the number it needs)
   };
   double PredictLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double TailRatioLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // T_r as used (1 until learnt)
   // T_r x predicted(r): what rung r's slow answers are predicted to take.
   double TailLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The richest rung from `from` whose tail is predicted within budget_ms;

@@ -78,6 +78,7 @@ void OverloadLadder::Run(const std::shared_ptr<const InferRequest>& request, Inf
     response.served_by = name;
     response.served_accuracy = accuracy;
     response.served_predicted_ms = ticket.predicted_ms;
+    response.served_tail_ratio = ticket.tail_ratio;
     done(status, std::move(response));
   };
   if (rung == &ensemble) {

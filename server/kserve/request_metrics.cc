@@ -110,6 +110,7 @@ void ModelMetrics::Finished(int code, uint64_t elapsed_ns, const InferResponse& 
       rung.predicted_s += response.served_predicted_ms / 1e3;
       rung.observed_s += static_cast<double>(elapsed_ns) / kNsPerSecond;
     }
+    if (response.served_tail_ratio >= 0) rung.tail_ratio = response.served_tail_ratio;
     if (response.served_accuracy >= 0) {
       const int64_t now = SteadySecond();
       AccuracySecond& bucket = accuracy_[static_cast<size_t>(now) % accuracy_.size()];
@@ -238,6 +239,12 @@ struct RequestMetrics::Families {
              "Ensembles with an overload ladder: sum of the router's observed latencies of the same answers, by "
              "rung.",
              MetricType::Counter);
+  prometheus::MetricFamily tail_ratio =
+      Family("ensemble_overload_tail_ratio",
+             "Ensembles with an overload ladder: the rung's tail ratio as the controller used it for the last "
+             "answer (the 99th percentile of its latency over its prediction; rungs are chosen on ratio x "
+             "prediction), by rung.",
+             MetricType::Gauge);
   prometheus::MetricFamily accuracy =
       Family("ensemble_overload_expected_accuracy",
              "Ensembles with an overload ladder: mean held-out accuracy of the rungs that made the "
@@ -254,7 +261,7 @@ struct RequestMetrics::Families {
     out.push_back(std::move(pending));
     for (auto& h : hists) out.push_back(std::move(h.family));
     for (auto* f : {&degraded, &member_latency, &exits, &saved, &served, &predicted_count, &predicted_sum,
-                    &observed_sum, &accuracy, &unknown}) {
+                    &observed_sum, &tail_ratio, &accuracy, &unknown}) {
       out.push_back(std::move(*f));
     }
     return out;
@@ -297,6 +304,7 @@ void RequestMetrics::AddModel(const ModelMetrics& m, int64_t now_second, Familie
     AddCounter(&out->predicted_count, of_rung, static_cast<double>(figures.predicted));
     AddCounter(&out->predicted_sum, of_rung, figures.predicted_s);
     AddCounter(&out->observed_sum, of_rung, figures.observed_s);
+    if (figures.tail_ratio >= 0) AddGauge(&out->tail_ratio, of_rung, figures.tail_ratio);
   }
   if (const double mean = m.LastMinuteAccuracy(now_second); mean >= 0) {
     AddGauge(&out->accuracy, {{"model", m.name()}}, mean);

@@ -111,6 +111,7 @@ class ModelMetrics {
     double predicted_s = 0;  // sums over the answers that carried a prediction
     double observed_s = 0;
     uint64_t predicted = 0;
+    double tail_ratio = -1;  // the last answer's (< 0: none yet)
   };
   std::map<std::string, RungFigures> served_by_ ABSL_GUARDED_BY(members_mu_);
   std::array<AccuracySecond, 60> accuracy_ ABSL_GUARDED_BY(members_mu_){};

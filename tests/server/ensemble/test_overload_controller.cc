@@ -1160,7 +1160,11 @@ TEST_F(OverloadControllerTest, ASlowTailMovesTheClassDownThoughTheMeanFits) {
   const Ticket t = Admit(1);
   EXPECT_EQ(t.rung, 1u) << "rung 0's tail misses the target";
   EXPECT_DOUBLE_EQ(t.predicted_ms, mean) << "the ticket keeps the mean prediction";
+  EXPECT_DOUBLE_EQ(t.tail_ratio, 1) << "rung 1's";
   Finish(t, false);
+  const Ticket exact = AdmitExact();
+  EXPECT_DOUBLE_EQ(exact.tail_ratio, controller_.TailRatio(0)) << "rung 0's, for /metrics";
+  Finish(exact, false);
 }
 
 // Rung 0's tail is taken as 1 and the highest class serves there.

@@ -175,21 +175,24 @@ TEST(RequestMetricsTest, SeriesFollowTheRequests) {
 // An overload ladder's answers: counted by the rung that made them, the
 // gauge is the mean accuracy of the answers whose rung's accuracy is known,
 // and the predicted and observed latencies are summed per rung over the
-// answers that carried a prediction.
+// answers that carried a prediction; the tail ratio gauge is the last
+// answer's, per rung that carried one.
 TEST(RequestMetricsTest, OverloadAnswersCountByRungAndAverageTheirAccuracy) {
   RequestMetrics metrics(Models());
   ModelMetrics* ens = metrics.Find("ens");
   ASSERT_NE(ens, nullptr);
-  auto answer = [&](const std::string& rung, double accuracy, double predicted_ms = -1, uint64_t took_ns = 1000) {
+  auto answer = [&](const std::string& rung, double accuracy, double predicted_ms = -1, uint64_t took_ns = 1000,
+                    double tail_ratio = -1) {
     InferResponse r;
     r.served_by = rung;
     r.served_accuracy = accuracy;
     r.served_predicted_ms = predicted_ms;
+    r.served_tail_ratio = tail_ratio;
     ens->Started();
     ens->Finished(0, took_ns, r, 1);
   };
-  answer("ens", 0.94, 20, 30'000'000);
-  answer("ens", 0.94, 10, 12'000'000);
+  answer("ens", 0.94, 20, 30'000'000, 1.5);
+  answer("ens", 0.94, 10, 12'000'000, 2.5);
   answer("small", 0.90);
   answer("unknown_accuracy", -1);
 
@@ -212,6 +215,11 @@ TEST(RequestMetricsTest, OverloadAnswersCountByRungAndAverageTheirAccuracy) {
     EXPECT_EQ(LabelOf(f->metric[0], "rung"), "ens");
     EXPECT_NEAR(f->metric[0].counter.value, value, 1e-12) << family;
   }
+  const auto* tail = FindFamily(families, "ensemble_overload_tail_ratio");
+  ASSERT_NE(tail, nullptr);
+  ASSERT_EQ(tail->metric.size(), 1u) << "only the rung whose answers carried a tail ratio";
+  EXPECT_EQ(LabelOf(tail->metric[0], "rung"), "ens");
+  EXPECT_DOUBLE_EQ(tail->metric[0].gauge.value, 2.5) << "the last answer's";
 }
 
 }  // namespace
