@@ -33,8 +33,12 @@ constexpr double kMinJudgedArrivals = 20;
 // hundred answers of a change of load).
 constexpr double kTailQuantile = 0.99;
 constexpr double kTailStep = 0.05;
-constexpr double kMaxTail = 10;
-// Answers predicted below this share of the target teach no tail.
+// At most four times the mean prediction: an estimate higher than that was
+// a burst's (right after a failed climb, the work in flight piled up), and
+// with room to ten it held the cascade off at twice the capacity in three
+// runs of eight while the cascade's own p99 there was 13-33 ms.
+constexpr double kMaxTail = 4;
+// Answers predicted below this share of the target can only lower the tail.
 constexpr double kTailMinShare = 0.1;
 // A 99th percentile says something from about a hundred answers on: before
 // that the tail is taken as 1 (the mean prediction alone).
@@ -216,15 +220,21 @@ void OverloadController::Learn(Rung& rung, double latency, double ahead, double 
     --rung.cold_left;
     return;
   }
-  // A probe's prediction rests on the service time in doubt: no tail from
-  // it. Nor from a prediction far below the target: the few stages of a
-  // cascade's hard input take many times its easy inputs' service time on
-  // an idle ensemble, a ratio that says nothing of the queue (and learnt
-  // there, it held every cascade rung off at twice the capacity).
-  if (predicted >= kTailMinShare * target_ms_ && !probe) {
-    const double step = latency > rung.tail * predicted ? kTailStep * kTailQuantile : -kTailStep * (1 - kTailQuantile);
+  // A probe's prediction rests on the service time in doubt: it teaches no
+  // tail. An answer predicted far below the target counts as one under the
+  // estimate, whatever it took: on an idle ensemble a cascade's hard inputs
+  // take many times its easy inputs' service time, a ratio that says
+  // nothing of a queue (learnt there, it held every cascade rung off at
+  // twice the capacity); but such answers show the rung is not slow at that
+  // load, so a tail learnt at a peak fades as the load eases (counted only
+  // from the answers above the share, it stayed where one peak had left it
+  // and held the cascade off at twice the capacity in two runs of two).
+  if (!probe && predicted > 0) {
+    const bool judged = predicted >= kTailMinShare * target_ms_;
+    const bool over = judged && latency > rung.tail * predicted;
+    const double step = over ? kTailStep * kTailQuantile : -kTailStep * (1 - kTailQuantile);
     rung.tail = std::clamp(rung.tail * std::exp(step), 1.0, kMaxTail);
-    if (rung.tail_answers < kTailMinAnswers) ++rung.tail_answers;
+    if (judged && rung.tail_answers < kTailMinAnswers) ++rung.tail_answers;
   }
   double& service = rung.service_ms;
   if (service == 0) {

@@ -97,8 +97,8 @@
 // The tail. The target is a 99th percentile, the prediction a mean. Each
 // rung also learns its tail ratio T_r: the 99th percentile of its answers'
 // latency over their prediction at admission (a stochastic quantile
-// estimate, never below 1, taken as 1 until a hundred answers taught it;
-// answers predicted below a tenth of the target teach none: see the .cc),
+// estimate, from 1 to 4, taken as 1 until a hundred answers taught it;
+// answers predicted below a tenth of the target only lower it: see the .cc),
 // and every choice of a rung against a budget or
 // a deadline uses T_r x predicted(r). Why: a cascade's hard inputs run all
 // its stages one after another, each waiting behind the hosts' queues, and

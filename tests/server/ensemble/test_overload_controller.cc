@@ -1204,6 +1204,35 @@ TEST_F(OverloadControllerTest, AnswersPredictedFarBelowTheTargetTeachNoTail) {
   EXPECT_DOUBLE_EQ(controller_.TailRatio(2), 1);
 }
 
+// A tail learnt at a peak fades once the answers come in far below the
+// target: rung 2 behind 10 ms of work (predicted 12-18 ms as P_2 follows
+// the answers: nine in ten take 12 ms, one 36) learns a tail above 2; then alone
+// (predicted 2 ms, under a tenth of the target) its answers lower it.
+TEST_F(OverloadControllerTest, ATailLearntAtAPeakFadesAsTheLoadEases) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());
+  const Ticket load = AdmitWithin(20, 1);  // rung 1: 10 ms in flight
+  ASSERT_EQ(load.rung, 1u);
+  for (int i = 0; i < 400; ++i) {
+    const Ticket t = AdmitWithin(15, 1);
+    ASSERT_EQ(t.rung, 2u);
+    ASSERT_GE(t.predicted_ms, 0.1 * kTargetMs);
+    Advance(i % 10 == 5 ? 36 : 12);
+    Finish(t, true);
+  }
+  Finish(load, false);
+  const double peak = controller_.TailRatio(2);
+  EXPECT_GT(peak, 2);
+  for (int i = 0; i < 2000; ++i) {
+    const Ticket t = AdmitWithin(5);
+    ASSERT_EQ(t.rung, 2u);
+    ASSERT_LT(t.predicted_ms, 0.1 * kTargetMs);
+    Advance(2);
+    Finish(t, true);
+  }
+  EXPECT_LT(controller_.TailRatio(2), 1.5) << "from " << peak;
+}
+
 // By default a rung's first two answers teach nothing (TorchScript's first
 // runs are slow): a cold 200 ms answer does not send an idle ensemble down;
 // the third answer is the first measured.
