@@ -29,8 +29,9 @@ constexpr double kMinJudgedArrivals = 20;
 
 // The tail ratio's quantile, and the step of its estimate (in log space: an
 // answer over it raises it by about 5%, one under lowers it by 0.05%, so the
-// estimate settles where 1% of the answers lie above it, within a few
-// hundred answers of a change of load).
+// estimate settles where 1% of the answers lie above it: it rises within
+// tens of answers over it, and falls by half over about 1,400 answers under
+// it, a second or so of a loaded ensemble).
 constexpr double kTailQuantile = 0.99;
 constexpr double kTailStep = 0.05;
 // At most four times the mean prediction: an estimate higher than that was
@@ -138,7 +139,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // waiting behind that work, stays within its own budget.
       const bool probation = level.climbed && !held;
       // Its slow answers' service time: the tail is what the budget judges.
-      const double service = rung_[level.rung].tail * rung_[level.rung].service_ms;
+      const double service = TailRatioLocked(level.rung) * rung_[level.rung].service_ms;
       // At least a couple of service times of waiting: what a rung the load
       // can sustain sees anyway (a slow rung 0, 10 ms against a 40 ms
       // budget, was undone by ordinary queueing at half its capacity).

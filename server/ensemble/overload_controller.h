@@ -53,18 +53,18 @@
 // `dwell_ms` have passed since its last move: the ladder never oscillates
 // faster than the dwell time, and the middle rungs are used on the way up.
 // For a dwell time after a climb the new rung is on probation: its
-// prediction may use only a quarter of the room between its service time
-// and the budget (with half, the work a failed climb to the full ensemble
-// left in flight still pushed the middle rung over its budget: at 2x the
-// best member answered 29-54%), but at least two service times of waiting
-// (ordinary queueing of a rung the load sustains), and when it passes that
-// the class goes back below (to the
-// richest rung within the budget from the one it climbed from). A climb
-// undone within a dwell time (the load cannot sustain the richer rung)
-// doubles the wait before the next climb to that rung, up to 8 dwell times;
-// a climb that holds a dwell time resets it. Per rung: failed climbs to the
-// full ensemble must not hold the class below a middle rung it can carry.
-// Without it, at twice the full ensemble's
+// prediction (its tail's, see "The tail") may use only a quarter of the
+// room between its service time (times its tail ratio) and the budget
+// (with half, the work a failed climb to the full ensemble left in flight
+// still pushed the middle rung over its budget: at 2x the best member
+// answered 29-54%), but at least two service times of waiting (ordinary
+// queueing of a rung the load sustains), and when it passes that the class
+// goes back below (to the richest rung within the budget from the one it
+// climbed from). A climb undone within a dwell time (the load cannot
+// sustain the richer rung) doubles the wait before the next climb to that
+// rung, up to 8 dwell times; a climb that holds a dwell time resets it. Per
+// rung: failed climbs to the full ensemble must not hold the class below a
+// middle rung it can carry. Without it, at twice the full ensemble's
 // capacity the class climbed to rung 0 once per dwell, whose admissions
 // filled the work in flight up to the budget before it moved down again,
 // and the cheaper rungs waiting behind that work were pushed over the
@@ -97,9 +97,11 @@
 // The tail. The target is a 99th percentile, the prediction a mean. Each
 // rung also learns its tail ratio T_r: the 99th percentile of its answers'
 // latency over their prediction at admission (a stochastic quantile
-// estimate, from 1 to 4, taken as 1 until a hundred answers taught it;
+// estimate, from 1 to 4, taken as 1 until a hundred answers predicted at a
+// tenth of the target or more taught it;
 // answers predicted below a tenth of the target only lower it: see the .cc),
-// and every choice of a rung against a budget or
+// and every choice of a rung against a budget (the fallback when none fits
+// excepted: the fastest by the mean) or
 // a deadline uses T_r x predicted(r). Why: a cascade's hard inputs run all
 // its stages one after another, each waiting behind the hosts' queues, and
 // at twice the full ensemble's capacity the cascade at 0.99 (a quarter of
@@ -207,7 +209,7 @@ class OverloadController {
   // T_r x predicted(r): what rung r's slow answers are predicted to take.
   double TailLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The richest rung from `from` whose tail is predicted within budget_ms;
-  // when none is, the one whose tail is predicted fastest.
+  // when none is, the one predicted fastest by the mean.
   size_t RichestWithin(double budget_ms, size_t from) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static size_t ClassOf(int priority) { return priority == 1 ? 0 : 1; }
   double RateLocked(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

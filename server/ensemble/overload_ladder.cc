@@ -77,8 +77,10 @@ void OverloadLadder::Run(const std::shared_ptr<const InferRequest>& request, Inf
     controller->Finish(ticket, status.ok() && !skipped);
     response.served_by = name;
     response.served_accuracy = accuracy;
-    response.served_predicted_ms = ticket.predicted_ms;
-    response.served_tail_ratio = ticket.tail_ratio;
+    if (!skipped) {  // the prediction and the tail were the skipped rung's
+      response.served_predicted_ms = ticket.predicted_ms;
+      response.served_tail_ratio = ticket.tail_ratio;
+    }
     done(status, std::move(response));
   };
   if (rung == &ensemble) {
