@@ -97,12 +97,11 @@
 // The tail. The target is a 99th percentile, the prediction a mean. Each
 // rung also learns its tail ratio T_r: the 99th percentile of its answers'
 // latency over their prediction at admission (a stochastic quantile
-// estimate, from 1 to 4, taken as 1 until a hundred answers predicted at a
-// tenth of the target or more taught it;
-// answers predicted below a tenth of the target only lower it: see the .cc),
-// and every choice of a rung against a budget (the fallback when none fits
-// excepted: the fastest by the mean) or
-// a deadline uses T_r x predicted(r). Why: a cascade's hard inputs run all
+// estimate from 1 to 4, taken as 1 until a hundred answers predicted at a
+// tenth of the target or more taught it; answers predicted below that only
+// lower it: see the .cc). Every choice of a rung against a budget or a
+// deadline uses T_r x predicted(r), but for the fallback when none fits,
+// which is the rung fastest by the mean. Why: a cascade's hard inputs run all
 // its stages one after another, each waiting behind the hosts' queues, and
 // at twice the full ensemble's capacity the cascade at 0.99 (a quarter of
 // the inputs through all twelve stages) answered with a mean 1.3x its
