@@ -145,7 +145,18 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // budget, was undone by ordinary queueing at half its capacity).
       const double room = std::max(kProbationRoom * std::max(0.0, budget - service), kProbationServices * service);
       const double keep = probation ? std::min(budget, service + room) : budget;
-      const size_t back = probation ? RichestWithin(budget, level.rung + 1) : fit;
+      // Down, to the richest cheaper rung within the budget; a richer one
+      // only when no cheaper one is (a ladder measured out of order).
+      // A richer rung adds more work per request: taken at once under load
+      // because the work in flight did not rule it out yet, it filled that
+      // work within milliseconds (at twice the full ensemble's capacity the
+      // full ensemble, taken from the cascade at 0.99, took the work in
+      // flight from 20 to 70 ms in 10 ms, and every rung above the cascade
+      // at 0.7 missed the budget behind it).
+      // (On probation the class climbed from a cheaper rung: there is one.)
+      const size_t cheaper = level.rung + 1 < rungs_ ? RichestWithin(budget, level.rung + 1) : level.rung;
+      const bool cheaper_fits = cheaper != level.rung && TailLocked(cheaper) <= budget;
+      const size_t back = probation || cheaper_fits ? cheaper : fit;
       if (TailLocked(level.rung) > keep && back != level.rung) {
         // A climb undone within a dwell time failed: the next climb to
         // that rung waits twice as long (up to 2^kMaxFailedClimbs dwells);

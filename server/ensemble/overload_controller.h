@@ -47,8 +47,11 @@
 // target; any other uses `lower_priority_share` of it, so under load the
 // lower priorities step down first and the highest keep richer rungs longer.
 // Each of the two priority classes has a current rung: it moves at once
-// when the current one's prediction misses the budget (down, or to a faster
-// rung of a ladder measured out of order), and up one step at a time (to the
+// when the current one's prediction misses the budget (down, to the richest
+// cheaper rung within it; to a richer rung only when no cheaper one is, a
+// ladder measured out of order: a richer rung adds more work per request,
+// and taken under load it filled the work in flight within milliseconds,
+// see the .cc), and up one step at a time (to the
 // next richer rung predicted within the budget) only once
 // `dwell_ms` have passed since its last move: the ladder never oscillates
 // faster than the dwell time, and the middle rungs are used on the way up.

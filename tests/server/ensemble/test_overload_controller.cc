@@ -1,6 +1,7 @@
 // OverloadController (server/ensemble/overload_controller.h) on a fake clock:
 // service times learnt from answers alone (a faster one lowers it by half),
 // moving down under a queue to the richest rung predicted within the budget
+// (a cheaper one before a richer one)
 // and back up only after the dwell time, the two priority classes,
 // deadlines, exact requests, shedding as the last resort (when no rung meets
 // the target; the fallback is the fastest rung, not the last), the work in
@@ -99,24 +100,24 @@ class OverloadControllerTest : public ::testing::Test {
   }
 
  protected:
-  // s_0 = 30, s_1 = 10, s_2 = 2 ms (or `s2`), each measured by one request
-  // alone; the cheaper rungs are reached by deadlines nearer than the richer
-  // ones take. No answer started behind work: P_0 = 1, P_1 = P_2 = 1024.
-  void MeasureRungs(int s2 = 2) {
+  // s_0 = 30, s_1 = 10 (or `s1`), s_2 = 2 ms (or `s2`), each measured by one
+  // request alone; the cheaper rungs are reached by deadlines nearer than the
+  // richer ones take. No answer started behind work: P_0 = 1, P_1 = P_2 = 1024.
+  void MeasureRungs(int s2 = 2, int s1 = 10) {
     Ticket t = Admit();
     ASSERT_EQ(t.rung, 0u);
     Advance(30);
     controller_.Finish(t, true);
     t = AdmitWithin(20);
     ASSERT_EQ(t.rung, 1u);
-    Advance(10);
+    Advance(s1);
     controller_.Finish(t, true);
     t = AdmitWithin(5);
     ASSERT_EQ(t.rung, 2u);
     Advance(s2);
     controller_.Finish(t, true);
     ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 30);
-    ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 10);
+    ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), s1);
     ASSERT_DOUBLE_EQ(controller_.ServiceMs(2), s2);
     ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
     ASSERT_DOUBLE_EQ(controller_.Parallelism(0), 1);
@@ -1031,6 +1032,36 @@ TEST_F(OverloadControllerTest, ARungMissingItsBudgetIsLeftAtOnceEvenForARicherOn
   controller_.Finish(t, false);
   controller_.Finish(full, false);
   EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// A class whose rung misses its budget moves down to a cheaper rung within
+// it, even when a richer one is predicted within it too: a richer rung adds
+// more work per request, and taken at once under load it fills the work in
+// flight before the next admission can see it.
+TEST_F(OverloadControllerTest, ARungMissingItsBudgetGoesToACheaperRungBeforeARicherOne) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs(2, 31));  // s = 30 / 31 / 2: rung 1 measured slower than rung 0
+  // Behind an exact request (W = 30) rung 0 misses the lower budget (32):
+  // the lower class moves to rung 1 (31 + 30 / 1024). That answer waits 60 ms
+  // behind the 30 ms: P_1 = 0.5.
+  const Ticket full = AdmitExact();
+  Ticket t = Admit();
+  ASSERT_EQ(t.rung, 1u);
+  ASSERT_EQ(controller_.CurrentRung(0), 1u);
+  Advance(91);
+  controller_.Finish(full, false);
+  controller_.Finish(t, true);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(1), 0.5);
+  // A highest-priority request with a near deadline puts 2 ms in flight:
+  // rung 0 32 (within 32), rung 1 31 + 2 / 0.5 = 35 (over), rung 2 2.
+  const Ticket cheap = AdmitWithin(5, 1);
+  ASSERT_EQ(cheap.rung, 2u);
+  ASSERT_DOUBLE_EQ(controller_.PredictMs(0), kLowerBudgetMs);
+  ASSERT_DOUBLE_EQ(controller_.PredictMs(1), 35);
+  t = Admit();
+  EXPECT_EQ(t.rung, 2u) << "down to the cheaper rung within the budget, not up to the full ensemble";
+  EXPECT_EQ(controller_.CurrentRung(0), 2u);
+  controller_.Finish(t, false);
+  controller_.Finish(cheap, false);
 }
 
 // Arrivals every `gap_ms` from `from_ms` to `to_ms` after `origin`, each of
