@@ -137,7 +137,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // going back returns to where the climb came from: a climb the load
       // cannot sustain fills the work in flight less, and the rung below,
       // waiting behind that work, stays within its own budget.
-      const bool probation = level.climbed && !held;
+      const bool probation = level.climbed && !held && !level.returned;
       // Its slow answers' service time: the tail is what the budget judges.
       const double service = TailRatioLocked(level.rung) * rung_[level.rung].service_ms;
       // At least a couple of service times of waiting: what a rung the load
@@ -145,18 +145,41 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // budget, was undone by ordinary queueing at half its capacity).
       const double room = std::max(kProbationRoom * std::max(0.0, budget - service), kProbationServices * service);
       const double keep = probation ? std::min(budget, service + room) : budget;
-      // Down, to the richest cheaper rung within the budget; a richer one
-      // only when no cheaper one is (a ladder measured out of order).
-      // A richer rung adds more work per request: taken at once under load
-      // because the work in flight did not rule it out yet, it filled that
-      // work within milliseconds (at twice the full ensemble's capacity the
-      // full ensemble, taken from the cascade at 0.99, took the work in
-      // flight from 20 to 70 ms in 10 ms, and every rung above the cascade
-      // at 0.7 missed the budget behind it).
-      // (On probation the class climbed from a cheaper rung: there is one.)
-      const size_t cheaper = level.rung + 1 < rungs_ ? RichestWithin(budget, level.rung + 1) : level.rung;
-      const bool cheaper_fits = cheaper != level.rung && TailLocked(cheaper) <= budget;
-      const size_t back = probation || cheaper_fits ? cheaper : fit;
+      // Where the class goes when its rung misses the budget. Down, to the
+      // richest cheaper rung within it. When none is, one step up, to the
+      // next richer rung, when that one is within the budget and the load is
+      // not well past what it carried (HeldOff): a cheap rung waiting behind
+      // its host's queue can miss where the richer one, spread over the
+      // hosts, does not (without this step the best member answered 43-68%
+      // of the 4x step in four runs of six, where the cascade at 0.7 carried
+      // it). Else it stays on the fastest (by the mean) of its rung and the
+      // cheaper ones; past the whole target it takes `fit` only when that
+      // one's service time is smaller than its rung's (a ladder measured out
+      // of order), and otherwise the request is shed below. Never further
+      // up, nor onto a rung the load is past: a richer rung adds more work
+      // per request, and is predicted within the budget under load only
+      // because it waits less for the work in flight (a rung that never
+      // answered behind work is taken to wait for none); taken at once, it
+      // filled that work within milliseconds. At twice the full ensemble's
+      // capacity the full ensemble, taken from the cascade at 0.99, took the
+      // work in flight from 20 to 70 ms in 10 ms, and every rung above the
+      // cascade at 0.7 then missed the budget; at eight times, the best
+      // member over its budget gave way to the cascade at 0.99 over and
+      // over, and half the requests were shed. (On probation the class goes
+      // below the rung it climbed to: there is one.)
+      const size_t below = RichestWithin(budget, probation ? level.rung + 1 : level.rung);
+      const bool below_fits = TailLocked(below) <= budget;
+      const bool step_up =
+          level.rung > 0 && TailLocked(level.rung - 1) <= budget && !HeldOff(level, level.rung - 1, now);
+      const bool out_of_order = rung_[fit].service_ms < rung_[level.rung].service_ms;
+      size_t back = below;
+      if (!probation && !below_fits) {
+        if (step_up) {
+          back = level.rung - 1;
+        } else if (PredictLocked(below) > target_ms_ && out_of_order) {
+          back = fit;
+        }
+      }
       if (TailLocked(level.rung) > keep && back != level.rung) {
         // A climb undone within a dwell time failed: the next climb to
         // that rung waits twice as long (up to 2^kMaxFailedClimbs dwells);
@@ -174,11 +197,23 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
         level.climbed = false;
         level.rung = back;
         level.moved = now;
-      } else if (fit < level.rung && held) {
+      } else if (held && level.rung > 0 && TailLocked(level.rung - 1) <= budget) {
+        // One step, never past a rung that misses the budget: a richer rung
+        // found within it beyond one is so only because it waits less for
+        // the work in flight, and adds more (at eight times the capacity,
+        // climbs from the best member over the cascades straight to the
+        // cascade at 0.99 and to the full ensemble filled the work in flight
+        // to a second). A rung measured slow at a bad moment is measured
+        // again by the probes, one rung up.
         if (level.climbed) level.failed_climbs[level.rung] = 0;  // the climb to here held
-        size_t richer = level.rung - 1;
-        while (TailLocked(richer) > budget) --richer;  // stops at `fit` at the latest
+        const size_t richer = level.rung - 1;
         if (now - level.moved >= dwell_ * (1 << level.failed_climbs[richer]) && !HeldOff(level, richer, now)) {
+          // Back to a rung whose last stay, lately, carried this rate: no
+          // probation (see the header).
+          const Left& last = level.left[richer];
+          const double rate = RateLocked(now);
+          level.returned = last.at != Clock::time_point{} && now - last.at < dwell_ * (1 << kMaxFailedClimbs) &&
+                           rate * kRateWindowMs >= kMinJudgedArrivals && rate <= last.carried_rate;
           level.climbed = true;
           level.rung = richer;
           level.moved = now;
@@ -187,6 +222,13 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       }
     }
     rung = level.rung;
+    // Shed when the class's rung, after any move, misses the target: a
+    // richer rung the check above found within it is reached by a climb.
+    if (PredictLocked(rung) > target_ms_) {
+      ticket.fastest = rung;
+      ticket.predicted_ms = PredictLocked(rung);
+      return ticket;
+    }
     // A probe: the richer rung measured again, unless the queue alone rules it out.
     bool probe = rung > 0 && !level.probing && now - std::max(level.moved, level.probed) >= dwell_ &&
                  work_ms_ / rung_[rung - 1].parallelism <= budget && !HeldOff(level, rung - 1, now);

@@ -47,14 +47,22 @@
 // target; any other uses `lower_priority_share` of it, so under load the
 // lower priorities step down first and the highest keep richer rungs longer.
 // Each of the two priority classes has a current rung: it moves at once
-// when the current one's prediction misses the budget (down, to the richest
-// cheaper rung within it; to a richer rung only when no cheaper one is, a
-// ladder measured out of order: a richer rung adds more work per request,
-// and taken under load it filled the work in flight within milliseconds,
-// see the .cc), and up one step at a time (to the
-// next richer rung predicted within the budget) only once
-// `dwell_ms` have passed since its last move: the ladder never oscillates
+// when the current one's prediction misses the budget, down, to the richest
+// cheaper rung within it; none within, one step up to the next richer rung
+// when that one is within the budget and the load is not well past what it
+// carried (see "Past what a rung carried"); else it stays on the fastest of
+// its rung and the cheaper ones while that meets the whole target, and takes
+// a richer rung at once past it only when that one's service time is the
+// smaller (a ladder measured out of order). Up, one step at a time: to the
+// next richer rung, when that one is predicted within the budget, once
+// `dwell_ms` have passed since the last move: the ladder never oscillates
 // faster than the dwell time, and the middle rungs are used on the way up.
+// Never past a rung that misses: a richer rung predicted within the budget
+// under load while a cheaper one is not is so only because it waits less for
+// the work in flight, and each of its requests adds more (taken at once, or
+// climbed to past the rungs between, such rungs filled the work in flight
+// within milliseconds: see the .cc); a rung measured slow at a bad moment is
+// measured again by the probes, below.
 // For a dwell time after a climb the new rung is on probation: its
 // prediction (its tail's, see "The tail") may use only a quarter of the
 // room between its service time (times its tail ratio) and the budget
@@ -63,9 +71,15 @@
 // answered 29-54%), but at least two service times of waiting (ordinary
 // queueing of a rung the load sustains), and when it passes that the class
 // goes back below (to the richest rung within the budget from the one it
-// climbed from). A climb undone within a dwell time (the load cannot
-// sustain the richer rung) doubles the wait before the next climb to that
-// rung, up to 8 dwell times; a climb that holds a dwell time resets it. Per
+// climbed from). A climb back to a rung whose last stay, lately (within
+// 2^kMaxFailedClimbs dwell times), carried the arrival rate now (one judged,
+// see below) has no probation: the load was shown to be carried there, and
+// the leaving was a fluctuation of its queue (at twice the full ensemble's
+// capacity, climbs back to the cascade after a burst were undone by single
+// predictions past the probation limit, each doubling the wait, and the
+// cascade at 0.7 answered half the step). A climb undone within a dwell
+// time (the load cannot sustain the richer rung) doubles the wait before the
+// next climb to that rung, up to 8 dwell times; a climb that holds a dwell time resets it. Per
 // rung: failed climbs to the full ensemble must not hold the class below a
 // middle rung it can carry. Without it, at twice the full ensemble's
 // capacity the class climbed to rung 0 once per dwell, whose admissions
@@ -116,9 +130,10 @@
 //
 // A request's own deadline may then move it further down, to the richest
 // rung predicted to answer before it (never up). When no rung is predicted
-// to meet the whole target, the request is shed (kShed): shedding is the
-// last resort. A request marked exact is always served at rung 0 and never
-// shed.
+// to meet the whole target, or the class's rung, after any move, is not
+// (a richer rung is reached by a climb, above), the request is shed
+// (kShed): shedding is the last resort. A request marked exact is always
+// served at rung 0 and never shed.
 //
 // Admit() counts the request's work in flight until Finish(ticket); every
 // admitted request must be finished exactly once (a shed one need not be).
@@ -159,7 +174,7 @@ class OverloadController {
     size_t rung = kShed;       // the rung to serve at, or kShed: refuse the request
     double predicted_ms = 0;   // the prediction for that rung at admission
     double tail_ratio = 1;     // that rung's T_r at admission (see "The tail")
-    size_t fastest = 0;        // kShed: the rung predicted fastest (predicted_ms is its prediction)
+    size_t fastest = 0;        // kShed: the fastest rung it could use (predicted_ms is its prediction)
     double work_ms = 0;        // what this request added to the work in flight
     double work_ahead_ms = 0;  // the work in flight when it was admitted
     Clock::time_point start;
@@ -192,6 +207,7 @@ class OverloadController {
     Clock::time_point probed{};  // last probe sent
     bool probing = false;        // a probe is in flight
     bool climbed = false;        // the last move was up
+    bool returned = false;       // ... to a rung whose last stay carried the rate then (no probation)
     std::vector<int> failed_climbs;  // per rung: climbs to it undone within a dwell time, in a row (see above)
     double carried_rate = 0;         // the highest arrival rate since the class came to its rung
     std::vector<Left> left;          // per rung: the class's last leaving of it (see above)

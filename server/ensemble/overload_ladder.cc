@@ -59,11 +59,11 @@ void OverloadLadder::Run(const std::shared_ptr<const InferRequest>& request, Inf
   const OverloadController::Ticket ticket =
       controller->Admit({request->priority, request->deadline, NeedsFullEnsemble(*request)});
   if (ticket.rung == OverloadController::kShed) {
-    done(Status::ResourceExhausted("ensemble '" + ensemble.name + "' is overloaded: no rung of its ladder meets " +
-                                   "its latency target of " + Millis(spec.latency_target_ms) +
-                                   " ms (overload.latency_target_ms); the fastest, '" +
-                                   spec.ladder[ticket.fastest].model + "', is predicted to take " +
-                                   Millis(ticket.predicted_ms) + " ms"),
+    done(Status::ResourceExhausted(
+             "ensemble '" + ensemble.name + "' is overloaded: no rung of its ladder that it can " +
+             "use now meets its latency target of " + Millis(spec.latency_target_ms) +
+             " ms (overload.latency_target_ms); the fastest, '" + spec.ladder[ticket.fastest].model +
+             "', is predicted to take " + Millis(ticket.predicted_ms) + " ms"),
          {});
     return;
   }

@@ -373,12 +373,23 @@ TEST_F(OverloadControllerTest, ClimbsOneRungPerDwellTime) {
 }
 
 // When the next richer rung misses the budget and a richer one fits (a
-// ladder measured out of order), the step up skips it.
-TEST_F(OverloadControllerTest, StepUpSkipsARungThatMissesTheBudget) {
+// ladder measured out of order), the class does not climb past it: the
+// probe, one rung up, measures it again, and the climbs follow one step per
+// dwell time.
+TEST_F(OverloadControllerTest, StepUpStopsBelowARungThatMissesTheBudgetUntilAProbeMeasuresIt) {
   Clock::time_point bottom;
   ASSERT_NO_FATAL_FAILURE(DescendAColdLadder(&bottom));
   RemeasureRungZeroAlone();  // rung 1 stays 50
-  ExpectMoveUp(bottom + std::chrono::milliseconds(1000), 0);
+  now_ = bottom + std::chrono::milliseconds(1000);
+  const Ticket probe = Admit(1);
+  EXPECT_EQ(probe.rung, 1u);
+  EXPECT_EQ(probe.probe_class, 0) << "a probe of the rung that missed, not a climb past it";
+  EXPECT_EQ(controller_.CurrentRung(1), 2u);
+  Advance(10);
+  controller_.Finish(probe, true);  // alone in 10 ms: s_1 50 -> 30
+  ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 30);
+  ExpectMoveUp(bottom + std::chrono::milliseconds(2000), 1);
+  ExpectMoveUp(bottom + std::chrono::milliseconds(3000), 0);
 }
 
 // A climb undone within a dwell time (the load cannot sustain the richer
@@ -1114,6 +1125,75 @@ TEST_F(OverloadControllerRateTest, ARungPushedOffByAGrownLoadIsHeldOffWhileTheLo
   const Clock::time_point left = CarryThenLeaveRungZero(10);                      // 0.1 per ms
   EXPECT_EQ(Stream(left, 2, 8400, 2), (Moves{{2, 2u}, {1000, 1u}, {8000, 0u}}));  // 0.5 per ms
   EXPECT_GT(controller_.ArrivalsPerMs(), 0.45);
+}
+
+// A class on its cheapest rung whose prediction misses the whole target
+// does not step up at once to a rung the load is well past (held off), nor
+// jump to any richer rung predicted within the budget only because it waits
+// less for the work in flight (its service time is the larger): the request
+// is shed, the last resort, and the class stays.
+TEST_F(OverloadControllerRateTest, TheCheapestRungMissingTheTargetShedsRatherThanStepUpToARungHeldOff) {
+  const Clock::time_point left = CarryThenLeaveRungZero(10);  // the highest class on rung 2
+  Stream(left, 2, 1100, 10);                                  // 0.1 per ms: a dwell time on, it climbs to rung 1
+  ASSERT_EQ(controller_.CurrentRung(1), 1u);
+  // Pushed off rung 1 (10 + 32 > 40) to rung 2, whose answer then takes
+  // 200 ms behind the 32 ms: P_2 falls to its floor, 0.5.
+  const Ticket exact = AdmitExact();
+  const Ticket hurried = AdmitWithin(3);
+  const Ticket pushed = Admit(1);
+  ASSERT_EQ(pushed.rung, 2u);
+  Advance(200);
+  for (const Ticket& done : {exact, hurried}) controller_.Finish(done, false);
+  controller_.Finish(pushed, true);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 0.5);
+  // The rate grows to five times what rung 1 carried: held off, no climb.
+  EXPECT_EQ(Stream(now_, 0, 2500, 2), (Moves{{0, 2u}}));
+  // 30 ms in flight: rung 2 predicted at 2 + 30 / 0.5 = 62 (over the target),
+  // rung 1 at 10 + 30 = 40 (within it), rung 0 at 60.
+  const Ticket full = AdmitExact();
+  ASSERT_DOUBLE_EQ(controller_.PredictMs(2), 62);
+  ASSERT_DOUBLE_EQ(controller_.PredictMs(1), kTargetMs);
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, kShed) << "shed, not served by rung 1";
+  EXPECT_EQ(t.fastest, 2u);
+  EXPECT_EQ(controller_.CurrentRung(1), 2u);
+  controller_.Finish(full, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// A climb back to a rung whose last stay, lately, carried the rate now (a
+// judged one) is no fresh climb: no probation. Rung 1 (probation keep 30 ms,
+// as above) keeps 30 ms of work in flight (40 predicted, the budget).
+TEST_F(OverloadControllerRateTest, AClimbBackToARungThatCarriedTheRateHasNoProbation) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
+  // 20 ms of rung-1 work in flight (lower-priority requests with deadlines):
+  // rung 0 at 50 misses 40, and the highest class moves to rung 1 (30).
+  const Ticket a = AdmitWithin(20);
+  const Ticket b = AdmitWithin(25);
+  ASSERT_EQ(a.rung, 1u);
+  ASSERT_EQ(b.rung, 1u);
+  const Ticket moved = Admit(1);
+  ASSERT_EQ(moved.rung, 1u);
+  for (const Ticket& done : {a, b, moved}) controller_.Finish(done, false);
+  // It carries 0.5 per ms there (rung 0, left at a trickle, is held off),
+  // then 32 ms in flight push it to rung 2.
+  EXPECT_EQ(Stream(now_, 1, 1500, 2), (Moves{{1, 1u}}));
+  const Ticket exact = AdmitExact();
+  const Ticket hurried = AdmitWithin(3);
+  const Ticket pushed = Admit(1);
+  ASSERT_EQ(pushed.rung, 2u);
+  for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
+  // At 0.33 per ms it climbs back a dwell time later.
+  const Moves back = Stream(now_, 1, 1100, 3);
+  ASSERT_EQ(back.size(), 2u);
+  ASSERT_EQ(back[1].second, 1u);
+  const Ticket full = AdmitExact();  // W = 30: rung 1 at 40, over the probation keep
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 1u) << "a return, not a fresh climb: no probation";
+  EXPECT_EQ(controller_.CurrentRung(1), 1u);
+  controller_.Finish(t, false);
+  controller_.Finish(full, false);
 }
 
 // ... or until the rate falls back.
