@@ -124,12 +124,13 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       ticket.predicted_ms = PredictLocked(fit);
       return ticket;
     }
-    // The current rung missing its budget moves at once (down, or to a
-    // faster rung of a ladder measured out of order). Up, per dwell time, to
-    // the next richer rung within the budget: straight to the
-    // richest that fits, the full ensemble's admissions pushed the middle
-    // rungs (waiting behind the same hosts) over the budget as well, and
-    // the class swung between the two ends of the ladder once per dwell.
+    // The current rung missing its budget moves at once (down; one step up
+    // to a rung within the budget the load is not past; or to a faster rung
+    // of a ladder measured out of order: see below). Up, per dwell time, to
+    // the next richer rung within the budget: straight to the richest that
+    // fits, the full ensemble's admissions pushed the middle rungs (waiting
+    // behind the same hosts) over the budget as well, and the class swung
+    // between the two ends of the ladder once per dwell.
     {
       const bool held = now - level.moved >= dwell_;  // the last move held a dwell time
       // On probation (a dwell time after a climb) the new rung may fill only
@@ -223,7 +224,8 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
     }
     rung = level.rung;
     // Shed when the class's rung, after any move, misses the target: a
-    // richer rung the check above found within it is reached by a climb.
+    // richer rung the check above found within it is reached only by the
+    // moves above (one step, or a ladder measured out of order) or a climb.
     if (PredictLocked(rung) > target_ms_) {
       ticket.fastest = rung;
       ticket.predicted_ms = PredictLocked(rung);

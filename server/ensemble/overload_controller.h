@@ -79,9 +79,9 @@
 // predictions past the probation limit, each doubling the wait, and the
 // cascade at 0.7 answered half the step). A climb undone within a dwell
 // time (the load cannot sustain the richer rung) doubles the wait before the
-// next climb to that rung, up to 8 dwell times; a climb that holds a dwell time resets it. Per
-// rung: failed climbs to the full ensemble must not hold the class below a
-// middle rung it can carry. Without it, at twice the full ensemble's
+// next climb to that rung, up to 8 dwell times; a climb that holds a dwell
+// time resets it. Per rung: failed climbs to the full ensemble must not hold
+// the class below a middle rung it can carry. Without it, at twice the full ensemble's
 // capacity the class climbed to rung 0 once per dwell, whose admissions
 // filled the work in flight up to the budget before it moved down again,
 // and the cheaper rungs waiting behind that work were pushed over the
@@ -131,7 +131,7 @@
 // A request's own deadline may then move it further down, to the richest
 // rung predicted to answer before it (never up). When no rung is predicted
 // to meet the whole target, or the class's rung, after any move, is not
-// (a richer rung is reached by a climb, above), the request is shed
+// (a richer rung is reached only by the moves above), the request is shed
 // (kShed): shedding is the last resort. A request marked exact is always
 // served at rung 0 and never shed.
 //
@@ -206,7 +206,7 @@ class OverloadController {
     Clock::time_point moved{};   // last move down (or up)
     Clock::time_point probed{};  // last probe sent
     bool probing = false;        // a probe is in flight
-    bool climbed = false;        // the last move was up
+    bool climbed = false;        // the last move was a climb (after a dwell time; not the one step up at once)
     bool returned = false;       // ... to a rung whose last stay carried the rate then (no probation)
     std::vector<int> failed_climbs;  // per rung: climbs to it undone within a dwell time, in a row (see above)
     double carried_rate = 0;         // the highest arrival rate since the class came to its rung

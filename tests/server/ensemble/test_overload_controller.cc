@@ -1075,6 +1075,36 @@ TEST_F(OverloadControllerTest, ARungMissingItsBudgetGoesToACheaperRungBeforeARic
   controller_.Finish(cheap, false);
 }
 
+// A class whose rung misses its budget, with no cheaper rung within it,
+// steps one rung up at once when that rung is within the budget and the load
+// is not past what it carried (a cheap rung waiting behind its host's queue
+// can miss where the richer one does not).
+TEST_F(OverloadControllerTest, ARungMissingItsBudgetStepsOneUpToARungWithinIt) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
+  // Behind an exact request (W = 30) the lower class moves to rung 2 (2 + 30,
+  // within its budget of 32), whose answer then takes 200 ms: P_2 = 0.5.
+  const Ticket full = AdmitExact();
+  Ticket t = Admit();
+  ASSERT_EQ(t.rung, 2u);
+  Advance(200);
+  controller_.Finish(full, false);
+  controller_.Finish(t, true);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 0.5);
+  // 20 ms of rung-1 work in flight (highest-priority requests with near
+  // deadlines): rung 2 at 2 + 20 / 0.5 = 42 (over the budget and the
+  // target), rung 1 at 30 (within the budget of 32).
+  const Ticket a = AdmitWithin(20, 1);
+  const Ticket b = AdmitWithin(25, 1);
+  ASSERT_EQ(a.rung, 1u);
+  ASSERT_EQ(b.rung, 1u);
+  t = Admit();
+  EXPECT_EQ(t.rung, 1u) << "one step up at once, neither shed nor left on rung 2";
+  EXPECT_EQ(controller_.CurrentRung(0), 1u);
+  for (const Ticket& done : {t, a, b}) controller_.Finish(done, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
 // Arrivals every `gap_ms` from `from_ms` to `to_ms` after `origin`, each of
 // the highest priority and answered at once (nothing stays in flight): the
 // rungs they got (where the rung changed), none a probe.
