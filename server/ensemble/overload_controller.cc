@@ -26,6 +26,7 @@ constexpr double kRateGrowth = 1.25;
 // of a few arrivals swings by tens of percent from window to window, and
 // says little of the load.
 constexpr double kMinJudgedArrivals = 20;
+bool Judged(double rate_per_ms) { return rate_per_ms * OverloadController::kRateWindowMs >= kMinJudgedArrivals; }
 
 // The tail ratio's quantile, and the step of its estimate (in log space: an
 // answer over it raises it by about 5%, one under lowers it by 0.05%, so the
@@ -85,11 +86,15 @@ double OverloadController::RateLocked(Clock::time_point now) const {
   return rate_ * std::exp(-std::max(0.0, Ms(now - rate_at_)) / kRateWindowMs);
 }
 
+bool OverloadController::LeftLately(const Left& left, Clock::time_point now) const {
+  return left.at != Clock::time_point{} && now - left.at < dwell_ * (1 << kMaxFailedClimbs);
+}
+
 bool OverloadController::HeldOff(const Level& level, size_t rung, Clock::time_point now) const {
   const Left& left = level.left[rung];
-  if (left.at == Clock::time_point{} || now - left.at >= dwell_ * (1 << kMaxFailedClimbs)) return false;
+  if (!LeftLately(left, now)) return false;
   const double rate = RateLocked(now);
-  return rate * kRateWindowMs >= kMinJudgedArrivals && rate > kRateGrowth * left.carried_rate;
+  return Judged(rate) && rate > kRateGrowth * left.carried_rate;
 }
 
 size_t OverloadController::RichestWithin(double budget_ms, size_t from) const {
@@ -170,8 +175,10 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // below the rung it climbed to: there is one.)
       const size_t below = RichestWithin(budget, probation ? level.rung + 1 : level.rung);
       const bool below_fits = TailLocked(below) <= budget;
-      const bool step_up =
-          level.rung > 0 && TailLocked(level.rung - 1) <= budget && !HeldOff(level, level.rung - 1, now);
+      // The next richer rung is predicted within the budget (a step up, at
+      // once below or as a climb, is judged by it).
+      const bool next_fits = level.rung > 0 && TailLocked(level.rung - 1) <= budget;
+      const bool step_up = next_fits && !HeldOff(level, level.rung - 1, now);
       const bool out_of_order = rung_[fit].service_ms < rung_[level.rung].service_ms;
       size_t back = below;
       if (!probation && !below_fits) {
@@ -198,7 +205,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
         level.climbed = false;
         level.rung = back;
         level.moved = now;
-      } else if (held && level.rung > 0 && TailLocked(level.rung - 1) <= budget) {
+      } else if (held && next_fits) {
         // One step, never past a rung that misses the budget: a richer rung
         // found within it beyond one is so only because it waits less for
         // the work in flight, and adds more (at eight times the capacity,
@@ -213,8 +220,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
           // probation (see the header).
           const Left& last = level.left[richer];
           const double rate = RateLocked(now);
-          level.returned = last.at != Clock::time_point{} && now - last.at < dwell_ * (1 << kMaxFailedClimbs) &&
-                           rate * kRateWindowMs >= kMinJudgedArrivals && rate <= last.carried_rate;
+          level.returned = LeftLately(last, now) && Judged(rate) && rate <= last.carried_rate;
           level.climbed = true;
           level.rung = richer;
           level.moved = now;

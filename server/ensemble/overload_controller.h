@@ -231,6 +231,8 @@ class OverloadController {
   size_t RichestWithin(double budget_ms, size_t from) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static size_t ClassOf(int priority) { return priority == 1 ? 0 : 1; }
   double RateLocked(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `left` is a leaving within 2^kMaxFailedClimbs dwell times (see "Past what a rung carried").
+  bool LeftLately(const Left& left, Clock::time_point now) const;
   // The load is well past what `rung` carried before `level` left it (see above).
   bool HeldOff(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Learns from one successful answer of `rung`.
