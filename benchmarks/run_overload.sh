@@ -18,8 +18,12 @@
 #                  whole passes over the 10,000 test images (at least 3 s of
 #                  arrivals; ensemble-loadgen --requests), so the accuracy of
 #                  the answers compares with the test-set accuracies of the
-#                  rungs. Plus an SVG plot (p99 latency and accuracy against
-#                  offered load, a line per policy).
+#                  rungs. Before the steps the rungs the targets name (the
+#                  ensemble, its cascade, its best member) each answer every
+#                  test image once alone: the report judges a step's
+#                  accuracy against theirs on the images it answered. Plus
+#                  an SVG plot (p99 latency and accuracy against offered
+#                  load, a line per policy).
 #   (default)      a synthetic stand-in: four members of fixed work (two per
 #                  host), ladder [the ensemble, a two-member pair, one small
 #                  model]; no accuracy (the members compute nothing meaningful).
@@ -32,7 +36,7 @@
 # only those steps, in that order (e.g. `--loads 1,2 --policies ladder`: the
 # ladder's way into 2x, a minute and a half). Prints the table and
 # writes it to build/bench_overload/report.md (and overload.svg). About 4
-# minutes (synthetic --quick: 2; trained: 5).
+# minutes (synthetic --quick: 2; trained: 6).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
@@ -105,6 +109,17 @@ CHEAPEST=$(tail -1 "$OUT/repo/ens_ladder/config.yaml" | sed -E 's/.*\{model: ([^
 [ -d "$OUT/repo/$CHEAPEST" ] || { echo "cannot tell the ladder's cheapest rung (read '$CHEAPEST')" >&2; exit 1; }
 progress "capacity of the cheapest rung alone ($CHEAPEST)"
 loadgen capacity_cheapest "$CHEAPEST" --concurrency 32 --duration-s 2 --warmup-s 1 --max-windows 3
+if [ -n "$TRAINED" ]; then
+  # The rungs the verdicts compare with, each alone over every test image
+  # once: a step's accuracy is judged against its reference rung's on the
+  # images the step answered (benchmarks/overload/report.py, verdicts).
+  REFERENCES=$(/usr/bin/python3 benchmarks/overload/report.py --reference-models "$OUT")
+  [ -n "$REFERENCES" ] || { echo "--trained $TRAINED: the ladder names no rung of the targets' table" >&2; exit 1; }
+  for model in $REFERENCES; do
+    progress "reference: $model alone over the $ROWS test images"
+    loadgen "reference_$model" "$model" --concurrency 8 --requests "$ROWS" --duration-s 1 --warmup-s 1
+  done
+fi
 # The ladder learns each rung's service time from its answers: a few
 # requests one at a time measure rung 0 (as traffic before a peak would);
 # the cheaper rungs are measured when first used.

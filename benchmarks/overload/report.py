@@ -2,6 +2,10 @@
 """The table (and, with labels, the plot) of benchmarks/run_overload.sh.
 
     report.py OUT_DIR TARGET_MS CAPACITY_RPS SOURCE
+    report.py --reference-models OUT_DIR
+
+The second form prints the models whose passes over every test image the
+verdicts compare the steps with (OUT_DIR/reference_MODEL.json), one a line.
 
 SOURCE: "synthetic", or the trained folder (--trained). Per policy and
 offered load: requests of the measured window, the share answered, p50 and
@@ -61,25 +65,74 @@ def ladder_rungs(out):
             for r in rungs]
 
 
+def references(out):
+    """The issue's table: {load: (what, rung's served_by, its test-set accuracy, p99 at most this x the
+    target, answered at least %)}: the full ensemble at 0.5x, the cascade at its own threshold at 2x,
+    the best member (the last rung) at 8x; none without the ladder's accuracies."""
+    rungs = ladder_rungs(out)
+    if not rungs or any(acc is None for _, acc, _ in rungs):
+        return {}
+    cascade = next(((n, a) for n, a, threshold in rungs[1:-1] if n.endswith("_cascade") and not threshold), None)
+    table = {"0.5": ("the full ensemble's", rungs[0][0], rungs[0][1], 1.0, 100.0),
+             "2": ("the cascade's", *(cascade or (None, None)), 1.0, 99.9),
+             "8": ("the best member's", rungs[-1][0], rungs[-1][1], 1.2, 99.0)}
+    return {load: row for load, row in table.items() if row[1] is not None}
+
+
+def reference_model(served_by):
+    """The model a reference pass asks for the rung an answer names: the
+    ensemble without its ladder (ens_plain) for rung 0, else the rung."""
+    return "ens_plain" if served_by == "ens_ladder" else served_by
+
+
+def reference_right(out, served_by):
+    """Per request (the test images in order), the rows the reference
+    rung answered right per answer, from its pass over every image
+    (OUT_DIR/reference_MODEL.json, run_overload.sh --trained); None
+    without that pass."""
+    path = os.path.join(out, f"reference_{reference_model(served_by)}.json")
+    if not os.path.exists(path):
+        return None
+    labels = json.load(open(path))["steps"][0].get("labels") or {}
+    by = labels.get("by_request")
+    if by is None:
+        return None
+    return [c / a if a else None for a, c in zip(by["answers"], by["correct"])]
+
+
+def on_the_same_rows(labels, right):
+    """The rows the reference would have answered right had it answered
+    the step's requests (ensemble-loadgen's by_request): the sum over them
+    of its right rows per answer; None when the step answered a request the
+    reference pass did not."""
+    total = 0.0
+    for r, answers in enumerate(labels["by_request"]["answers"]):
+        if not answers:
+            continue
+        if r >= len(right) or right[r] is None:
+            return None
+        total += answers * right[r]
+    return total
+
+
 def verdicts(out, target, steps):
     """The issue's targets for the ladder (0.5x, 2x, 8x), each line a verdict, or none without labels.
 
-    An answer's accuracy is compared as it was observed; beside it, what the
-    rungs that served the step score on the test set, weighted by their
-    shares: when several rungs served, which images each drew moves the
-    observed figure by a few answers either way around that expectation."""
+    The accuracy of a step's answers is judged against the reference rung's
+    on the very test images the step answered, when a reference pass
+    answered every image (run_overload.sh --trained: the rung alone, closed
+    loop): a step that shed a request or two did not answer whole passes
+    of the test set, and its accuracy moves from the rung's test-set figure
+    by which images it left out. Beside it: the rung's test-set figure, and
+    what the rungs that served the step score on the test set, weighted by
+    their shares (which images each drew moves the observed figure by a
+    few answers either way around that expectation)."""
     rungs = ladder_rungs(out)
-    if not rungs or any(acc is None for _, acc, _ in rungs):
-        return []
     accuracy_of = {name: acc for name, acc, _ in rungs}
-    cascade = next(((n, a) for n, a, threshold in rungs[1:-1] if n.endswith("_cascade") and not threshold), None)
-    references = {"0.5": ("the full ensemble's", rungs[0][0], rungs[0][1], 1.0, 100.0),
-                  "2": ("the cascade's", *(cascade or (None, None)), 1.0, 99.9),
-                  "8": ("the best member's", rungs[-1][0], rungs[-1][1], 1.2, 99.0)}
     lines = []
-    for load, (what, name, reference, p99_factor, answered_min) in references.items():
+    for load, (what, name, test_set, p99_factor, answered_min) in references(out).items():
         s = steps.get(load)
-        if s is None or not s.get("labels") or reference is None:
+        if s is None or not s.get("labels"):
             continue
         sent = s["ok"] + s["failed"] + s["unanswered"]
         answered = 100 * s["ok"] / sent if sent else 0
@@ -89,19 +142,27 @@ def verdicts(out, target, steps):
         by = labels["by_served_by"]
         total = sum(v["answers"] for v in by.values())
         expected = sum(v["answers"] * accuracy_of.get(r, float("nan")) for r, v in by.items()) / total if total else 0
+        right = reference_right(out, name)
+        paired = on_the_same_rows(labels, right) if right is not None and "by_request" in labels else None
+        if paired is not None:
+            reference = paired / labels["rows"] if labels["rows"] else 0
+            where = f"on the images answered; {100 * test_set:.2f}% on the test set"
+        else:
+            reference = test_set
+            where = "on the test set"
         if load == "0.5":
             accurate = abs(observed - reference) <= 0.0005 + 1e-12
             rule = "within 0.05 points of"
         else:
             accurate = observed >= reference - 1e-12
             rule = "at least"
-        margin = round((observed - reference) * labels["answers"])
+        margin = round((observed - reference) * labels["rows"])
         checks = [p99 <= p99_factor * target + 1e-9, answered >= answered_min - 1e-9, accurate]
         lines.append(
             f"- {load}x: p99 {p99:.1f} ms (at most {p99_factor * target:g}), answered {answered:.1f}% "
             f"(at least {answered_min:g}%), accuracy {100 * observed:.2f}% ({rule} {what}, {name}: "
-            f"{100 * reference:.2f}%; {margin:+d} answers of {labels['answers']}; the rungs served score "
-            f"{100 * expected:.2f}% on the test set, weighted by their shares): "
+            f"{100 * reference:.2f}% {where}; {margin:+d} answers of {labels['rows']}; the rungs served "
+            f"score {100 * expected:.2f}% on the test set, weighted by their shares): "
             f"**{'PASS' if all(checks) else 'MISS'}**")
     return lines
 
@@ -167,6 +228,9 @@ def svg(points, target, path):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--reference-models":
+        print("\n".join(sorted({reference_model(row[1]) for row in references(sys.argv[2]).values()})))
+        return 0
     out, target, capacity, source = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     idle = json.load(open(os.path.join(out, "idle.json")))["steps"][0]["latency_us"]
     labelled = source != "synthetic"

@@ -383,7 +383,7 @@ CheckedAnswer LoadEngine::Check(const Call& call) const {
     return unreadable;
   }
   const AnswerCheck check = CheckAnswer(answer, set_->output, set_->labels.at(call.request));
-  return {check.readable, LabelCounts{1, check.rows, check.correct}, check.served_by, call.generation};
+  return {check.readable, LabelCounts{1, check.rows, check.correct}, check.served_by, call.generation, call.request};
 }
 
 void LoadEngine::Pace(Worker* w) {

@@ -36,6 +36,10 @@ void Sample::Merge(Sample&& other) {
   if (!other.checked_turn || !TakeTurn(*other.checked_turn)) return;
   checked.Add(other.checked);
   for (const auto& [rung, counts] : other.checked_by_served_by) checked_by_served_by[rung].Add(counts);
+  if (checked_by_request.size() < other.checked_by_request.size()) {
+    checked_by_request.resize(other.checked_by_request.size());
+  }
+  for (size_t r = 0; r < other.checked_by_request.size(); ++r) checked_by_request[r].Add(other.checked_by_request[r]);
   unreadable += other.unreadable;
 }
 
@@ -63,6 +67,7 @@ bool Sample::TakeTurn(uint32_t turn) {
 void Sample::ClearChecked() {
   checked = {};
   checked_by_served_by.clear();
+  checked_by_request.clear();
   unreadable = 0;
 }
 
@@ -74,6 +79,8 @@ void Sample::AddChecked(const CheckedAnswer& answer) {
   }
   checked.Add(answer.counts);
   checked_by_served_by[answer.served_by].Add(answer.counts);
+  if (checked_by_request.size() <= answer.request) checked_by_request.resize(answer.request + 1);
+  checked_by_request[answer.request].Add(answer.counts);
 }
 
 Sample CountingEngine::TakeSample() {

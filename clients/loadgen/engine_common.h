@@ -40,12 +40,14 @@ struct LabelCounts {
 
 // One answer read against its labels: readable false when its output
 // could not be read (then `counts` and `served_by` are unused); `turn`: the
-// generation of the turn its call was sent in (Engine::RestartRequests).
+// generation of the turn its call was sent in (Engine::RestartRequests);
+// `request`: the call's request, an index into RequestSet::requests.
 struct CheckedAnswer {
   bool readable = false;
   LabelCounts counts;
   std::string served_by;
   uint32_t turn = 0;
+  size_t request = 0;
 };
 
 // True when turn generation `a` is later than `b` (generations wrap at 2^16).
@@ -69,6 +71,11 @@ struct Sample {
   // are not the turn's rows.
   LabelCounts checked;
   std::map<std::string, LabelCounts> checked_by_served_by;
+  // The same answers by request (index: CheckedAnswer::request; shorter
+  // than the set when its last requests were not answered): which test rows
+  // the answers drew, so that a step's accuracy compares with another
+  // run's on the same rows.
+  std::vector<LabelCounts> checked_by_request;
   uint64_t unreadable = 0;
   std::optional<uint32_t> checked_turn;  // none until an answer was checked
 

@@ -191,6 +191,7 @@ void SetCallFigures(Sample merged, int64_t batch, StepResult* result) {
   result->skipped = merged.skipped;
   result->labelled = merged.checked;
   result->labelled_by_served_by = std::move(merged.checked_by_served_by);
+  result->labelled_by_request = std::move(merged.checked_by_request);
   result->unreadable = merged.unreadable;
   for (const auto& [code, count] : merged.errors) result->errors[es::client::CodeName(code)] += count;
   const double secs = std::max(1e-9, result->seconds);

@@ -122,6 +122,7 @@ struct StepResult {
   bool checked = false;
   LabelCounts labelled;
   std::map<std::string, LabelCounts> labelled_by_served_by;
+  std::vector<LabelCounts> labelled_by_request;  // Sample::checked_by_request
   uint64_t unreadable = 0;  // successful answers whose output could not be read
   LatencySummary latency;
   ServerStages server;

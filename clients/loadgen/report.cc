@@ -89,6 +89,16 @@ nlohmann::json StepJson(const StepResult& s) {
     nlohmann::json by = nlohmann::json::object();
     for (const auto& [rung, counts] : s.labelled_by_served_by) by[rung] = LabelJson(counts);
     j["labels"]["by_served_by"] = by;
+    // By request (the set's order; the requests past the last answered one
+    // left out): how often each was answered and its rows answered right,
+    // so that another run's accuracy on the same rows can be set beside
+    // this one's.
+    nlohmann::json answers = nlohmann::json::array(), correct = nlohmann::json::array();
+    for (const LabelCounts& counts : s.labelled_by_request) {
+      answers.push_back(counts.answers);
+      correct.push_back(counts.correct);
+    }
+    j["labels"]["by_request"] = {{"answers", std::move(answers)}, {"correct", std::move(correct)}};
   } else {
     j["labels"] = nullptr;
   }

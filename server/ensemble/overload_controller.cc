@@ -188,7 +188,12 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
           back = fit;
         }
       }
-      if (TailLocked(level.rung) > keep && back != level.rung) {
+      // On probation over its keep but within the budget, the class leaves
+      // only for a rung within the budget: the one below, missing it, would
+      // shed the request (past the target) or serve it later than this
+      // rung would.
+      const bool leave = TailLocked(level.rung) > (probation && !below_fits ? budget : keep);
+      if (leave && back != level.rung) {
         // A climb undone within a dwell time failed: the next climb to
         // that rung waits twice as long (up to 2^kMaxFailedClimbs dwells);
         // one that held resets it.

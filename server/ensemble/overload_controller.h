@@ -71,10 +71,10 @@
 // answered 29-54%), but at least two service times of waiting (ordinary
 // queueing of a rung the load sustains), and when it passes that the class
 // goes back below (to the richest rung within the budget from the one it
-// climbed from). A climb back to a rung whose last stay, lately (within
-// 2^kMaxFailedClimbs dwell times), carried the arrival rate now (one judged,
-// see below) has no probation: the load was shown to be carried there, and
-// the leaving was a fluctuation of its queue (at twice the full ensemble's
+// climbed from), when a rung below is within the budget: else it stays
+// while its rung is (the rung below would shed, or answer later). A climb back to a rung whose last stay, lately
+// (within 2^kMaxFailedClimbs dwell times), carried the arrival rate now (one judged, see below) has no probation: the
+// load was shown to be carried there, and the leaving was a fluctuation of its queue (at twice the full ensemble's
 // capacity, climbs back to the cascade after a burst were undone by single
 // predictions past the probation limit, each doubling the wait, and the
 // cascade at 0.7 answered half the step). A climb undone within a dwell

@@ -157,8 +157,8 @@ TEST(LoadgenStats, CheckedAnswersOfTheNewestTurnOnly) {
   EXPECT_FALSE(TurnIsNewer(5, 5));
   EXPECT_TRUE(TurnIsNewer(0, 0xFFFF)) << "past the wrap";
   EXPECT_TRUE(TurnIsNewer(0x8001, 0x7FFF));
-  const auto answer = [](uint32_t turn, bool right, bool readable = true) {
-    return CheckedAnswer{readable, LabelCounts{1, 1, right ? 1U : 0U}, "", turn};
+  const auto answer = [](uint32_t turn, bool right, bool readable = true, size_t request = 0) {
+    return CheckedAnswer{readable, LabelCounts{1, 1, right ? 1U : 0U}, "", turn, request};
   };
   for (const uint32_t turn : {0U, 1U, 0x8000U, 0x9000U, 0xFFFFU}) {
     Sample s;
@@ -200,6 +200,39 @@ TEST(LoadgenStats, CheckedAnswersOfTheNewestTurnOnly) {
     EXPECT_EQ(merged.checked.correct, 1U) << turn;
     EXPECT_EQ(merged.checked_turn, (turn + 2) & 0xFFFF);
   }
+}
+
+// The checked answers by request: counted at the answer's request, merged
+// request by request (the longer sample sets the length), and gone with
+// the rest of an older turn's counts.
+TEST(LoadgenStats, CheckedAnswersCountByRequest) {
+  using es::loadgen::CheckedAnswer;
+  using es::loadgen::LabelCounts;
+  using es::loadgen::Sample;
+  const auto answer = [](uint32_t turn, size_t request, bool right) {
+    return CheckedAnswer{true, LabelCounts{1, 1, right ? 1U : 0U}, "", turn, request};
+  };
+  const auto answers = [](const Sample& s) {
+    std::vector<uint64_t> out;
+    for (const LabelCounts& c : s.checked_by_request) out.push_back(c.answers);
+    return out;
+  };
+  Sample a;
+  a.AddChecked(answer(1, 0, true));
+  a.AddChecked(answer(1, 2, false));
+  a.AddChecked(answer(1, 2, true));
+  EXPECT_EQ(answers(a), (std::vector<uint64_t>{1, 0, 2}));
+  EXPECT_EQ(a.checked_by_request[2].correct, 1U);
+  Sample b;
+  b.AddChecked(answer(1, 4, true));
+  a.Merge(std::move(b));
+  EXPECT_EQ(answers(a), (std::vector<uint64_t>{1, 0, 2, 0, 1}));
+  Sample c;
+  c.AddChecked(answer(1, 0, true));
+  c.Merge(Sample(a));
+  EXPECT_EQ(answers(c), (std::vector<uint64_t>{2, 0, 2, 0, 1})) << "a shorter sample merged with a longer one";
+  c.AddChecked(answer(2, 1, true));  // a newer turn: the older turn's counts go
+  EXPECT_EQ(answers(c), (std::vector<uint64_t>{0, 1}));
 }
 
 TEST(LoadgenStats, ServerStageDeltas) {

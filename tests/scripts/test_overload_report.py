@@ -4,7 +4,11 @@ steps written as ensemble-loadgen writes them: a step that meets every
 target passes; one that misses a single one (the accuracy by one answer,
 the answered share, the p99) is a MISS; the reference rungs are read from
 the ladder's config (the full ensemble, the cascade at its own threshold,
-the last rung), and the expected accuracy weighs each rung's by its share."""
+the last rung), and the expected accuracy weighs each rung's by its share.
+With a reference rung's pass over every test image, a step is judged on the
+images it answered: one shed request does not make a miss of a step whose
+answers are the rung's own, and an answer fewer right than the rung's on
+those images does."""
 import json
 import os
 import shutil
@@ -32,16 +36,18 @@ overload:
 """
 
 
-def step(by, p99_ms=10.0, refused=0):
-    """A ladder step: `by` maps served_by to (answers, correct)."""
+def step(by, p99_ms=10.0, refused=0, by_request=None):
+    """A ladder step: `by` maps served_by to (answers, correct); `by_request`:
+    (answers, correct) lists, one entry per test image."""
     answers = sum(n for n, _ in by.values())
     correct = sum(c for _, c in by.values())
+    labels = {} if by_request is None else {"by_request": {"answers": by_request[0], "correct": by_request[1]}}
     return {"steps": [{
         "ok": answers, "failed": refused, "unanswered": 0, "errors": {"RESOURCE_EXHAUSTED": refused} if refused else {},
         "latency_us": {"p50": 1000.0, "p99": p99_ms * 1000},
         "labels": {"accuracy": correct / answers, "answers": answers, "correct": correct, "rows": answers,
                    "by_served_by": {r: {"answers": n, "correct": c, "rows": n, "accuracy": c / n}
-                                    for r, (n, c) in by.items()}}}]}
+                                    for r, (n, c) in by.items()}, **labels}}]}
 
 
 class OverloadReportTest(unittest.TestCase):
@@ -72,7 +78,7 @@ class OverloadReportTest(unittest.TestCase):
         self.assertEqual(sorted(lines), ["0.5x", "2x", "8x"])
         for load, line in lines.items():
             self.assertTrue(line.endswith("**PASS**"), line)
-        self.assertIn("the cascade's, fmnist_ensemble_cascade: 93.55%; +6 answers of 10000", lines["2x"])
+        self.assertIn("the cascade's, fmnist_ensemble_cascade: 93.55% on the test set; +6 answers of 10000", lines["2x"])
         self.assertIn("the best member's, convnet_8: 92.67%", lines["8x"])
 
     def test_each_target_missed_alone_is_a_miss(self):
@@ -92,6 +98,39 @@ class OverloadReportTest(unittest.TestCase):
         self.assertTrue(self.verdicts()["2x"].endswith("**MISS**"))
         self.write("ladder_2", step({"fmnist_ensemble_cascade@0.99": (9990, 9352)}, refused=10))
         self.assertTrue(self.verdicts()["2x"].endswith("**PASS**"))
+
+    def test_a_step_is_judged_on_the_images_it_answered(self):
+        # The best member alone over the 10,000 test images: the first 9,267 right (its 92.67%).
+        images, right = 10000, 9267
+        self.write("reference_convnet_8", step({"": (images, right)}, by_request=(
+            [1] * images, [1] * right + [0] * (images - right))))
+        # 8x: three passes, one request for image 0 (one the member answers right) shed.
+        answers = [2] + [3] * (images - 1)
+        correct = [2] + [3] * (right - 1) + [0] * (images - right)
+        shed_one = step({"convnet_8": (3 * images - 1, 3 * right - 1)}, refused=1, by_request=(answers, correct))
+        self.write("ladder_8", shed_one)
+        line = self.verdicts()["8x"]
+        self.assertTrue(line.endswith("**PASS**"), line)
+        self.assertIn("+0 answers of 29999", line)
+        self.assertIn("on the images answered; 92.67% on the test set", line)
+        # The same step, one of its answers wrong where the member is right: a miss by one answer.
+        worse = step({"convnet_8": (3 * images - 1, 3 * right - 2)}, refused=1,
+                     by_request=(answers, [1] + correct[1:]))
+        self.write("ladder_8", worse)
+        line = self.verdicts()["8x"]
+        self.assertTrue(line.endswith("**MISS**"), line)
+        self.assertIn("-1 answers of 29999", line)
+        # Without the reference pass the shed step is held to the test-set figure, which it misses.
+        os.remove(os.path.join(self.out, "reference_convnet_8.json"))
+        self.write("ladder_8", shed_one)
+        line = self.verdicts()["8x"]
+        self.assertTrue(line.endswith("**MISS**"), line)
+        self.assertIn("92.67% on the test set;", line)
+
+    def test_reference_models_are_the_rungs_of_the_table(self):
+        out = subprocess.run([sys.executable, REPORT, "--reference-models", self.out], check=True,
+                             capture_output=True, text=True).stdout
+        self.assertEqual(out.split(), ["convnet_8", "ens_plain", "fmnist_ensemble_cascade"])
 
 
 if __name__ == "__main__":

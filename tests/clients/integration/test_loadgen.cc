@@ -383,7 +383,9 @@ TEST_F(LoadgenTest, TheMeasuredWindowStartsAtTheFirstRow) {
 // must 301 (the first row twice: only a turn that starts at row 0 gives 2).
 // Without the limit the step would count what a time window holds; with
 // the warm-up's answers checked (calls in flight when it ended) more than
-// the calls, and rows other than the turn's.
+// the calls, and rows other than the turn's. By request the JSON says which
+// rows the answers drew: each of the 300 twice (the first 301: row 0
+// twice, the rest once), right only at row 0.
 TEST_F(LoadgenTest, ACountedStepChecksItsOwnCallsFromTheFirstRow) {
   WatchdogScope watchdog(seconds(150), "CountedStep");
   constexpr size_t kRows = 300;
@@ -424,6 +426,14 @@ TEST_F(LoadgenTest, ACountedStepChecksItsOwnCallsFromTheFirstRow) {
     EXPECT_LE(step["sent"].get<uint64_t>(), calls + 10) << what << output;
     EXPECT_EQ(step["labels"]["answers"].get<uint64_t>(), calls) << what << output;
     EXPECT_EQ(step["labels"]["correct"].get<uint64_t>(), 2u) << what << output;
+    const auto& by_request = step["labels"]["by_request"];
+    ASSERT_EQ(by_request["answers"].size(), kRows) << what << by_request.dump();
+    ASSERT_EQ(by_request["correct"].size(), kRows) << what << by_request.dump();
+    for (size_t r = 0; r < kRows; ++r) {
+      const uint64_t times = calls / kRows + (r < calls % kRows ? 1 : 0);
+      EXPECT_EQ(by_request["answers"][r].get<uint64_t>(), times) << what << "row " << r;
+      EXPECT_EQ(by_request["correct"][r].get<uint64_t>(), r == 0 ? 2u : 0u) << what << "row " << r;
+    }
     EXPECT_EQ(j["config"]["requests"].get<uint64_t>(), calls) << j.dump();
     // The warm-up was long enough to send a pass: the turn did restart.
     EXPECT_GT(j["totals"]["client_sent"].get<uint64_t>(), calls + kRows) << what << output;

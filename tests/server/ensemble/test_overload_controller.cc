@@ -1113,14 +1113,21 @@ using Moves = std::vector<std::pair<int, size_t>>;
 class OverloadControllerRateTest : public OverloadControllerTest {
  protected:
   Moves Stream(Clock::time_point origin, int from_ms, int to_ms, int gap_ms) {
+    return StreamEvery(origin, from_ms, to_ms, std::chrono::microseconds(1000 * gap_ms));
+  }
+  // Highest-priority arrivals every `gap` from `from_ms` to `to_ms` after
+  // `origin`, each answered at once: where the class moved (ms, rung).
+  Moves StreamEvery(Clock::time_point origin, int from_ms, int to_ms, std::chrono::microseconds gap) {
     Moves moves;
-    for (int at = from_ms; at < to_ms; at += gap_ms) {
-      now_ = origin + std::chrono::milliseconds(at);
+    const auto end = origin + std::chrono::milliseconds(to_ms);
+    for (now_ = origin + std::chrono::milliseconds(from_ms); now_ < end; now_ += gap) {
+      const int at = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now_ - origin).count());
       const Ticket t = Admit(1);
       EXPECT_EQ(t.probe_class, -1) << at << " ms";
       controller_.Finish(t, false);
       if (moves.empty() || moves.back().second != t.rung) moves.emplace_back(at, t.rung);
     }
+    now_ -= gap;  // the last arrival's time
     return moves;
   }
   // After MeasureRungs and P_0 = P_1 = P_2 = 1: 32 ms in flight (a
@@ -1135,6 +1142,40 @@ class OverloadControllerRateTest : public OverloadControllerTest {
     EXPECT_EQ(pushed.rung, 2u);
     for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
     return now_;
+  }
+  // The highest class carries arrivals every `carried` on rung 1 for 1.5 s
+  // (rung 0, left at a trickle, is held off), is pushed to rung 2 by 32 ms
+  // in flight, and climbs back to rung 1 a dwell time later at arrivals
+  // every `back`; then 30 ms in flight (rung 1 at 40, the budget, over its
+  // probation keep of 30; rung 2 at 32): the rung the class is on after it.
+  size_t ClimbBack(std::chrono::microseconds carried, std::chrono::microseconds back) {
+    EXPECT_NO_FATAL_FAILURE(MeasureRungs());
+    EXPECT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
+    // 20 ms of rung-1 work in flight (lower-priority requests with deadlines):
+    // rung 0 at 50 misses 40, and the highest class moves to rung 1 (30).
+    const Ticket a = AdmitWithin(20);
+    const Ticket b = AdmitWithin(25);
+    EXPECT_EQ(a.rung, 1u);
+    EXPECT_EQ(b.rung, 1u);
+    const Ticket moved = Admit(1);
+    EXPECT_EQ(moved.rung, 1u);
+    for (const Ticket& done : {a, b, moved}) controller_.Finish(done, false);
+    EXPECT_EQ(StreamEvery(now_, 1, 1500, carried), (Moves{{1, 1u}}));
+    const Ticket exact = AdmitExact();
+    const Ticket hurried = AdmitWithin(3);
+    const Ticket pushed = Admit(1);
+    EXPECT_EQ(pushed.rung, 2u);
+    for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
+    const Moves climb = StreamEvery(now_, 1, 1100, back);
+    EXPECT_EQ(climb.size(), 2u);
+    EXPECT_EQ(climb.back().second, 1u) << "the climb back, a dwell time later (not held off)";
+    const Ticket full = AdmitExact();
+    const Ticket t = Admit(1);
+    const size_t rung = controller_.CurrentRung(1);
+    EXPECT_EQ(t.rung, rung);
+    controller_.Finish(t, false);
+    controller_.Finish(full, false);
+    return rung;
   }
   // The class carries `gap_ms` arrivals on rung 0 for two seconds, then leaves it.
   Clock::time_point CarryThenLeaveRungZero(int gap_ms) {
@@ -1192,38 +1233,48 @@ TEST_F(OverloadControllerRateTest, TheCheapestRungMissingTheTargetShedsRatherTha
 }
 
 // A climb back to a rung whose last stay, lately, carried the rate now (a
-// judged one) is no fresh climb: no probation. Rung 1 (probation keep 30 ms,
-// as above) keeps 30 ms of work in flight (40 predicted, the budget).
+// judged one) is no fresh climb: no probation. Rung 1 keeps 30 ms of work
+// in flight (40 predicted, the budget).
 TEST_F(OverloadControllerRateTest, AClimbBackToARungThatCarriedTheRateHasNoProbation) {
-  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
-  // 20 ms of rung-1 work in flight (lower-priority requests with deadlines):
-  // rung 0 at 50 misses 40, and the highest class moves to rung 1 (30).
-  const Ticket a = AdmitWithin(20);
-  const Ticket b = AdmitWithin(25);
-  ASSERT_EQ(a.rung, 1u);
-  ASSERT_EQ(b.rung, 1u);
-  const Ticket moved = Admit(1);
-  ASSERT_EQ(moved.rung, 1u);
-  for (const Ticket& done : {a, b, moved}) controller_.Finish(done, false);
-  // It carries 0.5 per ms there (rung 0, left at a trickle, is held off),
-  // then 32 ms in flight push it to rung 2.
-  EXPECT_EQ(Stream(now_, 1, 1500, 2), (Moves{{1, 1u}}));
-  const Ticket exact = AdmitExact();
+  // 0.5 per ms carried, back at 0.33.
+  EXPECT_EQ(ClimbBack(std::chrono::microseconds(2000), std::chrono::microseconds(3000)), 1u)
+      << "a return, not a fresh climb: no probation";
+}
+
+// The same climb back at a rate above what rung 1 carried (about 0.455
+// against 0.435 per ms, the push's three arrivals counted: not so far above
+// that it holds the rung off) is a fresh climb, on probation: the 30 ms in
+// flight send the class back to rung 2.
+TEST_F(OverloadControllerRateTest, AClimbBackAtARateAboveWhatTheRungCarriedHasProbation) {
+  EXPECT_EQ(ClimbBack(std::chrono::microseconds(2500), std::chrono::microseconds(2222)), 2u)
+      << "a climb at a rate the rung did not carry: on probation";
+}
+
+// On probation past its keep but within the budget, a class whose rung
+// below misses the budget stays: rung 2, its parallelism at the floor (0.5),
+// would be predicted at 62 behind 30 ms in flight, past the target (shed),
+// where rung 1, climbed to a moment ago, is at 40 (its keep 30).
+TEST_F(OverloadControllerRateTest, OnProbationTheClassStaysRatherThanLeaveForARungThatMisses) {
+  const Clock::time_point left = CarryThenLeaveRungZero(10);  // the highest class on rung 2
+  // A lower-priority request hurried to rung 2 answers 200 ms behind 30 ms in flight: P_2 falls to 0.5.
+  const Ticket full = AdmitExact();
   const Ticket hurried = AdmitWithin(3);
-  const Ticket pushed = Admit(1);
-  ASSERT_EQ(pushed.rung, 2u);
-  for (const Ticket& done : {exact, hurried, pushed}) controller_.Finish(done, false);
-  // At 0.33 per ms it climbs back a dwell time later.
-  const Moves back = Stream(now_, 1, 1100, 3);
-  ASSERT_EQ(back.size(), 2u);
-  ASSERT_EQ(back[1].second, 1u);
-  const Ticket full = AdmitExact();  // W = 30: rung 1 at 40, over the probation keep
+  ASSERT_EQ(hurried.rung, 2u);
+  Advance(200);
+  controller_.Finish(hurried, true);
+  controller_.Finish(full, false);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 0.5);
+  const Moves climb = Stream(left, 201, 1300, 10);  // 0.1 per ms: a dwell time on, the climb to rung 1
+  ASSERT_EQ(climb.size(), 2u);
+  ASSERT_EQ(climb[1].second, 1u);
+  const Ticket load = AdmitExact();  // W = 30: rung 1 at 40 (keep 30), rung 2 at 2 + 30 / 0.5 = 62
+  ASSERT_DOUBLE_EQ(controller_.PredictMs(1), kTargetMs);
+  ASSERT_DOUBLE_EQ(controller_.PredictMs(2), 62);
   const Ticket t = Admit(1);
-  EXPECT_EQ(t.rung, 1u) << "a return, not a fresh climb: no probation";
+  EXPECT_EQ(t.rung, 1u) << "served on rung 1, not shed on the way down to rung 2";
   EXPECT_EQ(controller_.CurrentRung(1), 1u);
   controller_.Finish(t, false);
-  controller_.Finish(full, false);
+  controller_.Finish(load, false);
 }
 
 // ... or until the rate falls back.
