@@ -178,7 +178,11 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // The next richer rung is predicted within the budget (a step up, at
       // once below or as a climb, is judged by it).
       const bool next_fits = level.rung > 0 && TailLocked(level.rung - 1) <= budget;
-      const bool step_up = next_fits && !HeldOff(level, level.rung - 1, now);
+      // At most one move up per dwell time, the step included: a step up
+      // undone at once by the richer rung's admissions, and taken again by
+      // the next request that finds the cheaper rung over its budget, would
+      // swing the class between the two per request.
+      const bool step_up = next_fits && !HeldOff(level, level.rung - 1, now) && now - level.up >= dwell_;
       const bool out_of_order = rung_[fit].service_ms < rung_[level.rung].service_ms;
       size_t back = below;
       if (!probation && !below_fits) {
@@ -208,6 +212,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
         left = {now, failed_stay ? std::min(left.carried_rate, level.carried_rate) : level.carried_rate};
         level.carried_rate = 0;
         level.climbed = false;
+        if (back < level.rung) level.up = now;
         level.rung = back;
         level.moved = now;
       } else if (held && next_fits) {
@@ -229,6 +234,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
           level.climbed = true;
           level.rung = richer;
           level.moved = now;
+          level.up = now;
           level.carried_rate = 0;
         }
       }

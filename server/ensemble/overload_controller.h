@@ -50,7 +50,8 @@
 // when the current one's prediction misses the budget, down, to the richest
 // cheaper rung within it; none within, one step up to the next richer rung
 // when that one is within the budget and the load is not well past what it
-// carried (see "Past what a rung carried"); else it stays on the fastest of
+// carried (see "Past what a rung carried"), at most one move up per dwell
+// time, climbs included; else it stays on the fastest of
 // its rung and the cheaper ones while that meets the whole target, and takes
 // a richer rung at once past it only when that one's service time is the
 // smaller (a ladder measured out of order). Up, one step at a time: to the
@@ -204,6 +205,7 @@ class OverloadController {
   struct Level {  // one priority class's current rung
     size_t rung = 0;
     Clock::time_point moved{};   // last move down (or up)
+    Clock::time_point up{};      // last move up (a climb or the one step up at once)
     Clock::time_point probed{};  // last probe sent
     bool probing = false;        // a probe is in flight
     bool climbed = false;        // the last move was a climb (after a dwell time; not the one step up at once)

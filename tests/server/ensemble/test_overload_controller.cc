@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -173,6 +174,32 @@ class OverloadControllerTest : public ::testing::Test {
     controller_.Finish(t, true);
     ASSERT_DOUBLE_EQ(controller_.ServiceMs(1), 10);
     ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+  }
+
+  // After MeasureRungs and TeachCheapRungsToWaitForAllWork (here): behind
+  // an exact request (W = 30) the lower class moves to rung 2 (2 + 30,
+  // within its budget of 32), whose answer then takes 200 ms: P_2 = 0.5.
+  void PutTheLowerClassOnRungTwoAtItsFloor() {
+    ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+    ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
+    const Ticket full = AdmitExact();
+    const Ticket t = Admit();
+    ASSERT_EQ(t.rung, 2u);
+    Advance(200);
+    controller_.Finish(full, false);
+    controller_.Finish(t, true);
+    ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 0.5);
+    ASSERT_EQ(controller_.CurrentRung(0), 2u);
+  }
+  // Then 20 ms of rung-1 work in flight (highest-priority requests with near
+  // deadlines): rung 2 at 2 + 20 / 0.5 = 42 (over the lower budget and the
+  // target), rung 1 at 30 (within the budget of 32). The two requests.
+  std::pair<Ticket, Ticket> RungOneWork() {
+    const Ticket a = AdmitWithin(20, 1);
+    const Ticket b = AdmitWithin(25, 1);
+    EXPECT_EQ(a.rung, 1u);
+    EXPECT_EQ(b.rung, 1u);
+    return {a, b};
   }
 
   // Two rungs measured slow: s_0 = 60 and s_1 = 50 both miss the target
@@ -1080,26 +1107,58 @@ TEST_F(OverloadControllerTest, ARungMissingItsBudgetGoesToACheaperRungBeforeARic
 // is not past what it carried (a cheap rung waiting behind its host's queue
 // can miss where the richer one does not).
 TEST_F(OverloadControllerTest, ARungMissingItsBudgetStepsOneUpToARungWithinIt) {
-  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
-  ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
-  // Behind an exact request (W = 30) the lower class moves to rung 2 (2 + 30,
-  // within its budget of 32), whose answer then takes 200 ms: P_2 = 0.5.
-  const Ticket full = AdmitExact();
-  Ticket t = Admit();
-  ASSERT_EQ(t.rung, 2u);
-  Advance(200);
-  controller_.Finish(full, false);
-  controller_.Finish(t, true);
-  ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 0.5);
-  // 20 ms of rung-1 work in flight (highest-priority requests with near
-  // deadlines): rung 2 at 2 + 20 / 0.5 = 42 (over the budget and the
-  // target), rung 1 at 30 (within the budget of 32).
-  const Ticket a = AdmitWithin(20, 1);
-  const Ticket b = AdmitWithin(25, 1);
-  ASSERT_EQ(a.rung, 1u);
-  ASSERT_EQ(b.rung, 1u);
-  t = Admit();
+  ASSERT_NO_FATAL_FAILURE(PutTheLowerClassOnRungTwoAtItsFloor());
+  const auto [a, b] = RungOneWork();
+  const Ticket t = Admit();
   EXPECT_EQ(t.rung, 1u) << "one step up at once, neither shed nor left on rung 2";
+  EXPECT_EQ(controller_.CurrentRung(0), 1u);
+  for (const Ticket& done : {t, a, b}) controller_.Finish(done, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// The step up at once comes at most once per dwell time: back on the
+// cheaper rung within a dwell time of the step (the richer rung, behind
+// work, missed its budget while the cheaper one did not), the class that
+// finds the cheaper rung over its budget again does not step up a second
+// time (the request is shed: no rung it can use now meets the target); a
+// dwell time after the first step it steps up again.
+TEST_F(OverloadControllerTest, TheStepUpAtOnceComesAtMostOncePerDwellTime) {
+  ASSERT_NO_FATAL_FAILURE(PutTheLowerClassOnRungTwoAtItsFloor());
+  auto [a, b] = RungOneWork();
+  Ticket t = Admit();
+  ASSERT_EQ(t.rung, 1u) << "the step up";
+  const Clock::time_point stepped = now_;
+  for (const Ticket& done : {t, a, b}) controller_.Finish(done, false);
+  // Rung 2 learns a high parallelism: highest-priority requests hurried to
+  // it, each answered in its service time behind another one in flight.
+  for (int i = 0; i < 40 && controller_.Parallelism(2) < 4; ++i) {
+    const Ticket x = AdmitWithin(3, 1);
+    const Ticket y = AdmitWithin(3, 1);
+    ASSERT_EQ(y.rung, 2u);
+    Advance(2);
+    controller_.Finish(y, true);
+    controller_.Finish(x, false);
+  }
+  ASSERT_GE(controller_.Parallelism(2), 4);
+  // 30 ms in flight: rung 1 at 40 misses the lower budget (32), rung 2
+  // (2 + 30 / P_2) is within it: the class moves down; that request's answer
+  // then takes 200 ms: P_2 back to 0.5.
+  const Ticket exact = AdmitExact();
+  t = Admit();
+  ASSERT_EQ(t.rung, 2u);
+  ASSERT_EQ(controller_.CurrentRung(0), 2u);
+  Advance(200);
+  controller_.Finish(t, true);
+  controller_.Finish(exact, false);
+  ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 0.5);
+  ASSERT_LT(now_ - stepped, std::chrono::milliseconds(1000));
+  std::tie(a, b) = RungOneWork();  // rung 2 at 42 again, rung 1 at 30
+  t = Admit();
+  EXPECT_EQ(t.rung, kShed) << "no second step up within a dwell time of the first";
+  EXPECT_EQ(controller_.CurrentRung(0), 2u);
+  now_ = stepped + std::chrono::milliseconds(1000);
+  t = Admit();
+  EXPECT_EQ(t.rung, 1u) << "a dwell time after the first step, the next";
   EXPECT_EQ(controller_.CurrentRung(0), 1u);
   for (const Ticket& done : {t, a, b}) controller_.Finish(done, false);
   EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
