@@ -97,6 +97,10 @@ bool OverloadController::HeldOff(const Level& level, size_t rung, Clock::time_po
   return Judged(rate) && rate > kRateGrowth * left.carried_rate;
 }
 
+bool OverloadController::ShownToCarry(const Level& level, size_t rung, Clock::time_point now) const {
+  return LeftLately(level.left[rung], now) && !HeldOff(level, rung, now);
+}
+
 size_t OverloadController::RichestWithin(double budget_ms, size_t from) const {
   size_t fastest = from;
   for (size_t r = from; r < rungs_; ++r) {
@@ -182,7 +186,13 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // undone at once by the richer rung's admissions, and taken again by
       // the next request that finds the cheaper rung over its budget, would
       // swing the class between the two per request.
-      const bool step_up = next_fits && !HeldOff(level, level.rung - 1, now) && now - level.up >= dwell_;
+      // And only to a rung shown lately to carry about this load: at eight
+      // times the capacity the class stepped from the best member up to the
+      // cascade, which it had left at four times more than 2^3 dwell times
+      // before (no longer held off), and there it stayed (the best member,
+      // waiting behind its one host's queue, was predicted the slower) while
+      // half the step was shed (one whole run of three).
+      const bool step_up = next_fits && ShownToCarry(level, level.rung - 1, now) && now - level.up >= dwell_;
       const bool out_of_order = rung_[fit].service_ms < rung_[level.rung].service_ms;
       size_t back = below;
       if (!probation && !below_fits) {
@@ -192,12 +202,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
           back = fit;
         }
       }
-      // On probation over its keep but within the budget, the class leaves
-      // only for a rung within the budget: the one below, missing it, would
-      // shed the request (past the target) or serve it later than this
-      // rung would.
-      const bool leave = TailLocked(level.rung) > (probation && !below_fits ? budget : keep);
-      if (leave && back != level.rung) {
+      if (TailLocked(level.rung) > keep && back != level.rung) {
         // A climb undone within a dwell time failed: the next climb to
         // that rung waits twice as long (up to 2^kMaxFailedClimbs dwells);
         // one that held resets it.

@@ -49,8 +49,9 @@
 // Each of the two priority classes has a current rung: it moves at once
 // when the current one's prediction misses the budget, down, to the richest
 // cheaper rung within it; none within, one step up to the next richer rung
-// when that one is within the budget and the load is not well past what it
-// carried (see "Past what a rung carried"), at most one move up per dwell
+// when that one is within the budget and was shown lately to carry the load
+// (the class left it lately, and the load is not well past what it carried
+// there: see "Past what a rung carried"), at most one move up per dwell
 // time, climbs included; else it stays on the fastest of
 // its rung and the cheaper ones while that meets the whole target, and takes
 // a richer rung at once past it only when that one's service time is the
@@ -72,8 +73,7 @@
 // answered 29-54%), but at least two service times of waiting (ordinary
 // queueing of a rung the load sustains), and when it passes that the class
 // goes back below (to the richest rung within the budget from the one it
-// climbed from), when a rung below is within the budget: else it stays
-// while its rung is (the rung below would shed, or answer later). A climb back to a rung whose last stay, lately
+// climbed from). A climb back to a rung whose last stay, lately
 // (within 2^kMaxFailedClimbs dwell times), carried the arrival rate now (one judged, see below) has no probation: the
 // load was shown to be carried there, and the leaving was a fluctuation of its queue (at twice the full ensemble's
 // capacity, climbs back to the cascade after a burst were undone by single
@@ -237,6 +237,8 @@ class OverloadController {
   bool LeftLately(const Left& left, Clock::time_point now) const;
   // The load is well past what `rung` carried before `level` left it (see above).
   bool HeldOff(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `level` left `rung` lately and the load is not well past what it carried there.
+  bool ShownToCarry(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Learns from one successful answer of `rung`.
   // `predicted_ms`: its prediction at admission (0: the rung was not measured then).
   void Learn(Rung& rung, double latency_ms, double ahead_ms, double predicted_ms, bool probe)

@@ -176,12 +176,21 @@ class OverloadControllerTest : public ::testing::Test {
     ASSERT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
   }
 
-  // After MeasureRungs and TeachCheapRungsToWaitForAllWork (here): behind
-  // an exact request (W = 30) the lower class moves to rung 2 (2 + 30,
-  // within its budget of 32), whose answer then takes 200 ms: P_2 = 0.5.
-  void PutTheLowerClassOnRungTwoAtItsFloor() {
+  // After MeasureRungs and TeachCheapRungsToWaitForAllWork (here): with
+  // `via_rung_one`, 10 ms of rung-1 work in flight move the lower class to
+  // rung 1 first (rung 0 at 40 misses its budget of 32, rung 1 at 20 is
+  // within it); then behind an exact request (W = 30) it moves to rung 2 (2 +
+  // 30, within its budget), whose answer then takes 200 ms: P_2 = 0.5.
+  void PutTheLowerClassOnRungTwoAtItsFloor(bool via_rung_one = true) {
     ASSERT_NO_FATAL_FAILURE(MeasureRungs());
     ASSERT_NO_FATAL_FAILURE(TeachCheapRungsToWaitForAllWork());  // P = 1 everywhere
+    if (via_rung_one) {
+      const Ticket work = AdmitWithin(20, 1);
+      const Ticket moved = Admit();
+      ASSERT_EQ(work.rung, 1u);
+      ASSERT_EQ(moved.rung, 1u);
+      for (const Ticket& done : {work, moved}) controller_.Finish(done, false);
+    }
     const Ticket full = AdmitExact();
     const Ticket t = Admit();
     ASSERT_EQ(t.rung, 2u);
@@ -1103,9 +1112,9 @@ TEST_F(OverloadControllerTest, ARungMissingItsBudgetGoesToACheaperRungBeforeARic
 }
 
 // A class whose rung misses its budget, with no cheaper rung within it,
-// steps one rung up at once when that rung is within the budget and the load
-// is not past what it carried (a cheap rung waiting behind its host's queue
-// can miss where the richer one does not).
+// steps one rung up at once when that rung is within the budget and was
+// shown lately to carry the load (a cheap rung waiting behind its host's
+// queue can miss where the richer one does not).
 TEST_F(OverloadControllerTest, ARungMissingItsBudgetStepsOneUpToARungWithinIt) {
   ASSERT_NO_FATAL_FAILURE(PutTheLowerClassOnRungTwoAtItsFloor());
   const auto [a, b] = RungOneWork();
@@ -1113,6 +1122,19 @@ TEST_F(OverloadControllerTest, ARungMissingItsBudgetStepsOneUpToARungWithinIt) {
   EXPECT_EQ(t.rung, 1u) << "one step up at once, neither shed nor left on rung 2";
   EXPECT_EQ(controller_.CurrentRung(0), 1u);
   for (const Ticket& done : {t, a, b}) controller_.Finish(done, false);
+  EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
+}
+
+// ... but not to a rung the class has not left lately: nothing shows that
+// rung carries the load (it is within the budget only because it waits less
+// for the work in flight); the request is shed.
+TEST_F(OverloadControllerTest, NoStepUpAtOnceToARungNotShownLatelyToCarryTheLoad) {
+  ASSERT_NO_FATAL_FAILURE(PutTheLowerClassOnRungTwoAtItsFloor(/*via_rung_one=*/false));
+  const auto [a, b] = RungOneWork();
+  const Ticket t = Admit();
+  EXPECT_EQ(t.rung, kShed);
+  EXPECT_EQ(controller_.CurrentRung(0), 2u);
+  for (const Ticket& done : {a, b}) controller_.Finish(done, false);
   EXPECT_DOUBLE_EQ(controller_.WorkInFlightMs(), 0);
 }
 
@@ -1307,33 +1329,6 @@ TEST_F(OverloadControllerRateTest, AClimbBackToARungThatCarriedTheRateHasNoProba
 TEST_F(OverloadControllerRateTest, AClimbBackAtARateAboveWhatTheRungCarriedHasProbation) {
   EXPECT_EQ(ClimbBack(std::chrono::microseconds(2500), std::chrono::microseconds(2222)), 2u)
       << "a climb at a rate the rung did not carry: on probation";
-}
-
-// On probation past its keep but within the budget, a class whose rung
-// below misses the budget stays: rung 2, its parallelism at the floor (0.5),
-// would be predicted at 62 behind 30 ms in flight, past the target (shed),
-// where rung 1, climbed to a moment ago, is at 40 (its keep 30).
-TEST_F(OverloadControllerRateTest, OnProbationTheClassStaysRatherThanLeaveForARungThatMisses) {
-  const Clock::time_point left = CarryThenLeaveRungZero(10);  // the highest class on rung 2
-  // A lower-priority request hurried to rung 2 answers 200 ms behind 30 ms in flight: P_2 falls to 0.5.
-  const Ticket full = AdmitExact();
-  const Ticket hurried = AdmitWithin(3);
-  ASSERT_EQ(hurried.rung, 2u);
-  Advance(200);
-  controller_.Finish(hurried, true);
-  controller_.Finish(full, false);
-  ASSERT_DOUBLE_EQ(controller_.Parallelism(2), 0.5);
-  const Moves climb = Stream(left, 201, 1300, 10);  // 0.1 per ms: a dwell time on, the climb to rung 1
-  ASSERT_EQ(climb.size(), 2u);
-  ASSERT_EQ(climb[1].second, 1u);
-  const Ticket load = AdmitExact();  // W = 30: rung 1 at 40 (keep 30), rung 2 at 2 + 30 / 0.5 = 62
-  ASSERT_DOUBLE_EQ(controller_.PredictMs(1), kTargetMs);
-  ASSERT_DOUBLE_EQ(controller_.PredictMs(2), 62);
-  const Ticket t = Admit(1);
-  EXPECT_EQ(t.rung, 1u) << "served on rung 1, not shed on the way down to rung 2";
-  EXPECT_EQ(controller_.CurrentRung(1), 1u);
-  controller_.Finish(t, false);
-  controller_.Finish(load, false);
 }
 
 // ... or until the rate falls back.
