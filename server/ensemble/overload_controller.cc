@@ -134,8 +134,8 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       return ticket;
     }
     // The current rung missing its budget moves at once (down; one step up
-    // to a rung within the budget the load is not past; or to a faster rung
-    // of a ladder measured out of order: see below). Up, per dwell time, to
+    // to a rung within the budget shown lately to carry the load; or to a
+    // faster rung of a ladder measured out of order: see below). Up, per dwell time, to
     // the next richer rung within the budget: straight to the richest that
     // fits, the full ensemble's admissions pushed the middle rungs (waiting
     // behind the same hosts) over the budget as well, and the class swung
@@ -157,8 +157,8 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       const double keep = probation ? std::min(budget, service + room) : budget;
       // Where the class goes when its rung misses the budget. Down, to the
       // richest cheaper rung within it. When none is, one step up, to the
-      // next richer rung, when that one is within the budget and the load is
-      // not well past what it carried (HeldOff): a cheap rung waiting behind
+      // next richer rung, when that one is within the budget and was shown
+      // lately to carry the load (ShownToCarry): a cheap rung waiting behind
       // its host's queue can miss where the richer one, spread over the
       // hosts, does not (without this step the best member answered 43-68%
       // of the 4x step in four runs of six, where the cascade at 0.7 carried
@@ -186,12 +186,13 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // undone at once by the richer rung's admissions, and taken again by
       // the next request that finds the cheaper rung over its budget, would
       // swing the class between the two per request.
-      // And only to a rung shown lately to carry about this load: at eight
-      // times the capacity the class stepped from the best member up to the
-      // cascade, which it had left at four times more than 2^3 dwell times
-      // before (no longer held off), and there it stayed (the best member,
-      // waiting behind its one host's queue, was predicted the slower) while
-      // half the step was shed (one whole run of three).
+      // And only to a rung shown lately to carry about this load: nothing
+      // else says the richer rung can carry it. In one whole run of three at
+      // eight times the capacity the class answered from the cascade alone,
+      // half the step shed: once there it stayed (the best member, waiting
+      // behind its one host's queue, was predicted the slower). A step up
+      // to a rung with no such record was one way there (the run's counts
+      // could not tell it from a climb kept on probation).
       const bool step_up = next_fits && ShownToCarry(level, level.rung - 1, now) && now - level.up >= dwell_;
       const bool out_of_order = rung_[fit].service_ms < rung_[level.rung].service_ms;
       size_t back = below;
