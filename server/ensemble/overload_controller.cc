@@ -40,6 +40,15 @@ constexpr double kTailStep = 0.05;
 // with room to ten it held the cascade off at twice the capacity in three
 // runs of eight while the cascade's own p99 there was 13-33 ms.
 constexpr double kMaxTail = 4;
+// The quantile of the usual tail U_r (see "Staying" in the header), and
+// the share of late answers past which a class's stays are judged on T_r:
+// half of the one percent the target's 99th percentile allows.
+constexpr double kUsualTailQuantile = 0.9;
+constexpr double kLateAllowance = 0.005;
+// Weight of an answer in a class's share of late answers: about the last
+// 500 count, so three late answers in a row pass the allowance, and some
+// hundred on time bring it back under.
+constexpr double kLateWeight = 0.002;
 // Answers predicted below this share of the target can only lower the tail.
 constexpr double kTailMinShare = 0.1;
 // A 99th percentile says something from about a hundred answers on: before
@@ -51,6 +60,14 @@ double Ms(OverloadController::Clock::duration d) {
 }
 
 double Blend(double mean, double sample, double weight) { return mean + weight * (sample - mean); }
+
+// One answer's step of a quantile estimate of latency / prediction (see
+// kTailStep): `judged` answers over it raise it, any other lowers it.
+double StepQuantile(double estimate, double quantile, bool judged, double latency, double predicted) {
+  const bool over = judged && latency > estimate * predicted;
+  const double step = over ? kTailStep * quantile : -kTailStep * (1 - quantile);
+  return std::clamp(estimate * std::exp(step), 1.0, kMaxTail);
+}
 
 }  // namespace
 
@@ -80,6 +97,12 @@ double OverloadController::TailRatioLocked(size_t rung) const {
 }
 
 double OverloadController::TailLocked(size_t rung) const { return TailRatioLocked(rung) * PredictLocked(rung); }
+
+double OverloadController::StayLocked(const Level& level) const {
+  const Rung& r = rung_[level.rung];
+  if (level.late >= kLateAllowance || r.tail_answers < kTailMinAnswers) return TailLocked(level.rung);
+  return std::min(r.usual_tail, r.tail) * PredictLocked(level.rung);  // a p90 above the p99 is noise
+}
 
 double OverloadController::RateLocked(Clock::time_point now) const {
   if (rate_ == 0) return 0;
@@ -126,7 +149,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
     const size_t cls = ClassOf(ask.priority);
     Level& level = levels_[cls];
     level.carried_rate = std::max(level.carried_rate, rate_);  // the rate now (just updated)
-    const double budget = cls == 0 ? target_ms_ : target_ms_ * lower_share_;
+    const double budget = BudgetMs(cls);
     const size_t fit = RichestWithin(budget, 0);
     if (PredictLocked(fit) > target_ms_) {  // shed: no rung meets the target; `fit` is the fastest
       ticket.fastest = fit;
@@ -203,7 +226,10 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
           back = fit;
         }
       }
-      if (TailLocked(level.rung) > keep && back != level.rung) {
+      // Staying off probation is judged on the usual tail while few answers
+      // were late (see "Staying" in the header).
+      const double stay = probation ? TailLocked(level.rung) : StayLocked(level);
+      if (stay > keep && back != level.rung) {
         // A climb undone within a dwell time failed: the next climb to
         // that rung waits twice as long (up to 2^kMaxFailedClimbs dwells);
         // one that held resets it.
@@ -265,6 +291,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       if (within != rung) probe = false;
       rung = within;
     }
+    ticket.request_class = static_cast<int>(cls);
     if (probe) {
       level.probing = true;
       level.probed = now;
@@ -287,6 +314,12 @@ void OverloadController::Finish(const Ticket& ticket, bool ok) {
   if (ticket.probe_class >= 0) levels_[ticket.probe_class].probing = false;
   work_ms_ = std::max(0.0, work_ms_ - ticket.work_ms);
   if (work_ms_ < 1e-9) work_ms_ = 0;  // no drift below an empty machine
+  if (ticket.request_class >= 0 && latency >= 0) {
+    // A failure counts when it came past the budget: that one was late too.
+    const bool late = latency > BudgetMs(static_cast<size_t>(ticket.request_class));
+    Level& level = levels_[ticket.request_class];
+    if (ok || late) level.late = Blend(level.late, late ? 1 : 0, kLateWeight);
+  }
   if (ok && latency >= 0) {
     // A rung unmeasured at admission (service time 0) had no prediction to judge.
     const double predicted = ticket.work_ms > 0 ? ticket.predicted_ms : 0;
@@ -310,9 +343,8 @@ void OverloadController::Learn(Rung& rung, double latency, double ahead, double 
   // and held the cascade off at twice the capacity in two runs of two).
   if (!probe && predicted > 0) {
     const bool judged = predicted >= kTailMinShare * target_ms_;
-    const bool over = judged && latency > rung.tail * predicted;
-    const double step = over ? kTailStep * kTailQuantile : -kTailStep * (1 - kTailQuantile);
-    rung.tail = std::clamp(rung.tail * std::exp(step), 1.0, kMaxTail);
+    rung.tail = StepQuantile(rung.tail, kTailQuantile, judged, latency, predicted);
+    rung.usual_tail = StepQuantile(rung.usual_tail, kUsualTailQuantile, judged, latency, predicted);
     if (judged && rung.tail_answers < kTailMinAnswers) ++rung.tail_answers;
   }
   double& service = rung.service_ms;
@@ -381,6 +413,16 @@ size_t OverloadController::CurrentRung(int priority) const {
 double OverloadController::TailRatio(size_t rung) const {
   MutexLock lock(&mu_);
   return rung < rungs_ ? TailRatioLocked(rung) : 0;
+}
+
+double OverloadController::UsualTailRatio(size_t rung) const {
+  MutexLock lock(&mu_);
+  return rung < rungs_ ? rung_[rung].usual_tail : 0;
+}
+
+double OverloadController::LateShare(int priority) const {
+  MutexLock lock(&mu_);
+  return levels_[ClassOf(priority)].late;
 }
 
 double OverloadController::ArrivalsPerMs() const {

@@ -10,7 +10,9 @@
 // then; P_0 never above 1), the probes that measure a richer rung again
 // once per dwell, and the rungs held off while the arrival rate is well
 // past what they carried, and each rung's tail ratio (the p99 of its
-// answers' latency over their prediction) in the choice of a rung.
+// answers' latency over their prediction) in the choice of a rung, its usual
+// tail (the 90th percentile) in a class's stay while few of its answers were
+// late.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1393,15 +1395,36 @@ void AnswerAloneAtRungZero(OverloadControllerTest* test, int answers, int slow_m
 
 // One answer in ten at three times its prediction: rung 0's tail ratio
 // settles near 3, and at 30 ms x 3 it misses the highest class's 40 ms
-// although its mean prediction (about 30 ms) fits: the class serves at
-// rung 1 instead.
-TEST_F(OverloadControllerTest, ASlowTailMovesTheClassDownThoughTheMeanFits) {
+// although its mean prediction (about 30 ms) fits: a class not on rung 0
+// would not move there. On rung 0, with none of its own answers late, the
+// class stays: the usual tail (the 90th percentile, near 1) fits.
+TEST_F(OverloadControllerTest, ASlowTailKeepsTheClassWhereItsUsualTailFitsWhileFewAnswersAreLate) {
   ASSERT_NO_FATAL_FAILURE(MeasureRungs());
   ASSERT_NO_FATAL_FAILURE(AnswerAloneAtRungZero(this, 400, 90));
   EXPECT_GT(controller_.TailRatio(0), 2.5);
   EXPECT_LT(controller_.TailRatio(0), 3.5);
-  EXPECT_LT(controller_.PredictMs(0), kTargetMs);
-  EXPECT_DOUBLE_EQ(controller_.TailRatio(1), 1) << "rung 1 never answered past its prediction";
+  EXPECT_LT(controller_.UsualTailRatio(0) * controller_.PredictMs(0), kTargetMs);
+  EXPECT_DOUBLE_EQ(controller_.LateShare(1), 0) << "exact answers are no class's";
+  const Ticket t = Admit(1);
+  EXPECT_EQ(t.rung, 0u) << "the stay is judged on the usual tail";
+  Finish(t, false);
+}
+
+// The same, and then three of the class's own requests fail after 50 ms,
+// past its 40 ms budget: late, its share of late answers passes half a
+// percent, and its stay is judged on rung 0's tail again: the class serves
+// at rung 1 instead.
+TEST_F(OverloadControllerTest, ASlowTailMovesTheClassDownOnceItsAnswersComeLate) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  ASSERT_NO_FATAL_FAILURE(AnswerAloneAtRungZero(this, 400, 90));
+  for (int i = 0; i < 3; ++i) {
+    const Ticket late = Admit(1);
+    ASSERT_EQ(late.rung, 0u);
+    Advance(50);
+    Finish(late, false);
+  }
+  EXPECT_GT(controller_.LateShare(1), 0.005);
+  EXPECT_DOUBLE_EQ(controller_.LateShare(0), 0) << "the lower class had no answers";
   const double mean = controller_.PredictMs(1);
   const Ticket t = Admit(1);
   EXPECT_EQ(t.rung, 1u) << "rung 0's tail misses the target";
@@ -1411,6 +1434,37 @@ TEST_F(OverloadControllerTest, ASlowTailMovesTheClassDownThoughTheMeanFits) {
   const Ticket exact = AdmitExact();
   EXPECT_DOUBLE_EQ(exact.tail_ratio, controller_.TailRatio(0)) << "rung 0's, for /metrics";
   Finish(exact, false);
+}
+
+// A class's share of late answers counts its answers past its budget and its
+// failures past it; a failure within the budget and an exact request's answer
+// count for nothing, and answers on time bring the share back down.
+TEST_F(OverloadControllerTest, TheShareOfLateAnswersCountsTheClassesOwn) {
+  ASSERT_NO_FATAL_FAILURE(MeasureRungs());
+  auto answer = [&](int priority, int ms, bool ok) {
+    const Ticket t = Admit(priority);
+    Advance(ms);
+    Finish(t, ok);
+  };
+  answer(0, 31, true);  // within the lower class's 32 ms
+  EXPECT_DOUBLE_EQ(controller_.LateShare(0), 0);
+  answer(0, 33, true);  // past the lower class's 32 ms
+  const double one = controller_.LateShare(0);
+  EXPECT_GT(one, 0);
+  EXPECT_DOUBLE_EQ(controller_.LateShare(1), 0);
+  answer(1, 33, true);  // within the highest class's 40 ms
+  EXPECT_DOUBLE_EQ(controller_.LateShare(1), 0);
+  answer(0, 1, false);  // a failure within the budget
+  EXPECT_DOUBLE_EQ(controller_.LateShare(0), one);
+  const Ticket exact = AdmitExact();
+  Advance(60);
+  Finish(exact, true);
+  EXPECT_DOUBLE_EQ(controller_.LateShare(0), one);
+  EXPECT_DOUBLE_EQ(controller_.LateShare(1), 0);
+  answer(1, 41, false);  // a failure past the budget
+  EXPECT_GT(controller_.LateShare(1), 0);
+  answer(0, 30, true);
+  EXPECT_LT(controller_.LateShare(0), one);
 }
 
 // Rung 0's tail is taken as 1 and the highest class serves there.
