@@ -124,6 +124,16 @@ bool OverloadController::ShownToCarry(const Level& level, size_t rung, Clock::ti
   return LeftLately(level.left[rung], now) && !HeldOff(level, rung, now);
 }
 
+size_t OverloadController::NextRicherLocked(size_t rung, double budget_ms) const {
+  size_t r = rung - 1;
+  for (; r > 0; --r) {
+    const double service = rung_[r].service_ms;
+    const bool out_of_reach = service <= budget_ms && TailRatioLocked(r) * service > budget_ms;
+    if (!out_of_reach) break;
+  }
+  return r;
+}
+
 size_t OverloadController::RichestWithin(double budget_ms, size_t from) const {
   size_t fastest = from;
   for (size_t r = from; r < rungs_; ++r) {
@@ -204,7 +214,8 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       const bool below_fits = TailLocked(below) <= budget;
       // The next richer rung is predicted within the budget (a step up, at
       // once below or as a climb, is judged by it).
-      const bool next_fits = level.rung > 0 && TailLocked(level.rung - 1) <= budget;
+      const size_t richer = level.rung > 0 ? NextRicherLocked(level.rung, budget) : 0;
+      const bool next_fits = level.rung > 0 && TailLocked(richer) <= budget;
       // At most one move up per dwell time, the step included: a step up
       // undone at once by the richer rung's admissions, and taken again by
       // the next request that finds the cheaper rung over its budget, would
@@ -216,12 +227,12 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // behind its one host's queue, was predicted the slower). A step up
       // to a rung with no such record was one way there (the run's counts
       // could not tell it from a climb kept on probation).
-      const bool step_up = next_fits && ShownToCarry(level, level.rung - 1, now) && now - level.up >= dwell_;
+      const bool step_up = next_fits && ShownToCarry(level, richer, now) && now - level.up >= dwell_;
       const bool out_of_order = rung_[fit].service_ms < rung_[level.rung].service_ms;
       size_t back = below;
       if (!probation && !below_fits) {
         if (step_up) {
-          back = level.rung - 1;
+          back = richer;
         } else if (PredictLocked(below) > target_ms_ && out_of_order) {
           back = fit;
         }
@@ -256,7 +267,6 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
         // to a second). A rung measured slow at a bad moment is measured
         // again by the probes, one rung up.
         if (level.climbed) level.failed_climbs[level.rung] = 0;  // the climb to here held
-        const size_t richer = level.rung - 1;
         if (now - level.moved >= dwell_ * (1 << level.failed_climbs[richer]) && !HeldOff(level, richer, now)) {
           // Back to a rung whose last stay, lately, carried this rate: no
           // probation (see the header).

@@ -90,6 +90,15 @@
 // carry before a climb was tried first: it pinned closed-loop clients,
 // whose rate follows the cheap rung's speed, to the cheap rung.)
 //
+// Out of reach. A rung whose mean fits a class's budget but whose tail (see
+// "The tail") misses it even with nothing in flight (T_r x s_r > budget) is
+// passed over by that class's climbs and step up, to the next richer rung:
+// no load explains its miss, and nothing but its own answers (not a
+// probe's) could lower T_r, which the class never sends it. Without this the
+// class stayed below such a rung for good, on an idle ensemble too. A rung
+// whose service time alone misses is not passed over: a probe measures it
+// again.
+//
 // Past what a rung carried. The controller keeps the arrival rate
 // (requests per ms, a moving average over `kRateWindowMs`) and, per class,
 // the highest rate its current rung has carried in this stay on it. A rung
@@ -253,6 +262,9 @@ class OverloadController {
   // few of its answers were late, else T_r x predicted(r) (see "Staying").
   double StayLocked(const Level& level) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double BudgetMs(size_t cls) const { return cls == 0 ? target_ms_ : target_ms_ * lower_share_; }
+  // The next richer rung above `rung` (> 0) for a class of `budget_ms`,
+  // passing over any out of its reach (see "Out of reach" above).
+  size_t NextRicherLocked(size_t rung, double budget_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The richest rung from `from` whose tail is predicted within budget_ms;
   // when none is, the one predicted fastest by the mean.
   size_t RichestWithin(double budget_ms, size_t from) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

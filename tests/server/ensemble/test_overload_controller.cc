@@ -410,6 +410,49 @@ TEST_F(OverloadControllerTest, ClimbsOneRungPerDwellTime) {
   ExpectMoveUp(middle + std::chrono::milliseconds(1000), 0);
 }
 
+// A rung out of a class's reach (its mean fits the budget, its tail misses
+// it with nothing in flight) is passed over by the climbs: nothing the class
+// sends it could lower its tail. Rung 0 measured cold (60 ms) puts the
+// highest class on rung 1 (s_1 = 25), whose answers alone, one in ten in
+// 33 ms, teach it a tail near 1.35 (33 / 25 x 1.35 is still within the
+// highest class's 40 ms; its probes of rung 0 fail and measure nothing).
+// T_1 x s_1 (about 34) misses the lower class's 32: its first request goes
+// to rung 2. Rung 0 measured again at 30 ms, a dwell time later the lower
+// class climbs straight to rung 0; before, it stayed on rung 2 for good,
+// its probes measuring rung 1's service time and never its tail.
+TEST_F(OverloadControllerTest, AClimbPassesOverARungWhoseTailAloneMissesTheBudget) {
+  Ticket t = Admit(1);
+  Advance(60);
+  Finish(t, true);
+  for (int i = 0; i < 400; ++i) {
+    t = Admit(1);
+    if (t.probe_class >= 0) {
+      ASSERT_EQ(t.rung, 0u);
+      Finish(t, false);
+      t = Admit(1);
+    }
+    ASSERT_EQ(t.rung, 1u) << i;
+    Advance(i % 10 == 5 ? 33 : 25);
+    Finish(t, true);
+  }
+  ASSERT_NEAR(controller_.ServiceMs(1), 25, 0.5);
+  ASSERT_GT(controller_.TailRatio(1) * controller_.ServiceMs(1), kLowerBudgetMs);
+  ASSERT_LE(controller_.TailRatio(1) * controller_.ServiceMs(1), kTargetMs);
+  const Clock::time_point moved = now_;
+  t = Admit();
+  ASSERT_EQ(t.rung, 2u);
+  Advance(2);
+  Finish(t, true);
+  RemeasureRungZeroAlone();
+  ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 30);
+  now_ = moved + std::chrono::milliseconds(1000);
+  t = Admit();
+  EXPECT_EQ(t.rung, 0u) << "past rung 1, out of the lower class's reach";
+  EXPECT_EQ(t.probe_class, -1) << "a climb, not a probe";
+  EXPECT_EQ(controller_.CurrentRung(0), 0u);
+  Finish(t, false);
+}
+
 // When the next richer rung misses the budget and a richer one fits (a
 // ladder measured out of order), the class does not climb past it: the
 // probe, one rung up, measures it again, and the climbs follow one step per
