@@ -124,13 +124,25 @@ bool OverloadController::ShownToCarry(const Level& level, size_t rung, Clock::ti
   return LeftLately(level.left[rung], now) && !HeldOff(level, rung, now);
 }
 
+bool OverloadController::OutOfReachLocked(size_t rung, double budget_ms) const {
+  const double service = rung_[rung].service_ms;
+  return service <= budget_ms && TailRatioLocked(rung) * service > budget_ms;
+}
+
+void OverloadController::ForgetStaleTailsLocked(Clock::time_point now) {
+  const double smaller_budget = std::min(BudgetMs(0), BudgetMs(1));
+  for (size_t r = 0; r < rungs_; ++r) {
+    Rung& rung = rung_[r];
+    if (OutOfReachLocked(r, smaller_budget) && now - rung.taught >= dwell_ * (1 << kMaxFailedClimbs)) {
+      rung.tail = rung.usual_tail = 1;
+      rung.tail_answers = 0;
+    }
+  }
+}
+
 size_t OverloadController::NextRicherLocked(size_t rung, double budget_ms) const {
   size_t r = rung - 1;
-  for (; r > 0; --r) {
-    const double service = rung_[r].service_ms;
-    const bool out_of_reach = service <= budget_ms && TailRatioLocked(r) * service > budget_ms;
-    if (!out_of_reach) break;
-  }
+  while (r > 0 && OutOfReachLocked(r, budget_ms)) --r;
   return r;
 }
 
@@ -152,6 +164,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
   // Every arrival counts in the rate (a shed or exact one too: it is load).
   rate_ = RateLocked(now) + 1 / kRateWindowMs;
   rate_at_ = now;
+  ForgetStaleTailsLocked(now);
   Ticket ticket;
   ticket.start = now;
   size_t rung = 0;
@@ -210,7 +223,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       // member over its budget gave way to the cascade at 0.99 over and
       // over, and half the requests were shed. (On probation the class goes
       // below the rung it climbed to: there is one.)
-      const size_t below = RichestWithin(budget, probation ? level.rung + 1 : level.rung);
+      const size_t below = RichestWithin(budget, probation ? level.from : level.rung);
       const bool below_fits = TailLocked(below) <= budget;
       // The next richer rung is predicted within the budget (a step up, at
       // once below or as a climb, is judged by it).
@@ -274,6 +287,7 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
           const double rate = RateLocked(now);
           level.returned = LeftLately(last, now) && Judged(rate) && rate <= last.carried_rate;
           level.climbed = true;
+          level.from = level.rung;
           level.rung = richer;
           level.moved = now;
           level.up = now;
@@ -290,10 +304,12 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
       ticket.predicted_ms = PredictLocked(rung);
       return ticket;
     }
-    // A probe: the richer rung measured again, unless the queue alone rules it out.
+    // A probe: the richer rung measured again, unless the queue alone rules
+    // it out; the one a climb would go to (past any out of reach).
+    const size_t probed = rung > 0 ? NextRicherLocked(rung, budget) : 0;
     bool probe = rung > 0 && !level.probing && now - std::max(level.moved, level.probed) >= dwell_ &&
-                 work_ms_ / rung_[rung - 1].parallelism <= budget && !HeldOff(level, rung - 1, now);
-    if (probe) --rung;
+                 work_ms_ / rung_[probed].parallelism <= budget && !HeldOff(level, probed, now);
+    if (probe) rung = probed;
     if (ask.deadline != Clock::time_point::max()) {
       // Never richer than the load allows; cheaper when the deadline is
       // nearer (then it is no probe: the probe waits for another request).
@@ -319,7 +335,8 @@ OverloadController::Ticket OverloadController::Admit(const Ask& ask) {
 
 void OverloadController::Finish(const Ticket& ticket, bool ok) {
   if (ticket.rung == kShed || ticket.rung >= rungs_) return;
-  const double latency = Ms(now_() - ticket.start);
+  const Clock::time_point now = now_();
+  const double latency = Ms(now - ticket.start);
   MutexLock lock(&mu_);
   if (ticket.probe_class >= 0) levels_[ticket.probe_class].probing = false;
   work_ms_ = std::max(0.0, work_ms_ - ticket.work_ms);
@@ -333,11 +350,12 @@ void OverloadController::Finish(const Ticket& ticket, bool ok) {
   if (ok && latency >= 0) {
     // A rung unmeasured at admission (service time 0) had no prediction to judge.
     const double predicted = ticket.work_ms > 0 ? ticket.predicted_ms : 0;
-    Learn(rung_[ticket.rung], latency, ticket.work_ahead_ms, predicted, ticket.probe_class >= 0);
+    Learn(rung_[ticket.rung], latency, ticket.work_ahead_ms, predicted, ticket.probe_class >= 0, now);
   }
 }
 
-void OverloadController::Learn(Rung& rung, double latency, double ahead, double predicted, bool probe) {
+void OverloadController::Learn(Rung& rung, double latency, double ahead, double predicted, bool probe,
+                               Clock::time_point now) {
   if (rung.cold_left > 0) {
     --rung.cold_left;
     return;
@@ -355,6 +373,7 @@ void OverloadController::Learn(Rung& rung, double latency, double ahead, double 
     const bool judged = predicted >= kTailMinShare * target_ms_;
     rung.tail = StepQuantile(rung.tail, kTailQuantile, judged, latency, predicted);
     rung.usual_tail = StepQuantile(rung.usual_tail, kUsualTailQuantile, judged, latency, predicted);
+    rung.taught = now;
     if (judged && rung.tail_answers < kTailMinAnswers) ++rung.tail_answers;
   }
   double& service = rung.service_ms;

@@ -39,7 +39,8 @@
 // class below it for good. Once per dwell time, while a class sits below
 // rung 0, the work in flight alone does not rule the richer rung out and it
 // is not held off (see "Past what a rung carried" below), one
-// request (not one whose deadline needs a cheaper rung) goes one rung up:
+// request (not one whose deadline needs a cheaper rung) goes one rung up
+// (past any out of the class's reach: see "Out of reach"):
 // its answer measures that rung's service time again (and, started behind
 // work, teaches no parallelism: its base is what is in doubt).
 //
@@ -59,9 +60,9 @@
 // next richer rung, when that one is predicted within the budget, once
 // `dwell_ms` have passed since the last move: the ladder never oscillates
 // faster than the dwell time, and the middle rungs are used on the way up.
-// Never past a rung that misses: a richer rung predicted within the budget
-// under load while a cheaper one is not is so only because it waits less for
-// the work in flight, and each of its requests adds more (taken at once, or
+// Never past a rung that misses (but for one out of reach, below): a
+// richer rung predicted within the budget under load while a cheaper one is
+// not is so only because it waits less for the work in flight, and each of its requests adds more (taken at once, or
 // climbed to past the rungs between, such rungs filled the work in flight
 // within milliseconds: see the .cc); a rung measured slow at a bad moment is
 // measured again by the probes, below.
@@ -92,12 +93,18 @@
 //
 // Out of reach. A rung whose mean fits a class's budget but whose tail (see
 // "The tail") misses it even with nothing in flight (T_r x s_r > budget) is
-// passed over by that class's climbs and step up, to the next richer rung:
-// no load explains its miss, and nothing but its own answers (not a
-// probe's) could lower T_r, which the class never sends it. Without this the
-// class stayed below such a rung for good, on an idle ensemble too. A rung
-// whose service time alone misses is not passed over: a probe measures it
-// again.
+// passed over by that class's climbs, step up and probes, to the next
+// richer rung: no load explains its miss, and nothing but its own answers
+// (not a probe's) could lower T_r, which the class never sends it. Without
+// this the class stayed below such a rung for good, on an idle ensemble too.
+// Judged on T_r, as moves down are (a class already on the rung may still
+// stay there on U_r: see "Staying"). And such a tail, once no answer has
+// moved it for 2^kMaxFailedClimbs dwell times, is forgotten (taken as 1
+// until a hundred answers teach it again): else a tail learnt in one burst
+// would take the rung out of the class's ladder for good, moves down
+// passing over it too. Only there: a tail forgotten elsewhere would make a
+// rung left under a peak look cheap when the next peak comes. A rung whose
+// service time alone misses is not passed over: a probe measures it again.
 //
 // Past what a rung carried. The controller keeps the arrival rate
 // (requests per ms, a moving average over `kRateWindowMs`) and, per class,
@@ -128,7 +135,8 @@
 // tenth of the target or more taught it; answers predicted below that only
 // lower it: see the .cc). Every choice of a rung against a budget or a
 // deadline uses T_r x predicted(r), but for the fallback when none fits,
-// which is the rung fastest by the mean. Why: a cascade's hard inputs run all
+// which is the rung fastest by the mean, and a class's stay on its rung
+// while few of its answers came late (see "Staying"). Why: a cascade's hard inputs run all
 // its stages one after another, each waiting behind the hosts' queues, and
 // at twice the full ensemble's capacity the cascade at 0.99 (a quarter of
 // the inputs through all twelve stages) answered with a mean 1.3x its
@@ -205,12 +213,13 @@ class OverloadController {
     double work_ahead_ms = 0;  // the work in flight when it was admitted
     Clock::time_point start;
     int probe_class = -1;      // >= 0: a probe of that priority class (see above)
-    int request_class = -1;    // >= 0: the priority class it counts in (-1: exact)
+    int request_class = -1;    // >= 0: the priority class it counts in (-1: exact, or shed)
   };
 
   Ticket Admit(const Ask& ask);
   // The request answered (ok: a successful answer, whose latency is learnt
-  // from; a failure only leaves the work in flight).
+  // from; a failure leaves the work in flight, and counts as late in its
+  // class's share when it came past the budget: see "Staying").
   void Finish(const Ticket& ticket, bool ok);
 
   // Introspection (metrics, tests).
@@ -237,6 +246,7 @@ class OverloadController {
     Clock::time_point probed{};  // last probe sent
     bool probing = false;        // a probe is in flight
     bool climbed = false;        // the last move was a climb (after a dwell time; not the one step up at once)
+    size_t from = 0;             // ... from this rung (probation goes back there)
     bool returned = false;       // ... to a rung whose last stay carried the rate then (no probation)
     std::vector<int> failed_climbs;  // per rung: climbs to it undone within a dwell time, in a row (see above)
     double carried_rate = 0;         // the highest arrival rate since the class came to its rung
@@ -253,6 +263,7 @@ class OverloadController {
     double tail = 1;         // T_r's estimate: p99 of latency / prediction (see "The tail")
     double usual_tail = 1;   // U_r's estimate: p90 of the same (see "Staying")
     int tail_answers = 0;    // answers it learnt from (counted up to the number it needs)
+    Clock::time_point taught{};  // the last answer that moved T_r and U_r (not a probe's)
   };
   double PredictLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double TailRatioLocked(size_t rung) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // T_r as used (1 until learnt)
@@ -262,6 +273,11 @@ class OverloadController {
   // few of its answers were late, else T_r x predicted(r) (see "Staying").
   double StayLocked(const Level& level) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double BudgetMs(size_t cls) const { return cls == 0 ? target_ms_ : target_ms_ * lower_share_; }
+  // `rung`'s mean fits budget_ms and its tail misses it with nothing in flight.
+  bool OutOfReachLocked(size_t rung, double budget_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the tails that put a rung out of a class's reach and that no
+  // answer taught lately (see "Out of reach").
+  void ForgetStaleTailsLocked(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next richer rung above `rung` (> 0) for a class of `budget_ms`,
   // passing over any out of its reach (see "Out of reach" above).
   size_t NextRicherLocked(size_t rung, double budget_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -278,7 +294,7 @@ class OverloadController {
   bool ShownToCarry(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Learns from one successful answer of `rung`.
   // `predicted_ms`: its prediction at admission (0: the rung was not measured then).
-  void Learn(Rung& rung, double latency_ms, double ahead_ms, double predicted_ms, bool probe)
+  void Learn(Rung& rung, double latency_ms, double ahead_ms, double predicted_ms, bool probe, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t rungs_;

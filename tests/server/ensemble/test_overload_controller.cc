@@ -64,6 +64,7 @@ class OverloadControllerTest : public ::testing::Test {
     return controller_.Admit(ask);
   }
   void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
+  Clock::time_point Now() const { return now_; }
   void Finish(const Ticket& t, bool ok) { controller_.Finish(t, ok); }
   // At each of `offsets_ms` after `from`, a request of `priority` gets
   // `rung` and is no probe (within a dwell time: no move, no probe).
@@ -94,6 +95,16 @@ class OverloadControllerTest : public ::testing::Test {
     EXPECT_EQ(t.rung, rung);
     EXPECT_EQ(t.probe_class, -1) << "a move up, not a probe";
     EXPECT_EQ(controller_.CurrentRung(1), rung);
+    controller_.Finish(t, false);
+  }
+  // At `at`, a lower-class request is served at `rung` (the class's probe
+  // when `probe`; else no probe), and the class is then on `current`.
+  void ExpectLowerClassRequest(Clock::time_point at, size_t rung, bool probe, size_t current) {
+    now_ = at;
+    const Ticket t = Admit();
+    EXPECT_EQ(t.rung, rung);
+    EXPECT_EQ(t.probe_class, probe ? 1 : -1) << (probe ? "a probe" : "no probe");
+    EXPECT_EQ(controller_.CurrentRung(0), current);
     controller_.Finish(t, false);
   }
   std::vector<double> Predictions() const {
@@ -410,47 +421,73 @@ TEST_F(OverloadControllerTest, ClimbsOneRungPerDwellTime) {
   ExpectMoveUp(middle + std::chrono::milliseconds(1000), 0);
 }
 
-// A rung out of a class's reach (its mean fits the budget, its tail misses
-// it with nothing in flight) is passed over by the climbs: nothing the class
-// sends it could lower its tail. Rung 0 measured cold (60 ms) puts the
-// highest class on rung 1 (s_1 = 25), whose answers alone, one in ten in
-// 33 ms, teach it a tail near 1.35 (33 / 25 x 1.35 is still within the
-// highest class's 40 ms; its probes of rung 0 fail and measure nothing).
-// T_1 x s_1 (about 34) misses the lower class's 32: its first request goes
-// to rung 2. Rung 0 measured again at 30 ms, a dwell time later the lower
-// class climbs straight to rung 0; before, it stayed on rung 2 for good,
-// its probes measuring rung 1's service time and never its tail.
-TEST_F(OverloadControllerTest, AClimbPassesOverARungWhoseTailAloneMissesTheBudget) {
-  Ticket t = Admit(1);
-  Advance(60);
-  Finish(t, true);
+// Rung 1 out of the lower class's reach: its mean fits the lower budget,
+// its tail misses it with nothing in flight. Rung 0 measured cold (60 ms)
+// puts the highest class on rung 1 (s_1 = 25), whose answers alone, one in
+// ten in 33 ms, teach it a tail near 1.35 (33 / 25 x 1.35 is still within
+// the highest class's 40 ms; its probes of rung 0 fail and measure
+// nothing). T_1 x s_1 (about 34) misses the lower class's 32: its first
+// request goes to rung 2, answered in 2 ms. Returns when it went there (rung
+// 1's last answer came just before).
+Clock::time_point PutRungOneOutOfTheLowerClassesReach(OverloadControllerTest* test,
+                                                      const OverloadController& controller) {
+  Ticket t = test->Admit(1);
+  test->Advance(60);
+  test->Finish(t, true);
   for (int i = 0; i < 400; ++i) {
-    t = Admit(1);
+    t = test->Admit(1);
     if (t.probe_class >= 0) {
-      ASSERT_EQ(t.rung, 0u);
-      Finish(t, false);
-      t = Admit(1);
+      EXPECT_EQ(t.rung, 0u);
+      test->Finish(t, false);
+      t = test->Admit(1);
     }
-    ASSERT_EQ(t.rung, 1u) << i;
-    Advance(i % 10 == 5 ? 33 : 25);
-    Finish(t, true);
+    EXPECT_EQ(t.rung, 1u) << i;
+    test->Advance(i % 10 == 5 ? 33 : 25);
+    test->Finish(t, true);
   }
-  ASSERT_NEAR(controller_.ServiceMs(1), 25, 0.5);
-  ASSERT_GT(controller_.TailRatio(1) * controller_.ServiceMs(1), kLowerBudgetMs);
-  ASSERT_LE(controller_.TailRatio(1) * controller_.ServiceMs(1), kTargetMs);
-  const Clock::time_point moved = now_;
-  t = Admit();
-  ASSERT_EQ(t.rung, 2u);
-  Advance(2);
-  Finish(t, true);
+  EXPECT_NEAR(controller.ServiceMs(1), 25, 0.5);
+  EXPECT_GT(controller.TailRatio(1) * controller.ServiceMs(1), kLowerBudgetMs);
+  EXPECT_LE(controller.TailRatio(1) * controller.ServiceMs(1), kTargetMs);
+  const Clock::time_point moved = test->Now();
+  t = test->Admit();
+  EXPECT_EQ(t.rung, 2u);
+  test->Advance(2);
+  test->Finish(t, true);
+  return moved;
+}
+
+// A rung out of a class's reach is passed over by the climbs: nothing the
+// class sends it could lower its tail. Rung 0 measured again at 30 ms, a
+// dwell time later the lower class climbs straight to rung 0; before, it
+// stayed on rung 2 for good, its probes measuring rung 1's service time and
+// never its tail.
+TEST_F(OverloadControllerTest, AClimbPassesOverARungWhoseTailAloneMissesTheBudget) {
+  const Clock::time_point moved = PutRungOneOutOfTheLowerClassesReach(this, controller_);
+  ASSERT_FALSE(HasFailure());
   RemeasureRungZeroAlone();
   ASSERT_DOUBLE_EQ(controller_.ServiceMs(0), 30);
-  now_ = moved + std::chrono::milliseconds(1000);
-  t = Admit();
-  EXPECT_EQ(t.rung, 0u) << "past rung 1, out of the lower class's reach";
-  EXPECT_EQ(t.probe_class, -1) << "a climb, not a probe";
-  EXPECT_EQ(controller_.CurrentRung(0), 0u);
-  Finish(t, false);
+  ExpectLowerClassRequest(moved + std::chrono::milliseconds(1000), 0, false, 0);  // past rung 1, out of reach
+}
+
+// And by the probes: with rung 0 still at its cold 60 ms, the lower class's
+// probe a dwell time later goes to rung 0, the rung a climb would go to
+// (one to rung 1 would measure its service time, never its tail).
+TEST_F(OverloadControllerTest, AProbePassesOverARungOutOfReach) {
+  const Clock::time_point moved = PutRungOneOutOfTheLowerClassesReach(this, controller_);
+  ASSERT_FALSE(HasFailure());
+  ExpectLowerClassRequest(moved + std::chrono::milliseconds(1000), 0, true, 2);
+}
+
+// A tail that puts a rung out of reach is forgotten once no answer has
+// moved it for eight dwell times: rung 1 is in the lower class's reach
+// again, and the class climbs to it (rung 0 still misses).
+TEST_F(OverloadControllerTest, AStaleTailThatPutsARungOutOfReachIsForgotten) {
+  const Clock::time_point moved = PutRungOneOutOfTheLowerClassesReach(this, controller_);
+  ASSERT_FALSE(HasFailure());
+  ExpectLowerClassRequest(moved + std::chrono::milliseconds(7990), 0, true, 2);  // a probe past rung 1
+  EXPECT_GT(controller_.TailRatio(1), 1.28) << "still out of reach";
+  ExpectLowerClassRequest(moved + std::chrono::milliseconds(8000), 1, false, 1);  // a climb to rung 1
+  EXPECT_DOUBLE_EQ(controller_.TailRatio(1), 1) << "forgotten";
 }
 
 // When the next richer rung misses the budget and a richer one fits (a
@@ -1467,7 +1504,7 @@ TEST_F(OverloadControllerTest, ASlowTailMovesTheClassDownOnceItsAnswersComeLate)
     Finish(late, false);
   }
   EXPECT_GT(controller_.LateShare(1), 0.005);
-  EXPECT_DOUBLE_EQ(controller_.LateShare(0), 0) << "the lower class had no answers";
+  EXPECT_DOUBLE_EQ(controller_.LateShare(0), 0) << "the lower class had none late";
   const double mean = controller_.PredictMs(1);
   const Ticket t = Admit(1);
   EXPECT_EQ(t.rung, 1u) << "rung 0's tail misses the target";
