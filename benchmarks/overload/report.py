@@ -239,6 +239,13 @@ def main():
     print(f"# Overload ({what})\n")
     print(f"Full ensemble alone: p50 {idle['p50'] / 1000:.1f} ms; capacity {capacity:.0f} requests/s "
           f"(closed loop, 8 in flight); ladder target {target:g} ms; open-loop Poisson arrivals.", end="")
+    deep = os.path.join(out, "capacity_deep.json")
+    if os.path.exists(deep):
+        served = json.load(open(deep))["steps"][0]["throughput_rps"]
+        print(f" At 128 in flight, where its members batch more of what waits, it served {served:.0f} "
+              f"requests/s ({served / capacity:.1f}x): the steps are multiples of the capacity above, so 2x "
+              f"offers {2 * capacity / served:.2f}x and 4x {4 * capacity / served:.2f}x of that deeper figure.",
+              end="")
     cheapest = os.path.join(out, "capacity_cheapest.json")
     if os.path.exists(cheapest):
         step = json.load(open(cheapest))["steps"][0]

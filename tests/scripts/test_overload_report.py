@@ -4,7 +4,9 @@ steps written as ensemble-loadgen writes them: a step that meets every
 target passes; one that misses a single one (the accuracy by one answer,
 the answered share, the p99) is a MISS; the reference rungs are read from
 the ladder's config (the full ensemble, the cascade at its own threshold,
-the last rung), and the expected accuracy weighs each rung's by its share.
+the last rung), and the expected accuracy weighs each rung's by its share;
+the header puts the steps against the full ensemble's throughput at 128 in
+flight when the run measured it.
 With a reference rung's pass over every test image, a step is judged on the
 images it answered: one shed request does not make a miss of a step whose
 answers are the rung's own, and an answer fewer right than the rung's on
@@ -65,9 +67,12 @@ class OverloadReportTest(unittest.TestCase):
         with open(os.path.join(self.out, name + ".json"), "w") as f:
             json.dump(content, f)
 
+    def report(self):
+        return subprocess.run([sys.executable, REPORT, self.out, "100", "1000", "trained"], check=True,
+                              capture_output=True, text=True).stdout
+
     def verdicts(self):
-        out = subprocess.run([sys.executable, REPORT, self.out, "100", "1000", "trained"], check=True,
-                             capture_output=True, text=True).stdout
+        out = self.report()
         return {line.split(":")[0][2:]: line for line in out.splitlines() if line.startswith("- ") and "x: p99" in line}
 
     def test_steps_meeting_every_target_pass(self):
@@ -126,6 +131,13 @@ class OverloadReportTest(unittest.TestCase):
         line = self.verdicts()["8x"]
         self.assertTrue(line.endswith("**MISS**"), line)
         self.assertIn("92.67% on the test set;", line)
+
+    def test_the_header_puts_the_steps_against_the_full_ensembles_deeper_throughput(self):
+        self.assertNotIn("128 in flight", self.report())
+        self.write("capacity_deep", {"steps": [{"throughput_rps": 2200.0}]})  # capacity: 1000
+        self.assertIn("At 128 in flight, where its members batch more of what waits, it served 2200 requests/s "
+                      "(2.2x): the steps are multiples of the capacity above, so 2x offers 0.91x and 4x 1.82x of "
+                      "that deeper figure.", self.report())
 
     def test_reference_models_are_the_rungs_of_the_table(self):
         out = subprocess.run([sys.executable, REPORT, "--reference-models", self.out], check=True,
