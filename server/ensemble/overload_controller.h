@@ -136,8 +136,8 @@
 // lower it: see the .cc). Every choice of a rung against a budget or a
 // deadline uses T_r x predicted(r), but for the fallback when none fits,
 // which is the rung fastest by the mean, and a class's stay on its rung
-// while few of its answers came late (see "Staying"). Why: a cascade's hard inputs run all
-// its stages one after another, each waiting behind the hosts' queues, and
+// while few of its answers came late (see "Staying"). Why: a cascade's hard
+// inputs run all its stages one after another, each waiting behind the hosts' queues, and
 // at twice the full ensemble's capacity the cascade at 0.99 (a quarter of
 // the inputs through all twelve stages) answered with a mean 1.3x its
 // prediction and a p99 over the 100 ms target while its mean prediction
@@ -157,7 +157,7 @@
 // that share the stay is judged on T_r again. Moves down, climbs and the
 // step up are judged on T_r as before: only staying is eased. Why: in a
 // traced run at twice the full ensemble's capacity the cascade's answers
-// had a p99 of 26 ms, while the 3.5% admitted with the work in flight at
+// had a p99 of 26 ms, while the 3.5% admitted at a mean prediction of
 // 10-40 ms had one near 100 ms; such a burst put T_r x predicted over the
 // 80 ms budget, and in two runs of five the class went to the best member
 // for 39-66% of the step, 49-55 answers fewer right in 10,000.
