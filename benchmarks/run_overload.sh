@@ -29,12 +29,15 @@
 #                  model]; no accuracy (the members compute nothing meaningful).
 #
 #   benchmarks/run_overload.sh [--trained DIR] [--no-build] [--quick] [--target-ms MS] [--iterations N]
-#                              [--loads 0.5,1,2,4,8] [--policies plain,shed,ladder]
+#                              [--loads 0.5,1,2,4,8] [--policies plain,shed,ladder] [--capacity-in-flight N]
 #
 # --target-ms: the ladder's target (default: the trained ladder's; synthetic
 # 50); --quick: synthetic steps of 3 s instead of 6; --loads and --policies:
 # only those steps, in that order (e.g. `--loads 1,2 --policies ladder`: the
-# ladder's way into 2x, a minute and a half). Prints the table and
+# ladder's way into 2x, a minute and a half); --capacity-in-flight: the
+# requests in flight of the closed loop that measures the capacity the
+# steps multiply (default 8; deeper queues serve more, as the members batch
+# what waits: docs/overload.md, "What capacity means here"). Prints the table and
 # writes it to build/bench_overload/report.md (and overload.svg). About 4
 # minutes (synthetic --quick: 2; trained: 6).
 set -euo pipefail
@@ -43,6 +46,7 @@ BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 source benchmarks/lib/bench.sh
 BUILD=1 STEP=6 TARGET_MS="" ITERATIONS=1000 MAX_IN_FLIGHT=6 TRAINED="" LOADS="0.5 1 2 4 8" POLICIES="plain shed ladder"
+CAPACITY_IN_FLIGHT=8
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) BUILD=0 ;;
@@ -52,6 +56,7 @@ while [ $# -gt 0 ]; do
     --trained) TRAINED=$2; shift ;;
     --loads) LOADS=${2//,/ }; shift ;;
     --policies) POLICIES=${2//,/ }; shift ;;
+    --capacity-in-flight) CAPACITY_IN_FLIGHT=$2; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_overload.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -60,6 +65,7 @@ done
 for load in $LOADS; do
   case $load in 0.5 | 1 | 2 | 4 | 8) ;; *) echo "benchmarks/run_overload.sh: --loads: '$load' is not one of 0.5,1,2,4,8" >&2; exit 2 ;; esac
 done
+case $CAPACITY_IN_FLIGHT in '' | *[!0-9]* | 0) echo "benchmarks/run_overload.sh: --capacity-in-flight: '$CAPACITY_IN_FLIGHT' is not a positive whole number" >&2; exit 2 ;; esac
 for policy in $POLICIES; do
   case $policy in plain | shed | ladder) ;; *) echo "benchmarks/run_overload.sh: --policies: '$policy' is not one of plain,shed,ladder" >&2; exit 2 ;; esac
 done
@@ -101,7 +107,7 @@ rungs() { curl -s "http://$METRICS/metrics" | grep '^ensemble_overload_' >"$OUT/
 
 progress "idle latency and capacity of the full ensemble (ens_plain)"
 loadgen idle ens_plain --concurrency 1 --duration-s 2 --warmup-s 1 --max-windows 3
-loadgen capacity ens_plain --concurrency 8 --duration-s 2 --warmup-s 1 --max-windows 3
+loadgen capacity ens_plain --concurrency "$CAPACITY_IN_FLIGHT" --duration-s 2 --warmup-s 1 --max-windows 3
 CAPACITY=$(/usr/bin/python3 -c "import json; print(json.load(open('$OUT/capacity.json'))['steps'][0]['throughput_rps'])")
 # The steps are multiples of that figure. Deeper queues serve more (the
 # members batch what waits for a busy host): the report prints what 128 in

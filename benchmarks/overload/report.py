@@ -237,8 +237,10 @@ def main():
     what = f"the trained ensemble of {source}" if labelled else \
         "synthetic stand-in: four members of fixed work, two per host"
     print(f"# Overload ({what})\n")
+    measured = os.path.join(out, "capacity.json")
+    in_flight = json.load(open(measured))["steps"][0].get("concurrency", 8) if os.path.exists(measured) else 8
     print(f"Full ensemble alone: p50 {idle['p50'] / 1000:.1f} ms; capacity {capacity:.0f} requests/s "
-          f"(closed loop, 8 in flight); ladder target {target:g} ms; open-loop Poisson arrivals.", end="")
+          f"(closed loop, {in_flight} in flight); ladder target {target:g} ms; open-loop Poisson arrivals.", end="")
     deep = os.path.join(out, "capacity_deep.json")
     if os.path.exists(deep):
         served = json.load(open(deep))["steps"][0]["throughput_rps"]
