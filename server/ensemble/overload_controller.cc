@@ -99,9 +99,10 @@ double OverloadController::TailRatioLocked(size_t rung) const {
 double OverloadController::TailLocked(size_t rung) const { return TailRatioLocked(rung) * PredictLocked(rung); }
 
 double OverloadController::StayLocked(const Level& level) const {
-  const Rung& r = rung_[level.rung];
-  if (level.late >= kLateAllowance || r.tail_answers < kTailMinAnswers) return TailLocked(level.rung);
-  return std::min(r.usual_tail, r.tail) * PredictLocked(level.rung);  // a p90 above the p99 is noise
+  const double tail = TailRatioLocked(level.rung);  // 1 until learnt: U_r is never below it then
+  // A p90 above the p99 is noise.
+  const double ratio = level.late < kLateAllowance ? std::min(rung_[level.rung].usual_tail, tail) : tail;
+  return ratio * PredictLocked(level.rung);
 }
 
 double OverloadController::RateLocked(Clock::time_point now) const {

@@ -62,10 +62,11 @@
 // faster than the dwell time, and the middle rungs are used on the way up.
 // Never past a rung that misses (but for one out of reach, below): a
 // richer rung predicted within the budget under load while a cheaper one is
-// not is so only because it waits less for the work in flight, and each of its requests adds more (taken at once, or
-// climbed to past the rungs between, such rungs filled the work in flight
-// within milliseconds: see the .cc); a rung measured slow at a bad moment is
-// measured again by the probes, below.
+// not is so only because it waits less for the work in flight, and each of
+// its requests adds more (taken at once, or climbed to past the rungs
+// between, such rungs filled the work in flight within milliseconds: see the
+// .cc); a rung measured slow at a bad moment is measured again by the
+// probes, below.
 // For a dwell time after a climb the new rung is on probation: its
 // prediction (its tail's, see "The tail") may use only a quarter of the
 // room between its service time (times its tail ratio) and the budget
@@ -137,8 +138,8 @@
 // deadline uses T_r x predicted(r), but for the fallback when none fits,
 // which is the rung fastest by the mean, and a class's stay on its rung
 // while few of its answers came late (see "Staying"). Why: a cascade's hard
-// inputs run all its stages one after another, each waiting behind the hosts' queues, and
-// at twice the full ensemble's capacity the cascade at 0.99 (a quarter of
+// inputs run all its stages one after another, each waiting behind the
+// hosts' queues, and at twice the full ensemble's capacity the cascade at 0.99 (a quarter of
 // the inputs through all twelve stages) answered with a mean 1.3x its
 // prediction and a p99 over the 100 ms target while its mean prediction
 // sat at 20 ms, well within the budget. A single model's answers spread

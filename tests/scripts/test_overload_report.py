@@ -5,8 +5,9 @@ target passes; one that misses a single one (the accuracy by one answer,
 the answered share, the p99) is a MISS; the reference rungs are read from
 the ladder's config (the full ensemble, the cascade at its own threshold,
 the last rung), and the expected accuracy weighs each rung's by its share;
-the header puts the steps against the full ensemble's throughput at 128 in
-flight when the run measured it.
+the header names the depth the capacity was measured at, and puts the steps
+against the full ensemble's throughput at 128 in flight when the run
+measured it.
 With a reference rung's pass over every test image, a step is judged on the
 images it answered: one shed request does not make a miss of a step whose
 answers are the rung's own, and an answer fewer right than the rung's on
@@ -138,6 +139,9 @@ class OverloadReportTest(unittest.TestCase):
         self.assertIn("At 128 in flight, where its members batch more of what waits, it served 2200 requests/s "
                       "(2.2x): the steps are multiples of the capacity above, so 2x offers 0.91x and 4x 1.82x of "
                       "that deeper figure.", self.report())
+        self.assertIn("(closed loop, 8 in flight)", self.report())
+        self.write("capacity", {"steps": [{"throughput_rps": 1000.0, "concurrency": 32}]})
+        self.assertIn("capacity 1000 requests/s (closed loop, 32 in flight)", self.report())
 
     def test_reference_models_are_the_rungs_of_the_table(self):
         out = subprocess.run([sys.executable, REPORT, "--reference-models", self.out], check=True,
