@@ -89,6 +89,18 @@ std::vector<std::vector<size_t>> StagesCheapestFirst(const std::vector<double>& 
   return stages;
 }
 
+std::vector<std::vector<size_t>> StagesCheapestThenRest(const std::vector<double>& costs) {
+  std::vector<std::vector<size_t>> stages;
+  for (std::vector<size_t>& one : StagesCheapestFirst(costs)) {
+    if (stages.size() < 2) {
+      stages.push_back(std::move(one));
+    } else {
+      stages.back().push_back(one[0]);
+    }
+  }
+  return stages;
+}
+
 StatusOr<CascadeSweep> SweepCascade(const std::vector<at::Tensor>& members, const at::Tensor& labels,
                                     const std::vector<double>& costs, const std::vector<std::vector<size_t>>& stages,
                                     const std::vector<double>& thresholds, double tolerance_points) {

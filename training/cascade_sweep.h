@@ -76,6 +76,10 @@ std::vector<double> DefaultCascadeThresholds();
 
 // One member per stage, cheapest first; equal costs keep member order.
 std::vector<std::vector<size_t>> StagesCheapestFirst(const std::vector<double>& costs);
+// Two stages: the cheapest member alone, then every other member at once
+// (cheapest first, the order their probabilities are summed in); one stage
+// for a single member. Equal costs keep member order.
+std::vector<std::vector<size_t>> StagesCheapestThenRest(const std::vector<double>& costs);
 
 StatusOr<CascadeSweep> SweepCascade(const std::vector<at::Tensor>& members, const at::Tensor& labels,
                                     const std::vector<double>& costs, const std::vector<std::vector<size_t>>& stages,

@@ -145,8 +145,8 @@ Status ParseMembers(const yaml::Field& field, std::vector<MemberSpec>* members) 
 
 Status ParseEnsemble(const yaml::Field& field, TrainedEnsembleSpec* spec) {
   if (!field.present()) return Status::Ok();
-  ES_RETURN_IF_ERROR(
-      yaml::CheckMap(field, {"name", "combine", "max_batch_size", "latency_target_ms", "pack", "pack_training"}));
+  ES_RETURN_IF_ERROR(yaml::CheckMap(
+      field, {"name", "combine", "max_batch_size", "latency_target_ms", "pack", "pack_training", "cascade_stages"}));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalBool(field, "pack", &spec->pack));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalBool(field, "pack_training", &spec->pack_training));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalDouble(field, "latency_target_ms", 0.0, 3600.0 * 1000, &spec->latency_target_ms));
@@ -154,6 +154,8 @@ Status ParseEnsemble(const yaml::Field& field, TrainedEnsembleSpec* spec) {
   ES_RETURN_IF_ERROR(CheckModelName(field, "name", spec->name));
   ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "combine", &spec->combine));
   ES_RETURN_IF_ERROR(CheckOneOf(field, "combine", spec->combine, {"mean", "majority_vote"}));
+  ES_RETURN_IF_ERROR(yaml::ReadOptionalString(field, "cascade_stages", &spec->cascade_stages));
+  ES_RETURN_IF_ERROR(CheckOneOf(field, "cascade_stages", spec->cascade_stages, {"two", "per_member"}));
   return yaml::ReadOptionalInt(field, "max_batch_size", int64_t{1}, int64_t{1} << 20,
                                &spec->max_batch_size);
 }

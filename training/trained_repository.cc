@@ -107,7 +107,8 @@ std::string CascadeEnsembleYaml(int64_t max_batch_size, const CascadeVariant& va
                            "  exit_threshold: " + Threshold(variant.exit_threshold) +
                            "\n  stages: " + StagesText(variant.stages) + "\n";
   return "# Written by ensemble-train: the cascade variant of the ensemble beside it. Members\n"
-         "# cheapest first (forward time per row on the test set); exit_threshold is the\n"
+         "# cheapest first (forward time per row on the test set), in the stages of the\n"
+         "# training config's ensemble.cascade_stages; exit_threshold is the\n"
          "# smallest of the sweep whose test accuracy was within 0.1 points of the full\n"
          "# ensemble's (report.json, \"cascade\").\n" +
          yaml;
@@ -458,16 +459,17 @@ std::string FormatCascade(const TrainReport& report) {
   if (!report.cascade) return "cascade: not swept (" + report.cascade_error + ")\n";
   const CascadeSweep& sweep = *report.cascade;
   const std::optional<CascadeVariant> variant = ChosenCascade(report);
-  std::string text = "\nCascade (" + variant->name + "), stages cheapest first by forward time per row:";
+  std::string text = "\nCascade (" + variant->name + "), stages with forward time per row:";
   char line[256];
-  bool first = true;
-  for (const std::vector<size_t>& stage : sweep.stages) {
-    for (size_t m : stage) {
-      std::snprintf(line, sizeof(line), "%s %s %.1f us", first ? "" : ",", report.members[m].name.c_str(),
+  for (size_t s = 0; s < sweep.stages.size(); ++s) {
+    text += s == 0 ? " [" : ", [";
+    for (size_t i = 0; i < sweep.stages[s].size(); ++i) {
+      const size_t m = sweep.stages[s][i];
+      std::snprintf(line, sizeof(line), "%s%s %.1f us", i == 0 ? "" : ", ", report.members[m].name.c_str(),
                     1e6 * sweep.costs[m]);
       text += line;
-      first = false;
     }
+    text += "]";
   }
   std::snprintf(line, sizeof(line), "\nfull ensemble: %.2f%%, NLL %.4f, %.1f us per row\n", 100.0 * sweep.full_accuracy,
                 sweep.full_nll, 1e6 * sweep.full_cost);
@@ -535,8 +537,10 @@ TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluat
     return report;
   }
   const std::vector<double>& costs = evaluation.member_seconds_per_row;
-  StatusOr<CascadeSweep> sweep = SweepCascade(evaluation.members, labels, costs, StagesCheapestFirst(costs),
-                                              DefaultCascadeThresholds(), kCascadeTolerancePoints);
+  const std::vector<std::vector<size_t>> stages =
+      config.ensemble.cascade_stages == "per_member" ? StagesCheapestFirst(costs) : StagesCheapestThenRest(costs);
+  StatusOr<CascadeSweep> sweep =
+      SweepCascade(evaluation.members, labels, costs, stages, DefaultCascadeThresholds(), kCascadeTolerancePoints);
   if (sweep.ok()) {
     report.cascade = std::move(sweep).value();
   } else {

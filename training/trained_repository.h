@@ -4,8 +4,9 @@
 //   DIR/<member>/config.yaml, DIR/<member>/1/model.pt   each trained member (TorchScript)
 //   DIR/<ensemble>/config.yaml                           the ensemble over them
 //   DIR/<ensemble>_cascade/config.yaml                   the cascade variant (combine: cascade over the
-//                                                        same members, one per stage, cheapest first, at
-//                                                        the exit_threshold the sweep chose)
+//                                                        same members, cheapest first, in the stages of
+//                                                        ensemble.cascade_stages, at the exit_threshold
+//                                                        the sweep chose)
 //   DIR/<ensemble>_packed/config.yaml                    the packed variant (training/packed_variant.h):
 //   DIR/<ensemble>_packed_<arch>/config.yaml, 1/model.pt   same-architecture members as one model each
 //   DIR/server.yaml      a server config for DIR: `ensemble-server --config DIR/server.yaml`
@@ -154,8 +155,9 @@ StatusOr<std::vector<std::string>> PublishAsCandidate(const std::string& repo, c
 std::string WithExperimentSection(const std::string& config_yaml, const std::string& section);
 
 // Scores each member and the ensemble of `evaluation` against `labels`,
-// and sweeps the cascade (stages cheapest first by the evaluation's
-// member_seconds_per_row, DefaultCascadeThresholds(), 0.1 points).
+// and sweeps the cascade (members cheapest first by the evaluation's
+// member_seconds_per_row, in the stages of config.ensemble.cascade_stages,
+// DefaultCascadeThresholds(), 0.1 points).
 TrainReport ScoreEvaluation(const TrainConfig& config, const Evaluation& evaluation,
                             const at::Tensor& labels);
 

@@ -138,6 +138,15 @@ TEST(CascadeSweepTest, StagesRunInTheGivenOrderAndAStageAveragesItsMembers) {
   EXPECT_EQ(StagesCheapestFirst({2, 1, 2}), (std::vector<std::vector<size_t>>{{1}, {0}, {2}}));  // ties: member order
 }
 
+TEST(CascadeSweepTest, TwoStagesAreTheCheapestMemberThenEveryOther) {
+  using Stages = std::vector<std::vector<size_t>>;
+  EXPECT_EQ(StagesCheapestThenRest({3, 1, 2, 4}), (Stages{{1}, {2, 0, 3}}));
+  EXPECT_EQ(StagesCheapestThenRest({2, 1, 2}), (Stages{{1}, {0, 2}}));  // ties: member order
+  EXPECT_EQ(StagesCheapestThenRest({2, 1}), (Stages{{1}, {0}}));
+  EXPECT_EQ(StagesCheapestThenRest({5}), (Stages{{0}}));
+  EXPECT_EQ(StagesCheapestThenRest({}), Stages{});
+}
+
 // As in the server: a float probability of exactly 1.0 leaves even at 1.0.
 TEST(CascadeSweepTest, ASaturatedRowLeavesEvenAtThresholdOne) {
   const at::Tensor cheap = Probs({{1.0f, 0.0f}, {0.7f, 0.3f}});
@@ -211,10 +220,9 @@ TEST(CascadeVariantTest, TheReportSweepsCheapestFirstByTheEvaluationsTimings) {
   EXPECT_EQ(variant->exit_threshold, 0.65);  // the default list's smallest above 0.6
   EXPECT_DOUBLE_EQ(report.cascade->full_accuracy, report.ensemble.scores.accuracy);
   const std::string text = FormatReport(report);
-  for (const char* needle :
-       {"Cascade (ens_cascade), stages cheapest first by forward time per row: small 1.0 us, big 3.0 us",
-        "full ensemble: 100.00%", "0.650   100.00%", "3/1",
-        "chosen: exit_threshold 0.65, 100.00% (+0.00 points), 43."}) {
+  for (const char* needle : {"Cascade (ens_cascade), stages with forward time per row: [small 1.0 us], [big 3.0 us]",
+                             "full ensemble: 100.00%", "0.650   100.00%", "3/1",
+                             "chosen: exit_threshold 0.65, 100.00% (+0.00 points), 43."}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
   }
 
@@ -223,6 +231,26 @@ TEST(CascadeVariantTest, TheReportSweepsCheapestFirstByTheEvaluationsTimings) {
   EXPECT_FALSE(untimed.cascade);
   EXPECT_FALSE(ChosenCascade(untimed));
   EXPECT_NE(FormatReport(untimed).find("cascade: not swept (the evaluation has no member timings)"), std::string::npos);
+}
+
+// ensemble.cascade_stages: "two" (the default) runs the cheapest member
+// alone, then the others at once; "per_member" one at a time.
+TEST(CascadeVariantTest, TheStagesFollowTheConfig) {
+  HandMade h;
+  TrainConfig config = TwoMembers();
+  config.members.push_back({"mid", "mlp", "", 3});
+  const Evaluation evaluation{
+      {h.expensive, h.cheap, h.cheap}, CombineMembers({h.expensive, h.cheap, h.cheap}, "mean"), {3e-6, 1e-6, 2e-6}};
+  const TrainReport two = ScoreEvaluation(config, evaluation, h.labels);
+  ASSERT_TRUE(two.cascade) << two.cascade_error;
+  EXPECT_EQ(ChosenCascade(two)->stages, (std::vector<std::vector<std::string>>{{"small"}, {"mid", "big"}}));
+  EXPECT_NE(FormatReport(two).find("stages with forward time per row: [small 1.0 us], [mid 2.0 us, big 3.0 us]"),
+            std::string::npos)
+      << FormatReport(two);
+  config.ensemble.cascade_stages = "per_member";
+  const TrainReport per_member = ScoreEvaluation(config, evaluation, h.labels);
+  ASSERT_TRUE(per_member.cascade) << per_member.cascade_error;
+  EXPECT_EQ(ChosenCascade(per_member)->stages, (std::vector<std::vector<std::string>>{{"small"}, {"mid"}, {"big"}}));
 }
 
 TEST(CascadeVariantTest, TheWrittenVariantLoadsAsTheServerLoadsIt) {

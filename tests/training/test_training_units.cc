@@ -41,6 +41,15 @@ TEST(TrainConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(config->members[0].seed, 1u);
   EXPECT_TRUE(config->ensemble.pack);
   EXPECT_FALSE(config->ensemble.pack_training);
+  EXPECT_EQ(config->ensemble.cascade_stages, "two");
+}
+
+TEST(TrainConfigTest, CascadeStagesMayBePerMember) {
+  testing::TempDir dir;
+  StatusOr<TrainConfig> config =
+      LoadText(dir, std::string(kMinimal) + "ensemble: {name: e, cascade_stages: per_member}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->ensemble.cascade_stages, "per_member");
 }
 
 TEST(TrainConfigTest, PackCanBeTurnedOffAndTrainingPacked) {
@@ -98,8 +107,7 @@ TEST(TrainConfigTest, ErrorsNameTheLineAndField) {
       {"data:\n  augment: {shift: 9}\nmembers:\n  - {name: a, architecture: mlp}\n", "data.augment.shift"},
       {"data:\n  augment: {crop: 2}\nmembers:\n  - {name: a, architecture: mlp}\n", "unknown key 'crop'"},
       {"run: x\n", "members: missing required field"},
-      {"members:\n  - {name: a, architecture: resnet}\n",
-       "members[0].architecture: unknown zoo architecture 'resnet'"},
+      {"members:\n  - {name: a, architecture: resnet}\n", "members[0].architecture: unknown zoo architecture 'resnet'"},
       {"members:\n  - {name: a}\n", "exactly one of `architecture`"},
       {"members:\n  - {name: a, torchscript: nowhere.pt}\n", "does not exist"},
       {"members:\n  - {name: a, architecture: mlp}\n  - {name: a, architecture: cnn}\n",
@@ -109,21 +117,20 @@ TEST(TrainConfigTest, ErrorsNameTheLineAndField) {
        "training.optimizer: unknown value 'rmsprop'"},
       {"training: {learning_rate: -1}\nmembers:\n  - {name: a, architecture: mlp}\n",
        "training.learning_rate: value -1 out of range"},
-      {"data: {dataset: cifar}\nmembers:\n  - {name: a, architecture: mlp}\n",
-       "data.dataset: unknown value 'cifar'"},
-      {"ensemble: {name: a}\nmembers:\n  - {name: a, architecture: mlp}\n",
-       "also a member's name"},
+      {"data: {dataset: cifar}\nmembers:\n  - {name: a, architecture: mlp}\n", "data.dataset: unknown value 'cifar'"},
+      {"ensemble: {name: a}\nmembers:\n  - {name: a, architecture: mlp}\n", "also a member's name"},
       {"ensemble: {name: e}\nmembers:\n  - {name: e_cascade, architecture: mlp}\n",
        "ensemble.name: member 'e_cascade' has the name of the ensemble's cascade variant (e_cascade)"},
       {"ensemble: {name: e}\nmembers:\n  - {name: e_packed_mlp, architecture: mlp}\n",
        "ensemble.name: member 'e_packed_mlp' has the name of a folder of the ensemble's packed variant"},
       {"ensemble: {name: e}\nmembers:\n  - {name: e_packed, architecture: cnn}\n", "packed variant"},
+      {"ensemble: {name: e, cascade_stages: three}\nmembers:\n  - {name: a, architecture: mlp}\n",
+       "ensemble.cascade_stages: unknown value 'three'"},
       {"ensemble: {name: e, pack: maybe}\nmembers:\n  - {name: a, architecture: mlp}\n",
        "ensemble.pack: expected true or false"},
       {"ensemble: {name: .}\nmembers:\n  - {name: a, architecture: mlp}\n",
        "ensemble.name: '.' is not a valid model name"},
-      {"members:\n  - {name: ../x, architecture: mlp}\n",
-       "members[0].name: '../x' is not a valid model name"},
+      {"members:\n  - {name: ../x, architecture: mlp}\n", "members[0].name: '../x' is not a valid model name"},
   };
   for (const BadConfig& bad : cases) {
     testing::TempDir dir;
