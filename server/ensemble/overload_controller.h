@@ -24,7 +24,10 @@
 // keeps being tried. (The cheaper rungs learn from their first answer: an
 // overestimate there only makes them look dearer; and their parallelism,
 // learnt against a smaller warm service time, came out smaller from
-// answers whose lateness was noise, and shed servable requests in a test.)
+// answers whose lateness was noise, and shed servable requests in a test.
+// But a first answer that started behind work sets at most the service
+// time of a measured richer rung: the ladder is richest first, and in a
+// burst that answer's latency is mostly the queue.)
 // P_0 is at most 1: the full ensemble runs on every host of its members and
 // overlaps none of the work in flight (learnt above 1 behind cheap rungs'
 // work, it let a burst fill the work in flight with full-ensemble requests,
@@ -295,7 +298,7 @@ class OverloadController {
   bool ShownToCarry(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Learns from one successful answer of `rung`.
   // `predicted_ms`: its prediction at admission (0: the rung was not measured then).
-  void Learn(Rung& rung, double latency_ms, double ahead_ms, double predicted_ms, bool probe, Clock::time_point now)
+  void Learn(size_t rung, double latency_ms, double ahead_ms, double predicted_ms, bool probe, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t rungs_;

@@ -1,5 +1,6 @@
 // OverloadController (server/ensemble/overload_controller.h) on a fake clock:
-// service times learnt from answers alone (a faster one lowers it by half),
+// service times learnt from answers alone (a faster one lowers it by half;
+// a cheap rung's first answer behind work at most a measured richer rung's),
 // moving down under a queue to the richest rung predicted within the budget
 // (a cheaper one before a richer one)
 // and back up only after the dwell time, the two priority classes,
@@ -269,6 +270,40 @@ TEST_F(OverloadControllerTest, UnmeasuredLadderServesRungZeroAndMeasuresIt) {
   EXPECT_DOUBLE_EQ(controller_.ServiceMs(0), 30);
   EXPECT_DOUBLE_EQ(controller_.PredictMs(0), 30);
   EXPECT_EQ(controller_.ServiceMs(1), 0) << "only the rung that answered is measured";
+}
+
+// A cheap rung first used in a burst answers behind the queue the burst
+// left: that latency is not what the rung costs, and as its service time
+// it would make the rung look dearer than the richer ones.
+TEST_F(OverloadControllerTest, AFirstAnswerBehindWorkCostsAtMostAMeasuredRicherRung) {
+  Ticket t = Admit();
+  Advance(30);
+  Finish(t, true);                   // s_0 = 30
+  const Ticket load = AdmitExact();  // W = 30
+  t = AdmitWithin(20);               // rung 0 misses 20: rung 1, unmeasured
+  ASSERT_EQ(t.rung, 1u);
+  ASSERT_DOUBLE_EQ(t.work_ahead_ms, 30);
+  Advance(50);  // behind the queue: 50 - 30/1024, more than rung 0 alone
+  Finish(t, true);
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(1), 30) << "at most rung 0's";
+  t = AdmitWithin(5);  // rung 2, unmeasured, behind rung 0's 30 ms still in flight
+  ASSERT_EQ(t.rung, 2u);
+  Advance(4);
+  Finish(t, true);
+  EXPECT_NEAR(controller_.ServiceMs(2), 4 - 30.0 / kMaxParallelism, 1e-9) << "below the richer rungs: as measured";
+  Finish(load, false);
+}
+
+TEST_F(OverloadControllerTest, AFirstAnswerAloneMeasuresADearerRungAsItIs) {
+  Ticket t = Admit();
+  Advance(30);
+  Finish(t, true);      // s_0 = 30
+  t = AdmitWithin(20);  // rung 1, unmeasured, nothing in flight
+  ASSERT_EQ(t.rung, 1u);
+  ASSERT_DOUBLE_EQ(t.work_ahead_ms, 0);
+  Advance(45);
+  Finish(t, true);
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(1), 45) << "alone: what it took";
 }
 
 TEST_F(OverloadControllerTest, LaterAnswersAloneMoveTheServiceTimeGradually) {
