@@ -30,6 +30,7 @@
 #
 #   benchmarks/run_overload.sh [--trained DIR] [--no-build] [--quick] [--target-ms MS] [--iterations N]
 #                              [--loads 0.5,1,2,4,8] [--policies plain,shed,ladder] [--capacity-in-flight N]
+#                              [--capacity-at-target | --capacity R]
 #
 # --target-ms: the ladder's target (default: the trained ladder's; synthetic
 # 50); --quick: synthetic steps of 3 s instead of 6; --loads and --policies:
@@ -37,7 +38,14 @@
 # ladder's way into 2x, a minute and a half); --capacity-in-flight: the
 # requests in flight of the closed loop that measures the capacity the
 # steps multiply (default 8; deeper queues serve more, as the members batch
-# what waits: docs/overload.md, "What capacity means here"). Prints the table and
+# what waits: docs/overload.md, "What capacity means here");
+# --capacity-at-target: the capacity is instead the highest Poisson rate at
+# which the full ensemble alone answers every request with a p99 within the
+# target (searched from the closed-loop figure up by half until a rate
+# misses, then three halvings of the interval, 6 s of arrivals a probe;
+# about two minutes more); --capacity R: take R requests/s as the capacity
+# (to repeat a step at the load of an earlier run; the report says so).
+# Prints the table and
 # writes it to build/bench_overload/report.md (and overload.svg). About 4
 # minutes (synthetic --quick: 2; trained: 6).
 set -euo pipefail
@@ -46,7 +54,7 @@ BIN=${BIN:-build/bin}
 source scripts/lib/server.sh
 source benchmarks/lib/bench.sh
 BUILD=1 STEP=6 TARGET_MS="" ITERATIONS=1000 MAX_IN_FLIGHT=6 TRAINED="" LOADS="0.5 1 2 4 8" POLICIES="plain shed ladder"
-CAPACITY_IN_FLIGHT=8
+CAPACITY_IN_FLIGHT=8 AT_TARGET=0 GIVEN_CAPACITY=""
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) BUILD=0 ;;
@@ -57,6 +65,8 @@ while [ $# -gt 0 ]; do
     --loads) LOADS=${2//,/ }; shift ;;
     --policies) POLICIES=${2//,/ }; shift ;;
     --capacity-in-flight) CAPACITY_IN_FLIGHT=$2; shift ;;
+    --capacity-at-target) AT_TARGET=1 ;;
+    --capacity) GIVEN_CAPACITY=$2; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmarks/run_overload.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -66,6 +76,8 @@ for load in $LOADS; do
   case $load in 0.5 | 1 | 2 | 4 | 8) ;; *) echo "benchmarks/run_overload.sh: --loads: '$load' is not one of 0.5,1,2,4,8" >&2; exit 2 ;; esac
 done
 case $CAPACITY_IN_FLIGHT in '' | *[!0-9]* | 0) echo "benchmarks/run_overload.sh: --capacity-in-flight: '$CAPACITY_IN_FLIGHT' is not a positive whole number" >&2; exit 2 ;; esac
+case $GIVEN_CAPACITY in '') ;; *[!0-9]* | 0) echo "benchmarks/run_overload.sh: --capacity: '$GIVEN_CAPACITY' is not a positive whole number of requests/s" >&2; exit 2 ;; esac
+[ -z "$GIVEN_CAPACITY" ] || [ "$AT_TARGET" = 0 ] || { echo "benchmarks/run_overload.sh: --capacity and --capacity-at-target exclude each other" >&2; exit 2; }
 for policy in $POLICIES; do
   case $policy in plain | shed | ladder) ;; *) echo "benchmarks/run_overload.sh: --policies: '$policy' is not one of plain,shed,ladder" >&2; exit 2 ;; esac
 done
@@ -118,6 +130,40 @@ if [ "$CAPACITY_IN_FLIGHT" = 128 ]; then
 else
   progress "the full ensemble at 128 in flight (ens_plain)"
   loadgen capacity_deep ens_plain --concurrency 128 --duration-s 2 --warmup-s 1 --max-windows 3
+fi
+if [ "$AT_TARGET" = 1 ]; then
+  # Each probe: ens_plain at RATE for 6 s of Poisson arrivals (3 s let a rate
+  # just past the capacity through: its queue grew too slowly), after a pause
+  # for the last probe's queue to drain; it meets the target when every
+  # request is answered and the p99 is within it.
+  meets_target() {
+    local rate=$1
+    sleep 2
+    loadgen "at_target_$rate" ens_plain --rate "$rate" --poisson --soak-s 6 --duration-s 6 --warmup-s 1 \
+      --timeout-ms 2000 --hung-ms 4000 --max-inflight 100000
+    /usr/bin/python3 benchmarks/overload/at_target.py probe "$OUT/at_target_$rate.json" "$TARGET_MS" \
+      | tee -a "$OUT/at_target.txt" | sed "s/^/[run_overload] /"
+    [ "${PIPESTATUS[0]}" = 0 ]
+  }
+  progress "capacity at the target: the highest Poisson rate ens_plain answers within $TARGET_MS ms (p99)"
+  : >"$OUT/at_target.txt"
+  lo=0 hi=$(/usr/bin/python3 -c "print(max(1, round($CAPACITY)))")
+  for _ in 1 2 3 4 5 6; do
+    meets_target "$hi" || break
+    lo=$hi hi=$(/usr/bin/python3 -c "print(round($hi * 1.5))")
+  done
+  for _ in 1 2 3; do
+    mid=$(((lo + hi) / 2))
+    [ "$mid" -gt "$lo" ] || break
+    if meets_target "$mid"; then lo=$mid; else hi=$mid; fi
+  done
+  [ "$lo" -gt 0 ] || { echo "the full ensemble misses the target at every rate probed (down to $hi requests/s)" >&2; exit 1; }
+  CAPACITY=$lo
+  echo "$CAPACITY" >"$OUT/at_target_capacity.txt"
+fi
+if [ -n "$GIVEN_CAPACITY" ]; then
+  CAPACITY=$GIVEN_CAPACITY
+  echo "$CAPACITY" >"$OUT/given_capacity.txt"
 fi
 # The cheapest rung's own capacity bounds what the ladder can answer at all:
 # past it even the cheapest rung queues, and shedding is what is left.

@@ -239,8 +239,18 @@ def main():
     print(f"# Overload ({what})\n")
     measured = os.path.join(out, "capacity.json")
     in_flight = json.load(open(measured))["steps"][0].get("concurrency", 8) if os.path.exists(measured) else 8
+    if os.path.exists(os.path.join(out, "at_target_capacity.txt")):
+        closed = json.load(open(measured))["steps"][0]["throughput_rps"]
+        probes = open(os.path.join(out, "at_target.txt")).read().strip().splitlines()
+        how = (f"the highest Poisson rate at which it answered every request with a p99 within the target, "
+               f"of {len(probes)} probes of 6 s; closed loop with {in_flight} in flight it served {closed:.0f}")
+    elif os.path.exists(os.path.join(out, "given_capacity.txt")):
+        closed = json.load(open(measured))["steps"][0]["throughput_rps"]
+        how = f"given with --capacity; closed loop with {in_flight} in flight it served {closed:.0f}"
+    else:
+        how = f"closed loop, {in_flight} in flight"
     print(f"Full ensemble alone: p50 {idle['p50'] / 1000:.1f} ms; capacity {capacity:.0f} requests/s "
-          f"(closed loop, {in_flight} in flight); ladder target {target:g} ms; open-loop Poisson arrivals.", end="")
+          f"({how}); ladder target {target:g} ms; open-loop Poisson arrivals.", end="")
     deep = os.path.join(out, "capacity_deep.json")
     if os.path.exists(deep):
         served = json.load(open(deep))["steps"][0]["throughput_rps"]

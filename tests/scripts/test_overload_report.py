@@ -5,9 +5,11 @@ target passes; one that misses a single one (the accuracy by one answer,
 the answered share, the p99) is a MISS; the reference rungs are read from
 the ladder's config (the full ensemble, the cascade at its own threshold,
 the last rung), and the expected accuracy weighs each rung's by its share;
-the header names the depth the capacity was measured at, and puts the steps
-against the full ensemble's throughput at 128 in flight when the run
-measured it.
+the header names the depth the capacity was measured at, or says it was
+the highest rate within the target (--capacity-at-target), and puts the
+steps against the full ensemble's throughput at 128 in flight when the run
+measured it; a probe of that search meets the target only with every
+request answered and the p99 within it.
 With a reference rung's pass over every test image, a step is judged on the
 images it answered: one shed request does not make a miss of a step whose
 answers are the rung's own, and an answer fewer right than the rung's on
@@ -142,6 +144,40 @@ class OverloadReportTest(unittest.TestCase):
         self.assertIn("(closed loop, 8 in flight)", self.report())
         self.write("capacity", {"steps": [{"throughput_rps": 1000.0, "concurrency": 32}]})
         self.assertIn("capacity 1000 requests/s (closed loop, 32 in flight)", self.report())
+
+    def test_the_header_says_when_the_capacity_was_measured_at_the_target(self):
+        self.write("capacity", {"steps": [{"throughput_rps": 800.0, "concurrency": 8}]})
+        self.assertIn("(closed loop, 8 in flight)", self.report())
+        with open(os.path.join(self.out, "at_target.txt"), "w") as f:
+            f.write("800 requests/s offered: ...: within 100 ms\n1200 requests/s offered: ...: misses 100 ms\n")
+        with open(os.path.join(self.out, "at_target_capacity.txt"), "w") as f:
+            f.write("1000\n")
+        self.assertIn("capacity 1000 requests/s (the highest Poisson rate at which it answered every request with a "
+                      "p99 within the target, of 2 probes of 6 s; closed loop with 8 in flight it served 800)",
+                      self.report())
+
+    def test_the_header_says_when_the_capacity_was_given(self):
+        self.write("capacity", {"steps": [{"throughput_rps": 800.0, "concurrency": 8}]})
+        with open(os.path.join(self.out, "given_capacity.txt"), "w") as f:
+            f.write("1000\n")
+        self.assertIn("capacity 1000 requests/s (given with --capacity; closed loop with 8 in flight it served 800)",
+                      self.report())
+
+    def test_a_probe_at_the_target_needs_every_answer_and_the_p99_within(self):
+        probe = os.path.join(os.path.dirname(REPORT), "at_target.py")
+
+        def run(p99_ms, failed=0, unanswered=0):
+            self.write("probe", {"steps": [{"rate": 1500.0, "ok": 4500, "failed": failed, "unanswered": unanswered,
+                                            "latency_us": {"p99": p99_ms * 1000}}]})
+            return subprocess.run([sys.executable, probe, "probe", os.path.join(self.out, "probe.json"), "100"],
+                                  capture_output=True, text=True)
+
+        within = run(99.0)
+        self.assertEqual(within.returncode, 0, within.stdout + within.stderr)
+        self.assertIn("1500 requests/s offered: 4500 answered, 0 not, p99 99.0 ms: within 100 ms", within.stdout)
+        self.assertEqual(run(101.0).returncode, 1)
+        self.assertEqual(run(50.0, failed=1).returncode, 1)
+        self.assertEqual(run(50.0, unanswered=2).returncode, 1)
 
     def test_reference_models_are_the_rungs_of_the_table(self):
         out = subprocess.run([sys.executable, REPORT, "--reference-models", self.out], check=True,
