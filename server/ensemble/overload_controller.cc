@@ -423,7 +423,7 @@ void OverloadController::Learn(size_t index, double latency, double ahead, doubl
   // spreads over the hosts), P_0 let an 8x burst fill the work in flight
   // with full-ensemble requests, behind which every cheaper rung was
   // predicted slower than rung 0: the class stayed there and 86% was shed.
-  const double most = &rung == &rung_[0] ? 1.0 : kMaxParallelism;
+  const double most = index == 0 ? 1.0 : kMaxParallelism;
   rung.parallelism = std::clamp(rung.mean_ahead_ms / rung.mean_excess_ms, kMinParallelism, most);
   if (latency < service) service = Blend(service, latency, 0.5);
 }

@@ -296,9 +296,9 @@ class OverloadController {
   bool HeldOff(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `level` left `rung` lately and the load is not well past what it carried there.
   bool ShownToCarry(const Level& level, size_t rung, Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Learns from one successful answer of `rung`.
+  // Learns from one successful answer of rung `index`.
   // `predicted_ms`: its prediction at admission (0: the rung was not measured then).
-  void Learn(size_t rung, double latency_ms, double ahead_ms, double predicted_ms, bool probe, Clock::time_point now)
+  void Learn(size_t index, double latency_ms, double ahead_ms, double predicted_ms, bool probe, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t rungs_;

@@ -166,9 +166,9 @@ class OverloadReportTest(unittest.TestCase):
     def test_a_probe_at_the_target_needs_every_answer_and_the_p99_within(self):
         probe = os.path.join(os.path.dirname(REPORT), "at_target.py")
 
-        def run(p99_ms, failed=0, unanswered=0):
-            self.write("probe", {"steps": [{"rate": 1500.0, "ok": 4500, "failed": failed, "unanswered": unanswered,
-                                            "latency_us": {"p99": p99_ms * 1000}}]})
+        def run(p99_ms, failed=0, unanswered=0, skipped=0, ok=4500):
+            self.write("probe", {"steps": [{"rate": 1500.0, "ok": ok, "failed": failed, "unanswered": unanswered,
+                                            "skipped": skipped, "latency_us": {"p99": p99_ms * 1000}}]})
             return subprocess.run([sys.executable, probe, "probe", os.path.join(self.out, "probe.json"), "100"],
                                   capture_output=True, text=True)
 
@@ -178,6 +178,8 @@ class OverloadReportTest(unittest.TestCase):
         self.assertEqual(run(101.0).returncode, 1)
         self.assertEqual(run(50.0, failed=1).returncode, 1)
         self.assertEqual(run(50.0, unanswered=2).returncode, 1)
+        self.assertEqual(run(50.0, skipped=3).returncode, 1)  # arrivals the client could not send
+        self.assertEqual(run(50.0, ok=0).returncode, 1)
 
     def test_reference_models_are_the_rungs_of_the_table(self):
         out = subprocess.run([sys.executable, REPORT, "--reference-models", self.out], check=True,

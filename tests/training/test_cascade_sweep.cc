@@ -276,6 +276,24 @@ TEST(CascadeVariantTest, TheWrittenVariantLoadsAsTheServerLoadsIt) {
   EXPECT_FALSE(fs::exists(dir.path() / "ens_cascade"));
 }
 
+// Two stages, the second of two members (ensemble.cascade_stages: two).
+TEST(CascadeVariantTest, AStageOfSeveralMembersLoadsAsTheServerLoadsIt) {
+  testing::TempDir dir;
+  TrainConfig config = TwoMembers();
+  config.members.push_back({"mid", "mlp", "", 3});
+  std::vector<torch::jit::Module> modules{BuildZooModel("mlp", 1).value(), BuildZooModel("mlp", 2).value(),
+                                          BuildZooModel("mlp", 3).value()};
+  const CascadeVariant variant{"ens_cascade", {{"small"}, {"mid", "big"}}, 0.95};
+  ASSERT_TRUE(WriteTrainedRepository(dir.root(), config, modules, {"cpu:0"}, {variant}).ok());
+  StatusOr<std::map<std::string, training_test::ServedEnsemble>> served =
+      training_test::LoadServedEnsembles(dir.Path("server.yaml"), /*server_yaml=*/true);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  const training_test::ServedEnsemble& cascade = served->at("ens_cascade");
+  ASSERT_TRUE(cascade.cascade);
+  EXPECT_EQ(cascade.members, (std::vector<std::string>{"small", "mid", "big"}));
+  EXPECT_EQ(cascade.stages, (std::vector<std::vector<size_t>>{{0}, {1, 2}}));
+}
+
 TEST(CascadeVariantTest, PublishAddsTheVariantOnceAndThenKeepsTheUsersFile) {
   testing::TempDir dir;
   const TrainConfig config = TwoMembers();

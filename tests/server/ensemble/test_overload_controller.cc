@@ -294,6 +294,23 @@ TEST_F(OverloadControllerTest, AFirstAnswerBehindWorkCostsAtMostAMeasuredRicherR
   Finish(load, false);
 }
 
+TEST_F(OverloadControllerTest, AFirstAnswerBehindWorkCostsAtMostTheCheapestMeasuredRicherRung) {
+  Ticket t = Admit();
+  Advance(30);
+  Finish(t, true);  // s_0 = 30
+  t = AdmitWithin(20);
+  ASSERT_EQ(t.rung, 1u);
+  Advance(10);
+  Finish(t, true);                   // s_1 = 10, alone
+  const Ticket load = AdmitExact();  // W = 30
+  t = AdmitWithin(5);                // rungs 0 and 1 miss 5: rung 2, unmeasured
+  ASSERT_EQ(t.rung, 2u);
+  Advance(50);
+  Finish(t, true);
+  EXPECT_DOUBLE_EQ(controller_.ServiceMs(2), 10) << "at most rung 1's, the cheaper of the two";
+  Finish(load, false);
+}
+
 TEST_F(OverloadControllerTest, AFirstAnswerAloneMeasuresADearerRungAsItIs) {
   Ticket t = Admit();
   Advance(30);
