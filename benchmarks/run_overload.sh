@@ -118,6 +118,8 @@ loadgen() {  # loadgen NAME MODEL [flags...]
   "$BIN/ensemble-loadgen" --server "$SERVER_ADDR" --model "$model" --ceiling-model none --channels 4 --threads 2 \
     --json "$OUT/$name.json" ${DATA[@]+"${DATA[@]}"} "$@" >"$OUT/$name.txt" 2>&1 || { cat "$OUT/$name.txt" >&2; exit 1; }
 }
+# Open-loop Poisson arrivals, as every step and every capacity probe sends them.
+OPEN_LOOP=(--poisson --warmup-s 1 --timeout-ms 2000 --hung-ms 4000 --max-inflight 100000)
 rungs() { curl -s "http://$METRICS/metrics" | grep '^ensemble_overload_' >"$OUT/$1.rungs" || true; }
 
 progress "idle latency and capacity of the full ensemble (ens_plain)"
@@ -145,8 +147,7 @@ if [ "$AT_TARGET" = 1 ]; then
     local rate=$1
     sleep "$drain"
     drain=5
-    loadgen "at_target_$rate" ens_plain --rate "$rate" --poisson --soak-s 6 --duration-s 6 --warmup-s 1 \
-      --timeout-ms 2000 --hung-ms 4000 --max-inflight 100000
+    loadgen "at_target_$rate" ens_plain --rate "$rate" --soak-s 6 --duration-s 6 "${OPEN_LOOP[@]}"
     /usr/bin/python3 benchmarks/overload/at_target.py probe "$OUT/at_target_$rate.json" "$TARGET_MS" \
       | tee -a "$OUT/at_target.txt" | sed "s/^/[run_overload] /"
     [ "${PIPESTATUS[0]}" = 0 ] && drain=2
@@ -216,8 +217,7 @@ for mult in $LOADS; do
   for policy in $POLICIES; do
     progress "$policy at ${mult}x ($rate requests/s, Poisson, $AMOUNT)"
     rungs "${policy}_${mult}_before"
-    loadgen "${policy}_${mult}" "ens_$policy" --rate "$rate" --poisson "${LENGTH[@]}" \
-      --warmup-s 1 --timeout-ms 2000 --hung-ms 4000 --max-inflight 100000
+    loadgen "${policy}_${mult}" "ens_$policy" --rate "$rate" "${LENGTH[@]}" "${OPEN_LOOP[@]}"
     rungs "${policy}_${mult}_after"
     sleep 2  # the queue drains and the ladder's dwell passes before the next step
   done

@@ -238,15 +238,15 @@ def main():
         "synthetic stand-in: four members of fixed work, two per host"
     print(f"# Overload ({what})\n")
     measured = os.path.join(out, "capacity.json")
-    in_flight = json.load(open(measured))["steps"][0].get("concurrency", 8) if os.path.exists(measured) else 8
+    closed = json.load(open(measured))["steps"][0] if os.path.exists(measured) else {}
+    in_flight = closed.get("concurrency", 8)
+    closed_text = f"closed loop with {in_flight} in flight it served {closed.get('throughput_rps', 0):.0f}"
     if os.path.exists(os.path.join(out, "at_target_capacity.txt")):
-        closed = json.load(open(measured))["steps"][0]["throughput_rps"]
         probes = open(os.path.join(out, "at_target.txt")).read().strip().splitlines()
         how = (f"the highest Poisson rate at which it answered every request with a p99 within the target, "
-               f"of {len(probes)} probes of 6 s; closed loop with {in_flight} in flight it served {closed:.0f}")
+               f"of {len(probes)} probes of 6 s; {closed_text}")
     elif os.path.exists(os.path.join(out, "given_capacity.txt")):
-        closed = json.load(open(measured))["steps"][0]["throughput_rps"]
-        how = f"given with --capacity; closed loop with {in_flight} in flight it served {closed:.0f}"
+        how = f"given with --capacity; {closed_text}"
     else:
         how = f"closed loop, {in_flight} in flight"
     print(f"Full ensemble alone: p50 {idle['p50'] / 1000:.1f} ms; capacity {capacity:.0f} requests/s "
