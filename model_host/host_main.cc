@@ -4,12 +4,14 @@
 // of this host, see host_process.h); the models come later, over the channel.
 #include <CLI/CLI.hpp>
 
+#include "common/allocator.h"
 #include "common/command_line.h"
+#include "model_host/host_process.h"
 #include "torch_utils/blas_kernels.h"
 #include "torch_utils/tensor_memory.h"
-#include "model_host/host_process.h"
 
 int main(int argc, char** argv) {
+  es::ConfigureAllocator();  // before any thread starts
   es::HostOptions options;
   CLI::App app{"ensemble-model-host: one model-host process, spawned and supervised by ensemble-server"};
   app.add_option("--channel-fd", options.channel_fd, "inherited shared-memory channel descriptor")->required();

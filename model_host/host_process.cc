@@ -20,6 +20,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "common/allocator.h"
 #include "common/log_setup.h"
 #include "common/steady_clock.h"
 #include "ipc/channel.h"
@@ -233,8 +234,8 @@ int RunModelHost(const HostOptions& options) {
   ipc::HostEnd end(&channel, wait);
   ModelLoader loader(&end, &executor, host->device, &g_stop);
   header.host_state.store(static_cast<uint32_t>(ipc::HostState::kReady), std::memory_order_release);
-  spdlog::info("ready (pid {}, device {}, {} executor(s)); models come from the router", getpid(), host->device,
-               std::max(1, host->executors));
+  spdlog::info("ready (pid {}, device {}, {} executor(s), malloc: {}); models come from the router", getpid(),
+               host->device, std::max(1, host->executors), AllocatorInUse());
 
   std::vector<std::thread> executors;
   const int count = std::clamp(host->executors, 1, static_cast<int>(ipc::kMaxExecutors));

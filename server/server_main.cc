@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/allocator.h"
 #include "common/command_line.h"
 #include "common/grpc_process.h"
 #include "common/log_setup.h"
@@ -82,6 +83,7 @@ std::string ApplyTraceConfig(const std::string& value, es::RouterOptions::TraceF
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::ConfigureAllocator();  // before any thread starts
   es::TuneGrpcProcess();
   CLI::App app{"ensemble-server: KServe v2 gRPC and HTTP/REST inference router for TorchScript ensembles"};
   es::RouterOptions options;
@@ -212,7 +214,8 @@ int main(int argc, char** argv) {
   std::cout << "grpc listening on " << (*router)->grpc_address() << std::endl;
   if (!(*router)->http_address().empty()) std::cout << "http listening on " << (*router)->http_address() << std::endl;
   if (options.metrics) std::cout << "metrics listening on " << (*router)->metrics_address() << std::endl;
-  spdlog::info("serving {} model(s) from {}", (*router)->served_model_count(), (*router)->config().repository);
+  spdlog::info("serving {} model(s) from {}; malloc: {}", (*router)->served_model_count(),
+               (*router)->config().repository, es::AllocatorInUse());
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "common/allocator.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/shared_server.h"
@@ -437,6 +438,40 @@ TEST_F(ServingTest, EveryThreadOfAHostIsPinned) {
           << task.path() << " (thread '" << comm.substr(0, comm.find('\n')) << "', waiting in " << wchan << ")";
     }
     EXPECT_GE(threads, 1);
+  }
+}
+
+// The build links the malloc it chose (cmake/EsAllocator.cmake) into the
+// router and the hosts: a process runs tcmalloc exactly when the build chose
+// it, by the libraries mapped into it (a build for tcmalloc whose binaries
+// lost the library, e.g. to the linker dropping a dependency it thinks
+// unneeded, fails here), and each says so in its log, tcmalloc with its
+// thread caches bounded (common/allocator.h).
+TEST_F(ServingTest, TheRouterAndItsHostsRunTheMallocTheBuildChose) {
+  const bool tcmalloc = std::string(ES_ALLOCATOR_IN_USE) == "tcmalloc";
+  std::map<std::string, pid_t> processes = server_->HostPids();
+  ASSERT_EQ(processes.size(), 2u);
+  processes["router"] = server_->pid();
+  for (const auto& [name, pid] : processes) {
+    const std::string maps = ReadTextFile("/proc/" + std::to_string(pid) + "/maps");
+    ASSERT_FALSE(maps.empty()) << name;
+    EXPECT_EQ(maps.find("/libtcmalloc_minimal.so") != std::string::npos, tcmalloc)
+        << name << " (pid " << pid << "): the build chose " << ES_ALLOCATOR_IN_USE;
+  }
+  const std::string said = tcmalloc ? "malloc: tcmalloc (gperftools " : "malloc: glibc malloc ";
+  const std::string bound = "thread caches " + std::to_string(kThreadCacheBytes >> 10) + " KiB)";
+  const std::string log = server_->LogTail(size_t{1} << 20);
+  for (const std::string line_start : {"] ready (pid ", "info serving "}) {
+    size_t lines = 0;
+    for (size_t at = log.find(line_start); at != std::string::npos; at = log.find(line_start, at + 1)) {
+      const std::string line = log.substr(at, log.find('\n', at) - at);
+      ++lines;
+      EXPECT_NE(line.find(said), std::string::npos) << line;
+      if (tcmalloc) {
+        EXPECT_NE(line.find(bound), std::string::npos) << line;
+      }
+    }
+    EXPECT_GE(lines, 1u) << "no line with '" << line_start << "' in the server's log";
   }
 }
 
