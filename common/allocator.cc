@@ -41,6 +41,15 @@ std::string AllocatorInUse() {
     }
     return text + ")";
   }
+  // Not tcmalloc: name the object whose malloc runs. The C library's is
+  // libc.so.6; a preloaded allocator (jemalloc) or a sanitizer's runtime,
+  // linked into the executable, is something else and is named as it is.
+  Dl_info where{};
+  if (dladdr(dlsym(RTLD_DEFAULT, "malloc"), &where) != 0 && where.dli_fname != nullptr) {
+    const std::string file = where.dli_fname;
+    const std::string name = file.substr(file.find_last_of('/') + 1);
+    if (name.rfind("libc.so", 0) != 0) return "malloc of " + name;
+  }
   return std::string("glibc malloc ") + gnu_get_libc_version();
 }
 

@@ -11,7 +11,7 @@
 #include "torch_utils/tensor_memory.h"
 
 int main(int argc, char** argv) {
-  es::ConfigureAllocator();  // before any thread starts
+  es::ConfigureAllocator();  // before this program starts threads of its own
   es::HostOptions options;
   CLI::App app{"ensemble-model-host: one model-host process, spawned and supervised by ensemble-server"};
   app.add_option("--channel-fd", options.channel_fd, "inherited shared-memory channel descriptor")->required();

@@ -83,7 +83,7 @@ std::string ApplyTraceConfig(const std::string& value, es::RouterOptions::TraceF
 }  // namespace
 
 int main(int argc, char** argv) {
-  es::ConfigureAllocator();  // before any thread starts
+  es::ConfigureAllocator();  // before this program starts threads of its own
   es::TuneGrpcProcess();
   CLI::App app{"ensemble-server: KServe v2 gRPC and HTTP/REST inference router for TorchScript ensembles"};
   es::RouterOptions options;
