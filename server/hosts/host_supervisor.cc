@@ -10,6 +10,7 @@
 
 #include "common/launcher.h"
 #include "server/hosts/stderr_tail.h"
+#include "server/hosts/thread_states.h"
 
 namespace es {
 namespace {
@@ -464,6 +465,10 @@ std::map<uint64_t, Status> HostSupervisor::Watch(HostConnection* conn, pid_t pid
       last_beat = beat;
       last_change = now;
     } else if (now - last_change > milliseconds(limits_.heartbeat_timeout_ms)) {
+      // What its threads wait in, before the kill: the heartbeat thread only
+      // sleeps, reads its own counters and stores, so a silent heartbeat
+      // means the whole process stood still, and this says where.
+      spdlog::error("{}: no heartbeat for {} ms; its {}", who, limits_.heartbeat_timeout_ms, DescribeThreads(pid));
       SetError(who + " is hung: no heartbeat for " + std::to_string(limits_.heartbeat_timeout_ms) + " ms; killing it");
       return owed;
     }

@@ -237,6 +237,16 @@ TEST(HostHangTest, AFrozenHostIsDetectedKilledAndRestarted) {
   std::printf("host hang: frozen cpu1 replaced %.0f ms after SIGSTOP (heartbeat timeout 1000 ms)\n", detected_ms);
   EXPECT_LE(detected_ms, 1000.0 + 2000.0) << "detection took far longer than the heartbeat timeout";
   EXPECT_FALSE(ProcessAlive(frozen)) << "the frozen host was not killed";
+  // Before the kill the router logged what the host's threads waited in:
+  // all of them stopped (state T), the heartbeat thread among them.
+  const std::string said = "(pid " + std::to_string(frozen) + "): no heartbeat for 1000 ms; its ";
+  const std::string log = server->LogTail(size_t{1} << 20);
+  const size_t at = log.find(said);
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string line = log.substr(at + said.size(), log.find('\n', at) - at - said.size());
+  EXPECT_NE(line.find(" thread"), std::string::npos) << line;
+  EXPECT_NE(line.find(": T "), std::string::npos) << line;
+  EXPECT_EQ(line.find(" S "), std::string::npos) << "a thread of a stopped host still sleeping: " << line;
   EXPECT_TRUE(held_done.load());
   EXPECT_EQ(held.error_code(), grpc::UNAVAILABLE) << Describe(held);
   EXPECT_NE(held.error_message().find("hung"), std::string::npos) << held.error_message();
