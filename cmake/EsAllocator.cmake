@@ -8,10 +8,10 @@
 # Why: a request through the router allocates and frees dozens of small
 # blocks (gRPC's call arena, the decoded request, one completion record and
 # answer per member call) and, at large batches, blocks of hundreds of KB
-# that glibc most likely hands back to the kernel and faults in again. With tcmalloc
-# the router spent about half the CPU per 64-row request of the demo
-# ensemble, and 9-22% less at batch 1 with many member calls or calls in
-# flight (benchmarks/RESULTS.md, "Overhead").
+# that glibc most likely hands back to the kernel and faults in again.
+# With tcmalloc the router spent about half the CPU per 64-row request of
+# the demo ensemble, and 9-22% less at batch 1 with many member calls or
+# calls in flight (benchmarks/RESULTS.md, "Overhead").
 # Linked, not preloaded, so that a package, a container and a test all run
 # the allocator that was measured; the binaries log which one is in use
 # (common/allocator.h).

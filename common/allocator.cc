@@ -55,7 +55,7 @@ std::string AllocatorInUse() {
 
 void ConfigureAllocator() {
   if (!TcmallocInUse()) return;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): called before any thread starts (see the header)
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): called before the program starts threads of its own (see the header)
   if (std::getenv("TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES") != nullptr) return;
   using SetProperty = int (*)(const char*, size_t);
   if (const auto set = Lookup<SetProperty>("MallocExtension_SetNumericProperty")) {
