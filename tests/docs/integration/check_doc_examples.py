@@ -132,6 +132,17 @@ class Server:
         self.log.flush()
         return "".join(open(self.log_path).readlines()[-n:])
 
+    def log_size(self):
+        self.log.flush()
+        return os.path.getsize(self.log_path)
+
+    def log_since(self, offset, n=40):
+        """The last n lines the server logged after byte offset: what it said while an example ran."""
+        self.log.flush()
+        with open(self.log_path, errors="replace") as f:
+            f.seek(offset)
+            return "".join(f.readlines()[-n:])
+
     def stop(self):
         """SIGTERM, then the exit status (SIGKILL after 30 s: status None)."""
         if self.proc.poll() is None:
@@ -318,6 +329,7 @@ def main():
             if kind == "not run":
                 continue
             started = time.monotonic()
+            log_offset = server.log_size()
             if kind == "run":
                 error = runner.run_block(b, ports, options.get("expect"))
             elif kind == "server-config":
@@ -328,6 +340,10 @@ def main():
             if error:
                 failed += 1
                 print(f"FAILED {b.where()} ({kind}, {seconds:.1f} s): {error}")
+                if kind == "run":
+                    # A run block's failure is often the demo server's doing
+                    # (a host restarted under it): say what the server logged.
+                    print(f"--- the demo server's log meanwhile ---\n{server.log_since(log_offset)}")
             else:
                 print(f"ok     {b.where()} ({kind}, {seconds:.1f} s)")
             if server.proc.poll() is not None:
