@@ -88,6 +88,25 @@ std::shared_ptr<const OutputSpec> MakeOutputSpec(const ModelConfig& model) {
   return spec;
 }
 
+// ", requests 'a', 'b' and 3 more": the ids clients gave the requests of a
+// batch, for the debug log; the first few only, each cut to a sane length, as
+// a client picks them. Empty when no request of the batch has one.
+template <typename Batch>
+std::string RequestIds(const Batch& batch) {
+  constexpr size_t kShown = 8;
+  constexpr size_t kIdChars = 64;
+  std::string ids;
+  size_t named = 0;
+  for (const auto& q : batch) {
+    const std::string& id = q.request->id;
+    if (id.empty()) continue;
+    if (++named > kShown) continue;
+    ids += (named == 1 ? ", requests '" : ", '") + id.substr(0, kIdChars) + "'";
+  }
+  if (named > kShown) ids += " and " + std::to_string(named - kShown) + " more";
+  return ids;
+}
+
 std::vector<DispatchHost> FromSupervisors(const std::vector<HostSupervisor*>& hosts) {
   std::vector<DispatchHost> out;
   for (HostSupervisor* h : hosts) out.push_back({h->config().name, [h] { return h->connection(); }});
@@ -304,15 +323,16 @@ void ModelDispatcher::DispatchAll(std::vector<Batch> batches, Dropped dropped) {
   for (auto& b : batches) {
     if (spdlog::should_log(spdlog::level::debug) && !b.empty()) {
       // What an operator tuning max_queue_delay_us or preferred sizes needs:
-      // how full each batch left and how long its oldest request waited.
+      // how full each batch left, how long its oldest request waited, and
+      // which requests (by the ids their clients gave) went together.
       int64_t rows = 0;
       auto oldest = now;
       for (const Queued& q : b) {
         rows += q.request->batch_rows();
         oldest = std::min(oldest, q.enqueued);
       }
-      spdlog::debug("model '{}' version {}: batch of {} row(s) from {} request(s), oldest waited {} us",
-                    model_->name, b.front().version, rows, b.size(), Ns(now - oldest) / 1000);
+      spdlog::debug("model '{}' version {}: batch of {} row(s) from {} request(s), oldest waited {} us{}", model_->name,
+                    b.front().version, rows, b.size(), Ns(now - oldest) / 1000, RequestIds(b));
     }
     Dispatch(std::make_shared<Batch>(std::move(b)), now, 0);
   }
