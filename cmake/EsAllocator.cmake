@@ -1,4 +1,4 @@
-# The memory allocator of the router and the model hosts (ES_ALLOCATOR).
+# The memory allocator of the router, the model hosts and the trainer (ES_ALLOCATOR).
 #
 #   auto      tcmalloc where it is installed (libgoogle-perftools-dev), else
 #             the C library's malloc (the default)
@@ -11,14 +11,15 @@
 # that glibc most likely hands back to the kernel and faults in again.
 # With tcmalloc the router spent about half the CPU per 64-row request of
 # the demo ensemble, and 9-22% less at batch 1 with many member calls or
-# calls in flight (benchmarks/RESULTS.md, "Overhead").
+# calls in flight (benchmarks/RESULTS.md, "Overhead"); ensemble-train's
+# steps took about 9% less time (docs/architecture.md, "The allocator").
 # Linked, not preloaded, so that a package, a container and a test all run
 # the allocator that was measured; the binaries log which one is in use
 # (common/allocator.h).
 #
 # Sanitizer and fuzz builds keep the C library's: they replace malloc
 # themselves. Sets ES_ALLOCATOR_IN_USE (tcmalloc or system) for the tests.
-set(ES_ALLOCATOR "auto" CACHE STRING "malloc of ensemble-server and ensemble-model-host: auto, tcmalloc or system")
+set(ES_ALLOCATOR "auto" CACHE STRING "malloc of ensemble-server, ensemble-model-host and ensemble-train: auto, tcmalloc or system")
 set_property(CACHE ES_ALLOCATOR PROPERTY STRINGS auto tcmalloc system)
 if(NOT ES_ALLOCATOR MATCHES "^(auto|tcmalloc|system)$")
   message(FATAL_ERROR "ES_ALLOCATOR is auto, tcmalloc or system, not '${ES_ALLOCATOR}'")
@@ -36,11 +37,11 @@ elseif(NOT ES_ALLOCATOR STREQUAL "system")
   elseif(ES_ALLOCATOR STREQUAL "tcmalloc")
     message(FATAL_ERROR "ES_ALLOCATOR=tcmalloc: libtcmalloc_minimal not found (apt-get install libgoogle-perftools-dev)")
   else()
-    message(STATUS "ES_ALLOCATOR=auto: no libtcmalloc_minimal, the server and hosts use the C library's malloc "
+    message(STATUS "ES_ALLOCATOR=auto: no libtcmalloc_minimal, the server, hosts and trainer use the C library's malloc "
                    "(apt-get install libgoogle-perftools-dev for the faster one)")
   endif()
 endif()
-message(STATUS "allocator of the server and the model hosts: ${ES_ALLOCATOR_IN_USE}")
+message(STATUS "allocator of the server, the model hosts and the trainer: ${ES_ALLOCATOR_IN_USE}")
 
 # es_link_allocator(target): links the chosen allocator into an executable.
 # --no-as-needed (given before every library; Debian's linker default too):

@@ -1,19 +1,19 @@
 #include "training/rank_runner.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include "common/allocator.h"
 #include "common/steady_clock.h"
 #include "training/batch_loader.h"
 #include "training/checkpoint.h"
@@ -178,8 +178,8 @@ Status RankRun::Prepare() {
   device_ = device;
   const int threads = ThreadsForRank(env_);
   torch::set_num_threads(threads);
-  spdlog::info("rank {} of {} on {} ({} intra-op thread(s)), pid {}", env_.rank, env_.world_size,
-               device_.str(), threads, getpid());
+  spdlog::info("rank {} of {} on {} ({} intra-op thread(s)), pid {}, malloc: {}", env_.rank, env_.world_size,
+               device_.str(), threads, getpid(), AllocatorInUse());
 
   ES_ASSIGN_OR_RETURN(Data data, LoadData(config_.data, config_.optim.seed));
   data_ = std::move(data);

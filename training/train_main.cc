@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "common/allocator.h"
+#include "common/command_line.h"
 #include "torch_utils/blas_kernels.h"
 #include "torch_utils/tensor_memory.h"
-#include "common/command_line.h"
 #include "training/local_launcher.h"
 #include "training/process_group.h"
 #include "training/rank_runner.h"
@@ -125,6 +126,7 @@ void AddFlags(CLI::App* app, es::TrainOptions* options) {
 }
 
 int Run(int argc, char** argv) {
+  es::ConfigureAllocator();  // before this program starts threads of its own
   CLI::App app{"Trains an ensemble's members (one process per device, c10d all-reduce) and "
                "writes a model repository that ensemble-server serves as it is."};
   es::TrainOptions options;

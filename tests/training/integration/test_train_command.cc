@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@
 #include <regex>
 #include <thread>
 
+#include "common/allocator.h"
 #include "tests/common/test_paths.h"
 #include "tests/integration/kserve_helpers.h"
 #include "tests/integration/metrics/metrics_support.h"
@@ -290,6 +292,38 @@ TEST(TrainCommandTest, ProgressIsLoggedWhenStderrIsNotATerminal) {
   const std::regex line(R"(\[rank 0\] \[info\] progress: epoch \d+, step \d+/768, loss [0-9.]+, \d+ samples/s, ETA \S+)");
   EXPECT_TRUE(std::regex_search(output, line)) << output;
   EXPECT_EQ(output.find("\r"), std::string::npos) << "terminal redraws in a pipe";
+}
+
+// ---- malloc ------------------------------------------------------------------
+
+// ensemble-train links the malloc the build chose (cmake/EsAllocator.cmake),
+// as the server and the hosts do: each rank says which one it runs, and runs
+// tcmalloc exactly when the build chose it, with its thread caches bounded
+// (common/allocator.h).
+TEST(TrainCommandTest, EachRankRunsTheMallocTheBuildChose) {
+  it::WatchdogScope watchdog(seconds(240), "malloc");
+  it::TempDir dir;
+  const std::string config = dir.Write("train.yaml", SyntheticConfig(24, 1000));
+  std::string output;
+  ASSERT_EQ(Train({"--config", config, "--devices", "cpu:2", "--out", dir.Path("out"), "--max-steps", "2"}, &output), 0)
+      << output;
+  const bool tcmalloc = std::string(ES_ALLOCATOR_IN_USE) == "tcmalloc";
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing in the suite sets the environment
+  const bool our_bound = std::getenv("TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES") == nullptr;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string start = "rank " + std::to_string(rank) + " of 2 on cpu";
+    const size_t at = output.find(start);
+    ASSERT_NE(at, std::string::npos) << start << "\n" << output;
+    const std::string line = output.substr(at, output.find('\n', at) - at);
+    const size_t said = line.find("malloc: ");
+    ASSERT_NE(said, std::string::npos) << line;
+    EXPECT_EQ(line.compare(said, 18, "malloc: tcmalloc (") == 0, tcmalloc)
+        << line << " (the build chose " << ES_ALLOCATOR_IN_USE << ")";
+    if (tcmalloc && our_bound) {
+      EXPECT_NE(line.find("thread caches " + std::to_string(es::kThreadCacheBytes >> 10) + " KiB)"), std::string::npos)
+          << line;
+    }
+  }
 }
 
 // ---- resume ------------------------------------------------------------------
