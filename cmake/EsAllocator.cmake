@@ -11,8 +11,9 @@
 # that glibc most likely hands back to the kernel and faults in again.
 # With tcmalloc the router spent about half the CPU per 64-row request of
 # the demo ensemble, and 9-22% less at batch 1 with many member calls or
-# calls in flight (benchmarks/RESULTS.md, "Overhead"); ensemble-train's
-# steps took about 9% less time (docs/architecture.md, "The allocator").
+# calls in flight (benchmarks/RESULTS.md, "Overhead"); each ensemble-train
+# rank held about 120 MB less at its peak, its steps no slower
+# (docs/architecture.md, "The allocator").
 # Linked, not preloaded, so that a package, a container and a test all run
 # the allocator that was measured; the binaries log which one is in use
 # (common/allocator.h).

@@ -2,12 +2,13 @@
 //
 // AllocatorInUse(): "tcmalloc (gperftools 2.10; thread caches 4096 KiB)"
 // (the bound ConfigureAllocator sets, below) when gperftools' tcmalloc
-// has taken malloc's place (the build links it into the router and the model
-// hosts: cmake/EsAllocator.cmake), "glibc malloc 2.36" for the C library's
-// (with its version), else "malloc of FILE" naming the object whose malloc
-// runs (a preloaded libjemalloc.so.2, a sanitizer build's own executable).
-// Asked of the running process, not of the build: a binary built for
-// tcmalloc but run where the library's malloc did not take over says so.
+// has taken malloc's place (the build links it into the router, the model
+// hosts and ensemble-train: cmake/EsAllocator.cmake), "glibc malloc 2.36"
+// for the C library's (with its version), else "malloc of FILE" naming the
+// object whose malloc runs (a preloaded libjemalloc.so.2, a sanitizer
+// build's own executable). Asked of the running process, not of the build:
+// a binary built for tcmalloc but run where the library's malloc did not
+// take over says so.
 // Safe from any thread.
 //
 // ConfigureAllocator(): under tcmalloc, bounds the memory its per-thread

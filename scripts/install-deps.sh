@@ -30,7 +30,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev zlib1g-dev
-  libgoogle-perftools-dev                         # tcmalloc for the router and the hosts (cmake/EsAllocator.cmake)
+  libgoogle-perftools-dev                         # tcmalloc for the router, the hosts and the trainer (cmake/EsAllocator.cmake)
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist prometheus
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch python3-yaml

@@ -21,8 +21,9 @@
 // or mallopt refuses. The price: a process keeps up to the trim threshold
 // of freed memory per malloc arena (one per thread that allocates, at most
 // eight per core) on top of what it uses. Under tcmalloc (the model host's
-// and the trainer's malloc where the build links it: common/allocator.h) mallopt does nothing
-// and says it succeeded, and tcmalloc keeps freed memory of its own accord.
+// and the trainer's malloc where the build links it: common/allocator.h)
+// mallopt does nothing and says it succeeded, and tcmalloc keeps freed
+// memory of its own accord.
 #pragma once
 
 #include <cstddef>

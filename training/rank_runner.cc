@@ -1,17 +1,18 @@
 #include "training/rank_runner.h"
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <sched.h>
-#include <spdlog/spdlog.h>
-#include <torch/torch.h>
 #include <unistd.h>
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "common/allocator.h"
 #include "common/steady_clock.h"

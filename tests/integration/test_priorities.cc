@@ -147,7 +147,7 @@ class QueueOrderTest : public SharedServerSuite<QueueOrderTest> {
 // arrive within the same millisecond).
 TEST_F(QueueOrderTest, HigherPriorityRequestsQueuedLaterCompleteFirst) {
   WatchdogScope watchdog(seconds(90), "HigherPriorityRequestsQueuedLaterCompleteFirst");
-  // Ids unique to this run, as the suite's server outlives it (--gtest_repeat).
+  // Ids that no other test on the suite's server uses.
   const std::string run = std::to_string(Clock::now().time_since_epoch().count());
   AsyncCalls calls(server_->Channel());
   const size_t blocker = calls.Send("slow_prio", kBlockerWork, 2, seconds(60), "blocker-" + run);
@@ -174,11 +174,12 @@ TEST_F(QueueOrderTest, HigherPriorityRequestsQueuedLaterCompleteFirst) {
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("model 'slow_prio' version 1: batch of") != std::string::npos &&
-        line.find(run) != std::string::npos) {
+        line.find("-" + run + "'") != std::string::npos) {
       batches.push_back(line);
     }
   }
-  ASSERT_EQ(batches.size(), 4u) << "expected the blocker's batch and three more, each naming its requests:\n" << log;
+  ASSERT_EQ(batches.size(), 4u) << "expected the blocker's batch and three more, each naming its requests; found:\n"
+                                << ::testing::PrintToString(batches);
   EXPECT_NE(batches[0].find("'blocker-" + run + "'"), std::string::npos) << batches[0];
   for (int i = 0; i < 4; ++i) {
     const std::string id = "'high" + std::to_string(i) + "-" + run + "'";

@@ -130,18 +130,24 @@ class Server:
 
     def log_tail(self, n=30):
         self.log.flush()
-        return "".join(open(self.log_path).readlines()[-n:])
+        with open(self.log_path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
 
     def log_size(self):
         self.log.flush()
         return os.path.getsize(self.log_path)
 
     def log_since(self, offset, n=40):
-        """The last n lines the server logged after byte offset: what it said while an example ran."""
+        """What the server logged after byte offset (while an example ran): its warnings and errors, then its
+        last n lines (a host killed as hung is followed by the lines of its restart)."""
         self.log.flush()
-        with open(self.log_path, errors="replace") as f:
+        with open(self.log_path, "rb") as f:
             f.seek(offset)
-            return "".join(f.readlines()[-n:])
+            lines = f.read().decode("utf-8", "replace").splitlines(keepends=True)
+        if not lines:
+            return "(nothing)\n"
+        alarms = [line for line in lines[:-n] if " warning " in line or " error " in line]
+        return "".join(alarms[-n:] + (["...\n"] if len(lines) > n else []) + lines[-n:])
 
     def stop(self):
         """SIGTERM, then the exit status (SIGKILL after 30 s: status None)."""
