@@ -299,4 +299,19 @@ LogRequestScope::~LogRequestScope() {
   t_trace_id = saved_trace_id_;
 }
 
+std::string QuoteClientText(std::string_view text, size_t max_bytes) {
+  size_t n = std::min(text.size(), max_bytes);
+  // Back to the first byte of the character the cut falls in.
+  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  std::string out;
+  out.reserve(n + 2);
+  out.push_back('\'');
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    out.push_back(c < 0x20 || c == 0x7F || c == '\'' ? '?' : text[i]);
+  }
+  out.push_back('\'');
+  return out;
+}
+
 }  // namespace es

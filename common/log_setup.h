@@ -16,6 +16,7 @@
 // applies to the lines logged after it returns.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -71,6 +72,13 @@ LogSettings CurrentLogSettings();
 // host's lines included) to `path`, created 0640 when missing. An error
 // names the file and why.
 Status RedirectStandardError(const std::string& path);
+
+// Text a client chose (a request id), as a log line quotes it: in single
+// quotes, at most `max_bytes` of it (64: an id's worth), cut before a UTF-8 character rather
+// than inside one (a json line stays valid UTF-8), with quotes and control
+// characters shown as '?', so that it cannot pose as two quoted values or
+// as a line of its own.
+std::string QuoteClientText(std::string_view text, size_t max_bytes = 64);
 
 // While it lives, json lines logged on this thread name the request they
 // were logged for: "request_id" (the request's id, when it has one) and

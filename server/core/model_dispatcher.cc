@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/log_setup.h"
 #include "common/steady_clock.h"
 #include "server/hosts/submission_burst.h"
 
@@ -88,28 +89,9 @@ std::shared_ptr<const OutputSpec> MakeOutputSpec(const ModelConfig& model) {
   return spec;
 }
 
-// An id as the debug log quotes it: at most kIdBytes bytes, cut before a
-// UTF-8 character rather than inside it (a JSON log stays valid UTF-8), and
-// quotes and control characters as '?', so that an id cannot pose as two ids
-// or as a line of its own.
-std::string QuotedId(const std::string& id) {
-  constexpr size_t kIdBytes = 64;
-  size_t n = std::min(id.size(), kIdBytes);
-  while (n > 0 && n < id.size() && (static_cast<unsigned char>(id[n]) & 0xC0) == 0x80) --n;
-  std::string out;
-  out.reserve(n + 2);
-  out.push_back('\'');
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(id[i]);
-    out.push_back(c < 0x20 || c == 0x7F || c == '\'' ? '?' : id[i]);
-  }
-  out.push_back('\'');
-  return out;
-}
-
 // ", requests 'a', 'b' and 3 more": the ids clients gave the requests of a
-// batch, for the debug log; the first few only (QuotedId), as a client picks
-// them. Empty when no request of the batch has one.
+// batch, for the debug log; the first few only, each as QuoteClientText
+// quotes it. Empty when no request of the batch has one.
 template <typename Batch>
 std::string RequestIds(const Batch& batch) {
   constexpr size_t kShown = 8;
@@ -119,7 +101,7 @@ std::string RequestIds(const Batch& batch) {
     const std::string& id = q.request->id;
     if (id.empty()) continue;
     if (++named > kShown) continue;
-    ids += (named == 1 ? ", requests " : ", ") + QuotedId(id);
+    ids += (named == 1 ? ", requests " : ", ") + QuoteClientText(id);
   }
   if (named > kShown) ids += " and " + std::to_string(named - kShown) + " more";
   return ids;
@@ -334,7 +316,7 @@ ModelDispatcher::Batch ModelDispatcher::FormBatchLocked(Clock::time_point now, D
 
 void ModelDispatcher::DispatchAll(std::vector<Batch> batches, Dropped dropped) {
   for (auto& [queued, why] : dropped) {
-    spdlog::debug("{} (request '{}')", why.message(), queued.request->id);
+    spdlog::debug("{} (request {})", why.message(), QuoteClientText(queued.request->id));
     queued.done(why, {});
   }
   const auto now = Clock::now();

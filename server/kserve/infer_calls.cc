@@ -95,8 +95,8 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
   auto decoded = DecodeInferRequest(proto, *repository_, config_->limits, shm_);
   if (!decoded.ok()) {
     const LogRequestScope log_request(proto.id(), {});
-    spdlog::debug("request '{}' to model '{}' refused: {}", proto.id(), proto.model_name(),
-                  decoded.status().ToString());
+    spdlog::debug("request {} to model {} refused: {}", QuoteClientText(proto.id()),
+                  QuoteClientText(proto.model_name()), decoded.status().ToString());
     CountUndecodable(metrics, proto.model_name(), decoded.status());
     done(decoded.status());
     place->EndRun();
@@ -161,8 +161,8 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
                         request->batch_rows());
     }
     if (!outcome.ok()) {
-      spdlog::debug("request '{}' to model '{}' version {} failed after {} us: {}", request->id, request->model->name,
-                    request->version, elapsed.count() / 1000, outcome.ToString());
+      spdlog::debug("request {} to model '{}' version {} failed after {} us: {}", QuoteClientText(request->id),
+                    request->model->name, request->version, elapsed.count() / 1000, outcome.ToString());
     }
     if (request->trace == nullptr) {
       done(outcome);

@@ -211,5 +211,23 @@ TEST(LogSetupTest, AFileThatCannotBeOpenedIsNamed) {
   EXPECT_NE(s.message().find("/nonexistent-folder/server.log"), std::string::npos) << s.message();
 }
 
+// A client's text in a log line: quoted, cut to its bytes before a UTF-8
+// character, and unable to pose as two values or as a line of its own.
+TEST(LogSetupTest, ClientTextIsQuotedCutAndDefused) {
+  EXPECT_EQ(QuoteClientText("job-7"), "'job-7'");
+  EXPECT_EQ(QuoteClientText(""), "''");
+  EXPECT_EQ(QuoteClientText(std::string(100, 'a')), "'" + std::string(64, 'a') + "'");
+  EXPECT_EQ(QuoteClientText("abcdef", 3), "'abc'");
+  // "é" is two bytes (C3 A9): a cut after its first byte drops it whole.
+  EXPECT_EQ(QuoteClientText("ab\xC3\xA9", 3), "'ab'");
+  EXPECT_EQ(QuoteClientText("ab\xC3\xA9", 4), "'ab\xC3\xA9'");
+  // A four-byte character (U+1F600) cut anywhere inside it.
+  for (size_t bytes = 1; bytes <= 3; ++bytes) EXPECT_EQ(QuoteClientText("\xF0\x9F\x98\x80", bytes), "''") << bytes;
+  EXPECT_EQ(QuoteClientText("a', 'b"), "'a?, ?b'");
+  EXPECT_EQ(QuoteClientText("a\nforged error line\r\x7F"),
+            "'a?forged error line?"
+            "?'");  // (no trigraph)
+}
+
 }  // namespace
 }  // namespace es
