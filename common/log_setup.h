@@ -74,10 +74,11 @@ LogSettings CurrentLogSettings();
 Status RedirectStandardError(const std::string& path);
 
 // Text a client chose (a request id), as a log line quotes it: in single
-// quotes, at most `max_bytes` of it (64: an id's worth), cut before a UTF-8 character rather
-// than inside one (a json line stays valid UTF-8), with quotes and control
-// characters shown as '?', so that it cannot pose as two quoted values or
-// as a line of its own.
+// quotes, at most `max_bytes` of it (64: an id's worth), cut before a UTF-8
+// character rather than inside one (a json line stays valid UTF-8), with
+// quotes and control characters shown as '?', so that it cannot pose as two
+// quoted values or as a line of its own. It allocates: call it only for a
+// line that will be written (spdlog::should_log).
 std::string QuoteClientText(std::string_view text, size_t max_bytes = 64);
 
 // While it lives, json lines logged on this thread name the request they

@@ -316,7 +316,11 @@ ModelDispatcher::Batch ModelDispatcher::FormBatchLocked(Clock::time_point now, D
 
 void ModelDispatcher::DispatchAll(std::vector<Batch> batches, Dropped dropped) {
   for (auto& [queued, why] : dropped) {
-    spdlog::debug("{} (request {})", why.message(), QuoteClientText(queued.request->id));
+    // Guarded: the quoting would otherwise be done for every dropped
+    // request, past capacity too, whether the line is written or not.
+    if (spdlog::should_log(spdlog::level::debug)) {
+      spdlog::debug("{} (request {})", why.message(), QuoteClientText(queued.request->id));
+    }
     queued.done(why, {});
   }
   const auto now = Clock::now();

@@ -95,8 +95,10 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
   auto decoded = DecodeInferRequest(proto, *repository_, config_->limits, shm_);
   if (!decoded.ok()) {
     const LogRequestScope log_request(proto.id(), {});
-    spdlog::debug("request {} to model {} refused: {}", QuoteClientText(proto.id()),
-                  QuoteClientText(proto.model_name()), decoded.status().ToString());
+    if (spdlog::should_log(spdlog::level::debug)) {  // the arguments cost allocations: only when written
+      spdlog::debug("request {} to model {} refused: {}", QuoteClientText(proto.id()),
+                    QuoteClientText(proto.model_name()), decoded.status().ToString());
+    }
     CountUndecodable(metrics, proto.model_name(), decoded.status());
     done(decoded.status());
     place->EndRun();
@@ -160,7 +162,7 @@ void InferCalls::Run(const Place& place, const inference::ModelInferRequest& pro
       metrics->Finished(static_cast<int>(outcome.code()), static_cast<uint64_t>(elapsed.count()), answer,
                         request->batch_rows());
     }
-    if (!outcome.ok()) {
+    if (!outcome.ok() && spdlog::should_log(spdlog::level::debug)) {  // the arguments cost allocations
       spdlog::debug("request {} to model '{}' version {} failed after {} us: {}", QuoteClientText(request->id),
                     request->model->name, request->version, elapsed.count() / 1000, outcome.ToString());
     }
