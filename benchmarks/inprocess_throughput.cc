@@ -18,15 +18,15 @@
 #include <thread>
 #include <vector>
 
-#include "torch_utils/blas_kernels.h"
-#include "torch_utils/tensor_memory.h"
+#include "common/allocator.h"
+#include "common/command_line.h"
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
-#include "common/command_line.h"
+#include "torch_utils/blas_kernels.h"
 
 int main(int argc, char** argv) {
+  es::ConfigureAllocator();  // keeps freed tensor memory (allocator.h)
   es::UseTheCpusBlasKernels(argv);
-  es::KeepFreedTensorMemory();  // tensor_memory.h
   CLI::App app{"bench-inprocess: in-process LibTorch throughput of one model by batch size"};
   std::string repo, model;
   int threads = 2;

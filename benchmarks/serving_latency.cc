@@ -20,12 +20,12 @@
 #include <random>
 #include <vector>
 
-#include "torch_utils/blas_kernels.h"
-#include "torch_utils/tensor_memory.h"
+#include "common/allocator.h"
+#include "common/command_line.h"
 #include "config/server_config.h"
 #include "model_host/model_runner.h"
 #include "proto/grpc_service.grpc.pb.h"
-#include "common/command_line.h"
+#include "torch_utils/blas_kernels.h"
 
 namespace {
 
@@ -104,8 +104,8 @@ std::vector<double> ThroughServer(const std::string& server, const std::string& 
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::ConfigureAllocator();  // keeps freed tensor memory (allocator.h)
   es::UseTheCpusBlasKernels(argv);
-  es::KeepFreedTensorMemory();  // tensor_memory.h
   CLI::App app{"bench-serving-latency: end-to-end latency at concurrency 1 vs in-process LibTorch"};
   std::string server = "127.0.0.1:8001", repo = "build/demo_repo", model = "demo_ensemble";
   int64_t batch = 1;

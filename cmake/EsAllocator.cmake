@@ -3,7 +3,8 @@
 #   auto      tcmalloc where it is installed (libgoogle-perftools-dev), else
 #             the C library's malloc (the default)
 #   tcmalloc  gperftools' tcmalloc_minimal; a configure error without it
-#   system    the C library's malloc
+#   system    the C library's malloc (each program keeps freed blocks up to
+#             32 MiB then: common/allocator.h)
 #
 # Why: a request through the router allocates and frees dozens of small
 # blocks (gRPC's call arena, the decoded request, one completion record and

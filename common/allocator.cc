@@ -2,8 +2,11 @@
 
 #include <dlfcn.h>
 #include <gnu/libc-version.h>
+#include <malloc.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 namespace es {
 namespace {
@@ -23,6 +26,10 @@ bool TcmallocInUse() {
   void* const tc_malloc = dlsym(RTLD_DEFAULT, "tc_malloc");
   return tc_malloc != nullptr && dlsym(RTLD_DEFAULT, "malloc") == tc_malloc;
 }
+
+// Set once KeepFreedMemory's settings took: mallopt's settings cannot be
+// read back, and AllocatorInUse names them.
+std::atomic<bool> freed_memory_kept{false};
 
 }  // namespace
 
@@ -50,17 +57,39 @@ std::string AllocatorInUse() {
     const std::string name = file.substr(file.find_last_of('/') + 1);
     if (name.rfind("libc.so", 0) != 0) return "malloc of " + name;
   }
-  return std::string("glibc malloc ") + gnu_get_libc_version();
+  std::string text = std::string("glibc malloc ") + gnu_get_libc_version();
+  if (freed_memory_kept.load(std::memory_order_relaxed)) {
+    text += " (freed memory kept: mmap threshold " + std::to_string(kKeptMmapThreshold >> 20) +
+            " MiB, trim threshold " + std::to_string(kKeptTrimThreshold >> 20) + " MiB)";
+  }
+  return text;
 }
 
 void ConfigureAllocator() {
-  if (!TcmallocInUse()) return;
+  if (!TcmallocInUse()) {
+    KeepFreedMemory();
+    return;
+  }
   // NOLINTNEXTLINE(concurrency-mt-unsafe): called before the program starts threads of its own (see the header)
   if (std::getenv("TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES") != nullptr) return;
   using SetProperty = int (*)(const char*, size_t);
   if (const auto set = Lookup<SetProperty>("MallocExtension_SetNumericProperty")) {
     set("tcmalloc.max_total_thread_cache_bytes", kThreadCacheBytes);
   }
+}
+
+bool KeepFreedMemory() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): called before the program starts threads of its own (see the header)
+  if (const char* tunables = std::getenv("GLIBC_TUNABLES"); tunables && std::strstr(tunables, "malloc.")) {
+    return false;
+  }
+  // Setting either turns off glibc's adaptive thresholds, so both are set.
+  // NOLINTBEGIN(concurrency-mt-unsafe): mallopt takes malloc's own lock; called before threads of our own
+  const bool kept = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kKeptMmapThreshold)) == 1 &&
+                    mallopt(M_TRIM_THRESHOLD, static_cast<int>(kKeptTrimThreshold)) == 1;
+  // NOLINTEND(concurrency-mt-unsafe)
+  if (kept) freed_memory_kept.store(true, std::memory_order_relaxed);
+  return kept;
 }
 
 }  // namespace es

@@ -8,7 +8,6 @@
 #include "common/command_line.h"
 #include "model_host/host_process.h"
 #include "torch_utils/blas_kernels.h"
-#include "torch_utils/tensor_memory.h"
 
 int main(int argc, char** argv) {
   es::ConfigureAllocator();  // before this program starts threads of its own
@@ -33,6 +32,5 @@ int main(int argc, char** argv) {
   // BLAS call; the process may run again from the top (blas_kernels.h).
   // Its note waits for the host's logger (which may write JSON lines).
   es::UseTheCpusBlasKernels(argv, es::BlasNote::kDeferred);
-  es::KeepFreedTensorMemory();  // tensor_memory.h
   return es::RunModelHost(options);
 }

@@ -18,7 +18,6 @@
 #include "common/allocator.h"
 #include "common/command_line.h"
 #include "torch_utils/blas_kernels.h"
-#include "torch_utils/tensor_memory.h"
 #include "training/local_launcher.h"
 #include "training/process_group.h"
 #include "training/rank_runner.h"
@@ -137,7 +136,6 @@ int Run(int argc, char** argv) {
   // After the flags (a bad one is then one line), before the first BLAS
   // call; the process may run again from the top (blas_kernels.h).
   es::UseTheCpusBlasKernels(argv);
-  es::KeepFreedTensorMemory();  // tensor_memory.h
 
   es::StatusOr<es::TrainConfig> config = es::LoadTrainConfig(options.config_path);
   if (!config.ok()) {

@@ -27,11 +27,11 @@
 #include <thread>
 #include <vector>
 
-#include "torch_utils/blas_kernels.h"
-#include "torch_utils/tensor_memory.h"
+#include "common/allocator.h"
+#include "common/command_line.h"
 #include "config/server_config.h"
 #include "model_host/device_setup.h"
-#include "common/command_line.h"
+#include "torch_utils/blas_kernels.h"
 
 namespace {
 
@@ -125,8 +125,8 @@ Result MeasureBatch(Members& members, const torch::Device& device, int64_t batch
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::ConfigureAllocator();  // keeps freed tensor memory (allocator.h)
   es::UseTheCpusBlasKernels(argv);
-  es::KeepFreedTensorMemory();  // tensor_memory.h
   CLI::App app{"bench-gpu-inprocess: an ensemble's members averaged in process with LibTorch, by batch size"};
   std::string repo, ensemble_name = "demo_ensemble", device_name = "cuda:0", csv;
   std::vector<int64_t> batches{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};

@@ -14,24 +14,24 @@
 #include <torch/script.h>
 
 #include <cstdint>
-#include <iomanip>
-#include <optional>
 #include <exception>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/allocator.h"
 #include "common/command_line.h"
 #include "common/status.h"
 #include "common/steady_clock.h"
 #include "torch_utils/blas_kernels.h"
-#include "torch_utils/tensor_memory.h"
-#include "training/demo/demo_training.h"
 #include "torch_utils/model_zoo.h"
-#include "training/fashion_mnist.h"
 #include "torch_utils/served_config.h"
+#include "training/demo/demo_training.h"
+#include "training/fashion_mnist.h"
 
 namespace {
 
@@ -106,6 +106,7 @@ es::Status WriteRepository(const fs::path& out, const DemoOptions& options, cons
 }  // namespace
 
 int main(int argc, char** argv) {
+  es::ConfigureAllocator();  // keeps freed tensor memory (allocator.h); before threads of its own
   CLI::App app{"Writes the demo model repository: mlp, wide_mlp, cnn (briefly trained on Fashion-MNIST) and "
                "demo_ensemble."};
   std::string out;
@@ -132,7 +133,6 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   es::UseTheCpusBlasKernels(argv);  // it trains: the CPU's own kernels (blas_kernels.h)
-  es::KeepFreedTensorMemory();  // tensor_memory.h
 
   if (options.hosts.empty() || options.hosts.front().empty()) {
     std::cerr << "ensemble-make-demo: --hosts needs at least one host name\n";
