@@ -4,6 +4,8 @@
 // (a busy host, so a queue builds up), and answers each row with its input
 // times 10. The model: FP32 input [-1, 2] -> FP32 output [-1, 2], batched.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,7 +170,7 @@ class DispatcherTest : public ::testing::Test {
   enum class Source { kMemory, kReadAtSubmit, kReadFails };
 
   Call* Send(int64_t rows, float value, int priority = 0, Clock::time_point deadline = Clock::time_point::max(),
-             Source source = Source::kMemory) {
+             Source source = Source::kMemory, std::string id = "") {
     calls_.push_back(std::make_unique<Call>());
     Call* call = calls_.back().get();
     for (int64_t r = 0; r < rows; ++r) {
@@ -176,6 +179,7 @@ class DispatcherTest : public ::testing::Test {
     auto request = std::make_shared<InferRequest>();
     request->model = &model_;
     request->version = 1;
+    request->id = std::move(id);
     InferInput in;
     in.spec = &model_.inputs[0];
     in.datatype = DataType::kFp32;
@@ -376,6 +380,40 @@ TEST_F(DispatcherTest, HigherPriorityRequestsRunFirst) {
   }
   EXPECT_GT(by_default->order, low.back()->order);
   for (const auto& c : calls_) EXPECT_TRUE(AnsweredWithItsOwnRows(*c));
+}
+
+// The debug line of each batch names the ids of its requests, as a log line
+// quotes a client's text, the first eight and then how many more (requests
+// without an id are not counted): what an operator greps for when a request
+// went astray, without a batch of thousands writing thousands of ids.
+TEST_F(DispatcherTest, BatchDebugLineNamesTheFirstIdsQuotedAndCountsTheRest) {
+  // The process's log goes to `log` while the test runs, the default logger
+  // back in place however the test ends.
+  std::ostringstream log;
+  auto logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_level(spdlog::level::debug);
+  logger->set_pattern("%v");
+  struct Restore {
+    std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+    ~Restore() { spdlog::set_default_logger(before); }
+  } restore;
+  spdlog::set_default_logger(logger);
+  model_.max_batch_size = 16;
+  StartDispatcher();
+  OccupyTheHost();
+  Send(1, 0, 0, Clock::time_point::max(), Source::kMemory, "it's\nforged");
+  for (int i = 1; i < 12; ++i)
+    Send(1, static_cast<float>(i), 0, Clock::time_point::max(), Source::kMemory, "r" + std::to_string(i));
+  Send(1, 12);  // no id
+  host_.Open();
+  ASSERT_TRUE(WaitAll());
+  EXPECT_EQ(host_.batch_sizes(), (std::vector<int64_t>{1, 13}));
+  const std::string text = log.str();
+  EXPECT_NE(text.find("batch of 13 row(s) from 13 request(s)"), std::string::npos) << text;
+  EXPECT_NE(text.find(", requests 'it?s?forged', 'r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7' and 4 more\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("'r8'"), std::string::npos) << text;
 }
 
 // max_queue_size requests waiting: the next is refused at once, naming the
