@@ -4,7 +4,7 @@
 // (a busy host, so a queue builds up), and answers each row with its input
 // times 10. The model: FP32 input [-1, 2] -> FP32 output [-1, 2], batched.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -14,7 +14,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +28,38 @@ using std::chrono::milliseconds;
 
 constexpr int64_t kWidth = 2;  // floats per row
 constexpr float kScale = 10;   // the host answers input * kScale
+
+// The process's log, kept for a test to read: spdlog's default logger from
+// before main (before any thread of a test logs; swapping the default
+// logger while one does would race), at spdlog's default level, info.
+class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    text_.clear();
+  }
+
+ private:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    text_.append(msg.payload.data(), msg.payload.size()) += '\n';
+  }
+  void flush_() override {}
+  std::string text_;
+};
+
+CaptureSink& CapturedLog() {
+  static const auto sink = [] {
+    auto made = std::make_shared<CaptureSink>();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", made));
+    return made;
+  }();
+  return *sink;
+}
+[[maybe_unused]] const bool kLogCapturedBeforeMain = (CapturedLog(), true);
 
 // Plays the host on a HostConnection's channel, attached through its own
 // descriptor and mapping as a real host process would be.
@@ -387,17 +418,11 @@ TEST_F(DispatcherTest, HigherPriorityRequestsRunFirst) {
 // without an id are not counted): what an operator greps for when a request
 // went astray, without a batch of thousands writing thousands of ids.
 TEST_F(DispatcherTest, BatchDebugLineNamesTheFirstIdsQuotedAndCountsTheRest) {
-  // The process's log goes to `log` while the test runs, the default logger
-  // back in place however the test ends.
-  std::ostringstream log;
-  auto logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
-  logger->set_level(spdlog::level::debug);
-  logger->set_pattern("%v");
+  CapturedLog().Clear();
+  spdlog::default_logger()->set_level(spdlog::level::debug);  // the logger's level is atomic
   struct Restore {
-    std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
-    ~Restore() { spdlog::set_default_logger(before); }
+    ~Restore() { spdlog::default_logger()->set_level(spdlog::level::info); }
   } restore;
-  spdlog::set_default_logger(logger);
   model_.max_batch_size = 16;
   StartDispatcher();
   OccupyTheHost();
@@ -408,7 +433,7 @@ TEST_F(DispatcherTest, BatchDebugLineNamesTheFirstIdsQuotedAndCountsTheRest) {
   host_.Open();
   ASSERT_TRUE(WaitAll());
   EXPECT_EQ(host_.batch_sizes(), (std::vector<int64_t>{1, 13}));
-  const std::string text = log.str();
+  const std::string text = CapturedLog().Text();
   EXPECT_NE(text.find("batch of 13 row(s) from 13 request(s)"), std::string::npos) << text;
   EXPECT_NE(text.find(", requests 'it?s?forged', 'r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7' and 4 more\n"),
             std::string::npos)
