@@ -1,5 +1,7 @@
 #include "server/hosts/completion_check.h"
 
+#include <algorithm>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -25,6 +27,21 @@ Status CheckDeclaredShape(const ipc::TensorDesc& t, const std::vector<int64_t>& 
   return Status::Ok();
 }
 
+// The bytes of the shape with each zero dim taken as one, or nullopt on
+// overflow. An empty tensor ([2^62, 0]: no bytes) still says how many rows
+// it has, and the router builds from that (a row of uncertainty outputs per
+// rows of the combined answer, a loop per row of a packed member's split),
+// so its other dims must fit the output region too.
+std::optional<uint64_t> ExtentBytes(const ipc::TensorDesc& t, uint64_t item_size) {
+  uint64_t bytes = item_size;
+  for (size_t d = 0; d < t.ndim; ++d) {
+    const auto next = CheckedMul(bytes, std::max<uint64_t>(static_cast<uint64_t>(t.dims[d]), 1));
+    if (!next) return std::nullopt;
+    bytes = *next;
+  }
+  return bytes;
+}
+
 Status CheckOutput(const ipc::TensorDesc& t, size_t index, DataType declared, const Reservation& r) {
   const std::string where = "output " + std::to_string(index) + ": ";
   if (t.datatype != static_cast<uint32_t>(declared)) {
@@ -37,6 +54,13 @@ Status CheckOutput(const ipc::TensorDesc& t, size_t index, DataType declared, co
   if (!bytes) return Invalid(where + "a negative dimension, or a shape whose size overflows");
   if (*bytes != t.bytes) {
     return Invalid(where + std::to_string(t.bytes) + " bytes for a shape of " + std::to_string(*bytes));
+  }
+  // Dims are not negative here (TensorBytes refused them).
+  if (const auto extent = ExtentBytes(t, DataTypeSize(declared)); !extent || *extent > r.output_capacity) {
+    return Invalid(where +
+                   "a shape whose dims, its zero dims taken as 1, describe more than the request's output "
+                   "region holds (" +
+                   std::to_string(r.output_capacity) + " bytes)");
   }
   if (!RangeInside(t.offset, t.bytes, r.output_offset, r.output_capacity)) {
     return Invalid(where + "[" + std::to_string(t.offset) + ", +" + std::to_string(t.bytes) +

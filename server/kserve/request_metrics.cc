@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <vector>
 
+#include "common/checked_math.h"
 #include "common/status.h"
 #include "server/metrics/metrics_families.h"
 
@@ -36,9 +39,10 @@ void ModelMetrics::ObserveAnswer(const InferOutput& probabilities) {
   if (!ensemble_ || probabilities.datatype != DataType::kFp32 || probabilities.shape.size() < 2) return;
   const int64_t rows = probabilities.shape[0];
   const int64_t classes = probabilities.shape.back();
-  if (rows <= 0 || classes <= 0 || probabilities.data.size() != static_cast<size_t>(rows * classes) * sizeof(float)) {
-    return;
-  }
+  // The sizes come from an answer's shape: multiplied without a wrap.
+  const auto bytes =
+      rows > 0 && classes > 0 ? TensorBytes(std::vector<int64_t>{rows, classes}, sizeof(float)) : std::nullopt;
+  if (!bytes || probabilities.data.size() != *bytes) return;
   // Bytes in the output are not aligned for float: read each one.
   for (int64_t r = 0; r < rows; ++r) {
     double h = 0;

@@ -94,6 +94,31 @@ TEST(CompletionCheckTest, BytesMustBeExactlyTheShapesSize) {
   ExpectRejected(c, "negative");
 }
 
+// An empty output (no bytes) whose other dims are huge is refused: the
+// router sizes what it builds from an output's rows (an ensemble's
+// uncertainty outputs, a packed member's split), and [2^62 + 1, 0] rows
+// would overrun its buffers or loop for ever. Empty outputs whose dims fit
+// the region still pass.
+TEST(CompletionCheckTest, EmptyOutputsMustHaveDimsTheRegionCouldHold) {
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
+           {(int64_t{1} << 62) + 1, 0}, {0, int64_t{1} << 40}, {257, 0}, {3, int64_t{1} << 62, 0}}) {
+    ipc::CompletionDesc c = Honest();
+    c.outputs[0].dims[0] = dims[0];
+    c.outputs[0].dims[1] = dims[1];
+    if (dims.size() == 3) {
+      c.outputs[0].ndim = 3;
+      c.outputs[0].dims[2] = dims[2];
+    }
+    c.outputs[0].bytes = 0;
+    ExpectRejected(c, "zero dims taken as 1");
+  }
+  ipc::CompletionDesc fits = Honest();
+  fits.outputs[0].dims[0] = 256;  // 256 rows of 4 bytes: the region's 1024
+  fits.outputs[0].dims[1] = 0;
+  fits.outputs[0].bytes = 0;
+  EXPECT_TRUE(CheckCompletion(fits, OneFp32Output()).ok());
+}
+
 TEST(CompletionCheckTest, DatatypeRankAndCountMustBeTheDeclaredOnes) {
   ipc::CompletionDesc c = Honest();
   c.outputs[0].datatype = static_cast<uint32_t>(DataType::kFp64);
