@@ -7,6 +7,7 @@
 #include "common/base64.h"
 #include "server/http/http_infer_codec.h"
 #include "server/http/http_proto_json.h"
+#include "server/kserve/client_json.h"
 
 namespace es {
 namespace {
@@ -72,13 +73,9 @@ std::optional<std::vector<std::string>> Segments(const std::string& target) {
 // The body as a JSON object; an empty body is an empty object.
 StatusOr<json> JsonBody(const HttpRequest& request) {
   if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
-  try {
-    json body = json::parse(request.body);
-    if (!body.is_object()) return Status::InvalidArgument("the request body must be a JSON object");
-    return body;
-  } catch (const json::exception& e) {
-    return Status::InvalidArgument(std::string("the request body is not valid JSON: ") + e.what());
-  }
+  ES_ASSIGN_OR_RETURN(json body, ParseClientJson(request.body, "the request body"));
+  if (!body.is_object()) return Status::InvalidArgument("the request body must be a JSON object");
+  return body;
 }
 
 // Triton's {"parameters": {...}} of load/unload as the proto's map; a

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "server/kserve/client_json.h"
 
 namespace es {
 namespace {
@@ -195,8 +196,8 @@ Status Platform(const std::string& key, const std::string& value, json* out) {
 
 StatusOr<std::string> TritonConfigToYaml(const std::string& json_text, const std::string& model,
                                          const ServerConfig& server) {
-  const json in = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (in.is_discarded() || !in.is_object()) {
+  ES_ASSIGN_OR_RETURN(const json in, ParseClientJson(json_text, "load parameter 'config'"));
+  if (!in.is_object()) {
     return Status::InvalidArgument("load parameter 'config': not a JSON object (a model config in Triton's JSON form)");
   }
   json out = json::object();

@@ -393,6 +393,10 @@ TEST_F(HttpRoutesTest, LoggingReadsAndChangesTheSettingsWithTritonsJsonTypes) {
            {R"({"log_file":"/tmp/elsewhere.log"})", "'log_file' is set when the server starts"},
            {R"({"log_colour":true})", "unknown log setting 'log_colour'"},
            {R"([1, 2])", "must be a JSON object"},
+           // A value nested 100,000 deep, which an error message would
+           // have printed by recursion (a stack overflow: the router gone).
+           {R"({"log_verbose_level":)" + std::string(100000, '[') + std::string(100000, ']') + "}",
+            "the request body nests arrays and objects deeper than 64 levels"},
            {R"({"log_info":)", ""}}) {
     r = Call("POST", "/v2/logging", body, kTestAdminToken);
     EXPECT_EQ(r.status, 400) << body;

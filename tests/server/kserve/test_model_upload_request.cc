@@ -102,6 +102,15 @@ TEST(TritonConfigToYamlTest, RefusalsNameTheField) {
     EXPECT_EQ(s.code(), c.code) << c.config << ": " << s.ToString();
     EXPECT_NE(s.message().find(c.needle), std::string::npos) << c.config << ": " << s.message();
   }
+  // Nested past the bound, in a field that would be walked by recursion
+  // (a field Triton has and we do not must hold its default): refused, not
+  // a stack overflow.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const Status nested =
+      TritonConfigToYaml(R"({"platform": "pytorch_libtorch", "model_warmup": )" + deep + "}", "m", TwoCpuOneGpuServer())
+          .status();
+  EXPECT_EQ(nested.message(), "load parameter 'config' nests arrays and objects deeper than 64 levels")
+      << nested.ToString();
   // No GPU host: a KIND_GPU group has nowhere to run.
   ServerConfig cpu_only = TwoCpuOneGpuServer();
   cpu_only.hosts.pop_back();
