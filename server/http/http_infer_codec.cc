@@ -328,6 +328,10 @@ Status DecodeHttpInferRequest(std::string_view body, std::optional<uint64_t> hea
     return Status::InvalidArgument("the request's JSON is nested deeper than " + std::to_string(kMaxNesting) +
                                    " levels");
   }
+  if (sax.too_many_values()) {
+    return Status::InvalidArgument("the request's JSON holds more than " + std::to_string(kMaxDomValues) +
+                                   " values outside the inputs' \"data\"");
+  }
   if (!request.is_object()) {
     return Status::InvalidArgument(std::string("the request is ") + JsonKind(request) + ", expected a JSON object");
   }

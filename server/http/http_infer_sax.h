@@ -34,6 +34,17 @@ using json = nlohmann::ordered_json;
 // Deeper nesting than any tensor has; bounds the recursion on hostile input.
 constexpr int kMaxNesting = 64;
 
+// What a request's JSON may cost beyond its bytes. Every value outside
+// "data" is a node of nlohmann's DOM (an empty object a map of its own, an
+// input an InputData of about 230 bytes), some 30-80 bytes for each 3 of the
+// body's ("{},"): a 8 MiB body of empty inputs took 1 GiB. No request needs
+// more than a few hundred such values (names, shapes, parameters: "data"'s
+// elements are not among them). Elements of a "data" that came before its
+// "datatype" are held, 16 bytes each, until it is known (tritonclient sends
+// the datatype first); past kMaxHeldElements the client is asked to.
+constexpr size_t kMaxDomValues = size_t{1} << 16;
+constexpr size_t kMaxHeldElements = size_t{1} << 20;
+
 // The JSON value of one element, for messages (never longer than a line).
 inline std::string Shown(const json& v) {
   // Only flat arrays are dumped (a shape): dump() recurses once per level.
@@ -220,12 +231,12 @@ class InferBodySax {
 
   bool null() {
     if (InData()) return DataOther("null", "null");
-    BeginValue();
+    if (!BeginValue()) return false;
     return dom_.null();
   }
   bool boolean(bool v) {
     if (InData()) return DataElement({Element::Kind::kBool, {.b = v}});
-    BeginValue();
+    if (!BeginValue()) return false;
     return dom_.boolean(v);
   }
   bool number_integer(int64_t v) {
@@ -234,7 +245,7 @@ class InferBodySax {
       e.i = v;
       return DataElement(e);
     }
-    BeginValue();
+    if (!BeginValue()) return false;
     return dom_.number_integer(v);
   }
   bool number_unsigned(uint64_t v) {
@@ -243,7 +254,7 @@ class InferBodySax {
       e.u = v;
       return DataElement(e);
     }
-    BeginValue();
+    if (!BeginValue()) return false;
     return dom_.number_unsigned(v);
   }
   bool number_float(double v, const std::string& text) {
@@ -252,18 +263,18 @@ class InferBodySax {
       e.d = v;
       return DataElement(e);
     }
-    BeginValue();
+    if (!BeginValue()) return false;
     return dom_.number_float(v, text);
   }
   bool string(std::string& v) {
     if (InData()) return DataOther("a string", Shown(json(v)));
-    BeginValue();
+    if (!BeginValue()) return false;
     if (depth_ == 3 && in_input_object_ && input_key_ == "datatype") Current().datatype = v;
     return dom_.string(v);
   }
   bool binary(json::binary_t& v) {
     if (InData()) return DataOther("binary", "binary");
-    BeginValue();
+    if (!BeginValue()) return false;
     return dom_.binary(v);
   }
   bool start_object(size_t n) {
@@ -276,7 +287,7 @@ class InferBodySax {
       return true;
     }
     if (depth_ >= kMaxNesting) return TooDeep();
-    BeginValue();
+    if (!BeginValue()) return false;
     ++depth_;
     if (depth_ == 3 && in_inputs_) {
       in_input_object_ = true;
@@ -307,11 +318,12 @@ class InferBodySax {
       return true;
     }
     if (depth_ >= kMaxNesting) return TooDeep();
-    BeginValue();
+    if (!BeginValue()) return false;
     ++depth_;
-    if (depth_ == 2 && root_key_ == "inputs") {
+    if (depth_ == 2 && root_key_ == "inputs") {  // a second "inputs" replaces the first, in the DOM too
       in_inputs_ = true;
       inputs_.clear();
+      input_index_ = -1;
     }
     return dom_.start_array(n);
   }
@@ -343,6 +355,8 @@ class InferBodySax {
   // The parse stopped at a structure nested deeper than kMaxNesting outside
   // "data" (the DOM, its copies and its dumps recurse once per level).
   bool too_deep() const { return too_deep_; }
+  // The parse stopped at more than kMaxDomValues values outside "data".
+  bool too_many_values() const { return too_many_values_; }
 
  private:
   bool TooDeep() {
@@ -350,18 +364,27 @@ class InferBodySax {
     return false;  // ends the parse
   }
   bool too_deep_ = false;
+  bool too_many_values_ = false;
 
   bool InData() const { return pending_ || data_depth_ > 0 || skip_ > 0; }
 
   InputData& Current() { return inputs_[static_cast<size_t>(input_index_)]; }
 
-  // A value starts outside any "data": count the inputs.
-  void BeginValue() {
+  // A value starts outside any "data": count it, and the inputs; false (the
+  // parse ends) past kMaxDomValues.
+  bool BeginValue() {
+    if (++dom_values_ > kMaxDomValues) {
+      too_many_values_ = true;
+      return false;
+    }
     if (depth_ == 2 && in_inputs_) {
       ++input_index_;
       inputs_.resize(static_cast<size_t>(input_index_) + 1);
     }
+    return true;
   }
+  size_t dom_values_ = 0;
+  size_t held_ = 0;  // elements held, every input's
 
   bool BeginData() {
     InputData& in = Current();
@@ -392,6 +415,9 @@ class InferBodySax {
     if (!current_.failed()) {
       if (current_.direct) {
         if (Status s = writer_->Add(e, current_.count); !s.ok()) current_.error = s.message();
+      } else if (++held_ > kMaxHeldElements) {
+        current_.error = "\"data\" came before \"datatype\", and the request holds more than " +
+                         std::to_string(kMaxHeldElements) + " such elements: send \"datatype\" first";
       } else {
         current_.held.push_back(e);
       }

@@ -176,6 +176,44 @@ TEST(HttpInferCodecTest, KeyOrderDoesNotMatter) {
   // Inputs that are not objects keep their place in the count.
   ExpectError(Decode(R"({"inputs":[1,{"name":"b","datatype":"INT32","shape":[1],"data":[2]}]})"),
               "input 0: is an integer, expected an object");
+  // A second "inputs" replaces the first, and each of its inputs keeps its
+  // own data: b has none (it came with a's, the first "inputs" counted in).
+  ExpectError(Decode(R"({"inputs":[{"name":"z"}],"inputs":[{"name":"a","datatype":"INT32","shape":[1],"data":[9]},)"
+                     R"({"name":"b","datatype":"INT32","shape":[1]}]})"),
+              "input 'b'");
+  const Decoded replaced = Decode(R"({"inputs":[{"name":"z"}],"inputs":[{"name":"a","datatype":"INT32","shape":[1],)"
+                                  R"("data":[9]}]})");
+  ASSERT_TRUE(replaced.status.ok()) << replaced.status.ToString();
+  ASSERT_EQ(replaced.proto.inputs_size(), 1);
+  EXPECT_EQ(replaced.proto.inputs(0).name(), "a");
+  EXPECT_EQ(replaced.proto.raw_input_contents(0), Bytes<int32_t>({9}));
+}
+
+// What a request's JSON may cost beyond its bytes is bounded: values
+// outside "data" (each a node of the parsed document; an empty input also
+// an entry of its own) and the elements of a "data" that came before its
+// "datatype" (held until it is known). Within the bounds such requests
+// decode as before.
+TEST(HttpInferCodecTest, ValuesOutsideDataAndHeldElementsAreBounded) {
+  std::string empties = R"({"inputs":[)";
+  for (int i = 0; i < 70000; ++i) empties += i == 0 ? "{}" : ",{}";
+  ExpectError(Decode(empties + "]}"), "the request's JSON holds more than 65536 values outside the inputs' \"data\"");
+  std::string elsewhere = R"({"parameters":{"x":[)";
+  for (int i = 0; i < 70000; ++i) elsewhere += i == 0 ? "0" : ",0";
+  ExpectError(Decode(elsewhere + R"(]},"inputs":[]})"), "holds more than 65536 values");
+
+  const auto late_data = [](size_t elements) {
+    std::string data = "[";
+    for (size_t i = 0; i < elements; ++i) data += i == 0 ? "1" : ",1";
+    return R"({"inputs":[{"name":"x","data":)" + data + R"(],"datatype":"UINT8","shape":[)" + std::to_string(elements) +
+           "]}]}";
+  };
+  const Decoded held = Decode(late_data(size_t{1} << 20));
+  ASSERT_TRUE(held.status.ok()) << held.status.ToString();
+  EXPECT_EQ(held.proto.raw_input_contents(0).size(), size_t{1} << 20);
+  ExpectError(Decode(late_data((size_t{1} << 20) + 1)),
+              "input 'x': \"data\" came before \"datatype\", and the request holds more than 1048576 such "
+              "elements: send \"datatype\" first");
 }
 
 TEST(HttpInferCodecTest, BinaryTensorsFollowTheJsonInInputOrder) {
