@@ -300,9 +300,7 @@ LogRequestScope::~LogRequestScope() {
 }
 
 std::string QuoteClientText(std::string_view text, size_t max_bytes) {
-  size_t n = std::min(text.size(), max_bytes);
-  // Back to the first byte of the character the cut falls in.
-  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  const size_t n = Utf8Prefix(text, max_bytes);
   std::string out;
   out.reserve(n + 2);
   out.push_back('\'');

@@ -1,5 +1,6 @@
 #include "common/status.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -26,6 +27,18 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
   }
   return "UNKNOWN";
+}
+
+size_t Utf8Prefix(std::string_view text, size_t max_bytes) {
+  size_t n = std::min(text.size(), max_bytes);
+  // Back to the first byte of the character the cut falls in.
+  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+std::string ShownClientText(std::string_view text) {
+  if (text.size() <= kMaxShownBytes) return std::string(text);
+  return std::string(text.substr(0, Utf8Prefix(text, kMaxShownBytes))) + "...";
 }
 
 std::string Status::ToString() const {

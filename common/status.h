@@ -9,8 +9,10 @@
 // Thread safety: values; safe to copy between threads.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -39,6 +41,20 @@ enum class StatusCode : int {
 
 // The canonical upper-case name of a code, e.g. "INVALID_ARGUMENT".
 const char* StatusCodeName(StatusCode code);
+
+// How many of text's first bytes, at most max_bytes, end on a whole UTF-8
+// character: a cut there leaves no character in halves (a JSON answer or
+// log line stays valid UTF-8 where the text was).
+size_t Utf8Prefix(std::string_view text, size_t max_bytes);
+
+// Text a client chose (a model, input, output or region name, a datatype,
+// a version), as an error message names it: as it is up to kMaxShownBytes,
+// else its first whole characters within that and "...". A gRPC request may
+// carry names as long as its message (over 100 MiB), and each error would
+// copy such a name into its message and the answer's trailer, whose size
+// clients limit far below that.
+inline constexpr size_t kMaxShownBytes = 256;
+std::string ShownClientText(std::string_view text);
 
 class [[nodiscard]] Status {
  public:

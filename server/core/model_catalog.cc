@@ -39,8 +39,8 @@ StatusOr<int64_t> ResolveVersion(const ModelCatalog& catalog, const ModelConfig&
     // Listed only for the error: every request (and member call) resolves a version.
     std::string list;
     for (int64_t v : ready) list += (list.empty() ? "" : ", ") + std::to_string(v);
-    return Status::NotFound("model '" + model.name + "' has no served version '" + requested + "' (served: " + list +
-                            ")");
+    return Status::NotFound("model '" + model.name + "' has no served version '" + ShownClientText(requested) +
+                            "' (served: " + list + ")");
   }
   return version;
 }

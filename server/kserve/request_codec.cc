@@ -17,12 +17,15 @@ namespace {
 using inference::InferTensorContents;
 using inference::ModelInferRequest;
 
+// A shape for a message: its first dims only, as a client may send millions.
 std::string ShapeString(const std::vector<int64_t>& shape) {
+  constexpr size_t kShownDims = 16;
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < std::min(shape.size(), kShownDims); ++i) {
     if (i) s.push_back(',');
     s += std::to_string(shape[i]);
   }
+  if (shape.size() > kShownDims) s += ",... (" + std::to_string(shape.size()) + " dims)";
   s.push_back(']');
   return s;
 }
@@ -275,7 +278,8 @@ Status CheckRequestedOutputs(const ModelInferRequest& proto, const SharedMemoryR
   std::set<std::string> requested;
   for (const auto& out : proto.outputs()) {
     if (!known.count(out.name())) {
-      return Status::InvalidArgument("model '" + model.name + "' has no output named '" + out.name() + "'");
+      return Status::InvalidArgument("model '" + model.name + "' has no output named '" + ShownClientText(out.name()) +
+                                     "'");
     }
     // Each answer output is moved out once; a second request for it would
     // find an empty tensor (and KServe gives it no meaning).
@@ -284,7 +288,7 @@ Status CheckRequestedOutputs(const ModelInferRequest& proto, const SharedMemoryR
                                      "' requested more than once");
     }
     request->requested_outputs.push_back(out.name());
-    const std::string where = "model '" + model.name + "' output '" + out.name() + "': ";
+    const std::string where = "model '" + model.name + "' output '" + ShownClientText(out.name()) + "': ";
     ES_ASSIGN_OR_RETURN(ShmParams params, ParseShmParams(out, where));
     if (!params.used) continue;
     if (shm == nullptr) {
@@ -343,7 +347,9 @@ class InputsDecoder {
     int tensor;    // in proto.inputs()
   };
 
-  std::string Where(const std::string& input) const { return "model '" + model_.name + "' input '" + input + "': "; }
+  std::string Where(const std::string& input) const {
+    return "model '" + model_.name + "' input '" + ShownClientText(input) + "': ";
+  }
 
   // Triton's rule: raw_input_contents holds the inputs that are not in
   // shared memory, in the order of `inputs`; a shared-memory input takes no
@@ -377,15 +383,16 @@ class InputsDecoder {
     size_t index = 0;
     while (index < model_.inputs.size() && model_.inputs[index].name != in.name()) ++index;
     if (index == model_.inputs.size()) {
-      return Status::InvalidArgument("model '" + model_.name + "' has no input named '" + in.name() + "'");
+      return Status::InvalidArgument("model '" + model_.name + "' has no input named '" + ShownClientText(in.name()) +
+                                     "'");
     }
     if (seen_[index]) return Status::InvalidArgument(where + "given more than once");
     seen_[index] = true;
     const TensorSpec& spec = model_.inputs[index];
     const auto type = ParseDataType(in.datatype());
     if (!type || *type != spec.datatype) {
-      return Status::InvalidArgument(where + "datatype '" + in.datatype() + "' does not match the expected " +
-                                     DataTypeName(spec.datatype));
+      return Status::InvalidArgument(where + "datatype '" + ShownClientText(in.datatype()) +
+                                     "' does not match the expected " + DataTypeName(spec.datatype));
     }
     InferInput& input = request_->inputs[index];
     input.spec = &spec;
@@ -501,7 +508,7 @@ class InputsDecoder {
 StatusOr<std::shared_ptr<InferRequest>> DecodeInferRequest(const ModelInferRequest& proto, const ModelCatalog& catalog,
                                                            const Limits& limits, const SharedMemoryRegistry* shm) {
   const ModelConfig* model = catalog.Find(proto.model_name());
-  if (model == nullptr) return Status::NotFound("unknown model '" + proto.model_name() + "'");
+  if (model == nullptr) return Status::NotFound("unknown model '" + ShownClientText(proto.model_name()) + "'");
   auto request = std::make_shared<InferRequest>();
   request->model = model;
   request->id = proto.id();

@@ -40,9 +40,11 @@ namespace {
 
 constexpr size_t kMaxNameBytes = 256;
 
+// A name or key as a message shows it (a lookup's name has not been
+// checked against kMaxNameBytes: ShownClientText cuts it).
 std::string Quoted(const std::string& s) {
   std::string out = "'";
-  out += s;
+  out += ShownClientText(s);
   out.push_back('\'');
   return out;
 }

@@ -54,5 +54,19 @@ TEST(StatusOrTest, AssignOrReturnPassesErrorsUpAndValuesOn) {
   EXPECT_EQ(out, 7);
 }
 
+// A client's name in an error message: whole up to kMaxShownBytes, else cut
+// before a UTF-8 character within that, with "..." to say so.
+TEST(ShownClientTextTest, LongTextIsCutOnACharacterAndSaysSo) {
+  EXPECT_EQ(ShownClientText("mlp"), "mlp");
+  EXPECT_EQ(ShownClientText(std::string(kMaxShownBytes, 'a')), std::string(kMaxShownBytes, 'a'));
+  EXPECT_EQ(ShownClientText(std::string(1 << 20, 'a')), std::string(kMaxShownBytes, 'a') + "...");
+  // "\xC3\xA9" (é) across the cut: it goes whole or not at all.
+  const std::string across = std::string(kMaxShownBytes - 1, 'a') + "\xC3\xA9" + "b";
+  EXPECT_EQ(ShownClientText(across), std::string(kMaxShownBytes - 1, 'a') + "...");
+  EXPECT_EQ(Utf8Prefix("ab\xC3\xA9", 3), 2U);
+  EXPECT_EQ(Utf8Prefix("ab\xC3\xA9", 4), 4U);
+  EXPECT_EQ(Utf8Prefix("ab", 10), 2U);
+}
+
 }  // namespace
 }  // namespace es

@@ -123,6 +123,34 @@ TEST_F(RequestCodecTest, BadInputsAreInvalidArgument) {
   ExpectError(two, StatusCode::kInvalidArgument, "expects 1 input");
 }
 
+// Names and shapes a client sent appear in errors cut short: a request may
+// carry a name as long as its message, which every error would copy into
+// its message and the answer's trailer.
+TEST_F(RequestCodecTest, ErrorsShowLongNamesAndShapesCutShort) {
+  const std::string long_name(1 << 20, 'n');
+  const auto expect_short = [&](const inference::ModelInferRequest& r, const std::string& needle) {
+    auto decoded = DecodeInferRequest(r, config_);
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_LT(decoded.status().message().size(), 512U) << decoded.status().message().substr(0, 600);
+    EXPECT_NE(decoded.status().message().find(needle), std::string::npos) << decoded.status().message();
+  };
+  expect_short(Request(long_name, {1, 2, 3}, 6), "unknown model '" + std::string(kMaxShownBytes, 'n') + "...'");
+  auto input = Request("mlp", {1, 2, 3}, 6);
+  input.mutable_inputs(0)->set_name(long_name);
+  expect_short(input, "has no input named 'nnn");
+  auto datatype = Request("mlp", {1, 2, 3}, 6);
+  datatype.mutable_inputs(0)->set_datatype(long_name);
+  expect_short(datatype, "datatype 'nnn");
+  auto output = Request("mlp", {1, 2, 3}, 6);
+  output.add_outputs()->set_name(long_name);
+  expect_short(output, "has no output named 'nnn");
+  auto version = Request("mlp", {1, 2, 3}, 6);
+  version.set_model_version(long_name);
+  expect_short(version, "has no served version 'nnn");
+  std::vector<int64_t> many_dims(100000, 1);
+  expect_short(Request("mlp", many_dims, 6), "shape [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,... (100000 dims)]");
+}
+
 TEST_F(RequestCodecTest, OversizedRequestIsResourceExhausted) {
   config_.limits.max_request_bytes = 100;
   ExpectError(Request("mlp", {8, 2, 3}, 48), StatusCode::kResourceExhausted, "192 bytes exceeds the limit of 100");
