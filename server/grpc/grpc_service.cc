@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "server/grpc/grpc_stream.h"
+#include "server/grpc/infer_request_wire.h"
 
 namespace es {
 
@@ -24,7 +25,18 @@ namespace {
 // reads its answers.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit InferReactor(InferCalls::Place place) : place_(std::move(place)) {}
+  InferReactor(InferCalls::Place place, grpc::ByteBuffer* answer) : place_(std::move(place)), answer_(answer) {}
+  // The call's messages: held here, as gRPC holds a typed call's, until OnDone.
+  inference::ModelInferRequest& request() { return request_; }
+  inference::ModelInferResponse* response() { return &response_; }
+  // Ends the call: the response as gRPC's bytes when `status` is OK.
+  void Answer(const Status& status) {
+    if (!status.ok()) return Finish(ToGrpcStatus(status));
+    bool own_buffer = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(response_, answer_, &own_buffer);
+    Finish(serialized);
+  }
   void OnCancel() override { cancelled_->store(true); }
   void OnDone() override { delete this; }  // gives the place back
   // Both reactions above are trivial (an atomic store; two atomic decrements
@@ -42,6 +54,9 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 
  private:
   InferCalls::Place place_;
+  grpc::ByteBuffer* const answer_;  // gRPC's, valid until OnDone
+  inference::ModelInferRequest request_;
+  inference::ModelInferResponse response_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
@@ -133,24 +148,26 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
   return Reply(ctx, ToGrpcStatus(answers_->AnswerModelConfig(*req, resp)));
 }
 
-grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* ctx,
-                                                    const inference::ModelInferRequest* req,
-                                                    inference::ModelInferResponse* resp) {
+grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                    grpc::ByteBuffer* resp) {
   if (Status s = Authorize(*ctx, *auth_, Access::kInfer); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
-  StatusOr<InferCalls::Place> place = calls_->Admit(req->model_name());
+  inference::ModelInferRequest request;
+  if (Status s = ParseInferRequest(*req, &request); !s.ok()) return Reply(ctx, ToGrpcStatus(s));
+  StatusOr<InferCalls::Place> place = calls_->Admit(request.model_name());
   if (!place.ok()) return Reply(ctx, ToGrpcStatus(place.status()));
-  auto* reactor = new InferReactor(*place);
+  auto* reactor = new InferReactor(*place, resp);
+  reactor->request().Swap(&request);
   InferCalls::CallContext context;
   context.deadline = SteadyDeadline(*ctx);
   context.cancelled = reactor->Cancelled();
   context.header = MetadataLookup(ctx);
-  calls_->Run(*place, *req, resp, std::move(context),
-              [reactor](const Status& status) { reactor->Finish(ToGrpcStatus(status)); });
+  calls_->Run(*place, reactor->request(), reactor->response(), std::move(context),
+              [reactor](const Status& status) { reactor->Answer(status); });
   return reactor;
 }
 
-grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-KServeService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KServeService::ModelStreamInfer(
+    grpc::CallbackServerContext* ctx) {
   // Checked once, at stream start: every request on the stream is an infer call.
   if (Status s = Authorize(*ctx, *auth_, Access::kInfer); !s.ok()) return RejectStream(ToGrpcStatus(s));
   return StartStreamInfer(ctx, calls_);

@@ -47,7 +47,25 @@ std::function<std::string(const std::string&)> MetadataLookup(const grpc::Callba
 // The call's `authorization` metadata checked against `auth` for `access`.
 Status Authorize(const grpc::CallbackServerContext& ctx, const AuthPolicy& auth, Access access);
 
-class KServeService final : public inference::GRPCInferenceService::CallbackService {
+// ModelInfer and ModelStreamInfer take their requests as gRPC's bytes, which
+// ParseInferRequest (infer_request_wire.h) walks before it parses them.
+// The chain is the generated CallbackService's with those two raw.
+using KServeGrpc = inference::GRPCInferenceService;
+using KServeServiceBase = KServeGrpc::WithCallbackMethod_ServerLive<
+    KServeGrpc::WithCallbackMethod_ServerReady<KServeGrpc::WithCallbackMethod_ModelReady<
+        KServeGrpc::WithCallbackMethod_ServerMetadata<KServeGrpc::WithCallbackMethod_ModelMetadata<
+            KServeGrpc::WithRawCallbackMethod_ModelInfer<KServeGrpc::WithRawCallbackMethod_ModelStreamInfer<
+                KServeGrpc::WithCallbackMethod_ModelConfig<KServeGrpc::WithCallbackMethod_ModelStatistics<
+                    KServeGrpc::WithCallbackMethod_RepositoryIndex<KServeGrpc::WithCallbackMethod_RepositoryModelLoad<
+                        KServeGrpc::WithCallbackMethod_RepositoryModelUnload<
+                            KServeGrpc::WithCallbackMethod_SystemSharedMemoryStatus<
+                                KServeGrpc::WithCallbackMethod_SystemSharedMemoryRegister<
+                                    KServeGrpc::WithCallbackMethod_SystemSharedMemoryUnregister<
+                                        KServeGrpc::WithCallbackMethod_LogSettings<
+                                            KServeGrpc::WithCallbackMethod_TraceSetting<
+                                                KServeGrpc::Service>>>>>>>>>>>>>>>>>;
+
+class KServeService final : public KServeServiceBase {
  public:
   // `answers`: the transport-free answers (kserve/kserve_answers.h); `auth`
   // checks each call's token (see auth_policy.h for who may call what);
@@ -71,11 +89,12 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
                                           const inference::ModelMetadataRequest* req,
                                           inference::ModelMetadataResponse* resp) override;
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* req,
-                                       inference::ModelInferResponse* resp) override;
+  // A ModelInferRequest's bytes in, a ModelInferResponse's out.
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
   // Triton's bidirectional streaming (server/grpc/grpc_stream.h): many requests
   // in flight per stream, answers by request id, errors as error_message.
-  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>* ModelStreamInfer(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const inference::ModelConfigRequest* req,
                                         inference::ModelConfigResponse* resp) override;

@@ -8,6 +8,7 @@
 
 #include "common/mutex.h"
 #include "server/grpc/grpc_service.h"
+#include "server/grpc/infer_request_wire.h"
 
 namespace es {
 namespace {
@@ -109,19 +110,27 @@ class StreamReactor final : public StreamInferReactor {
 
  private:
   struct Item {
+    grpc::ByteBuffer read;  // the request's bytes, as read
     ModelInferRequest request;
     ModelStreamInferResponse answer;
-    InferCalls::Place place;  // held until the answer's write completed
+    grpc::ByteBuffer written;  // the answer's bytes, while they are written
+    InferCalls::Place place;   // held until the answer's write completed
   };
 
   void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     read_item_ = std::make_unique<Item>();
-    StartRead(&read_item_->request);
+    StartRead(&read_item_->read);
   }
 
   // Admits and runs one request read from the stream (without the lock:
   // Run may call `done` before it returns).
   void Process(std::unique_ptr<Item> item) {
+    const Status parsed = ParseInferRequest(item->read, &item->request);
+    item->read.Clear();
+    if (!parsed.ok()) {
+      Complete(std::move(item), parsed, false);
+      return;
+    }
     StatusOr<InferCalls::Place> place = calls_->Admit(item->request.model_name());
     if (!place.ok()) {
       const bool draining = !calls_->accepting();
@@ -154,8 +163,18 @@ class StreamReactor final : public StreamInferReactor {
       response->set_model_version(item->request.model_version());
       item->answer.set_error_message(status.ToString());
     }
-    // The request is not needed any more (Run is done with it).
+    // The request is not needed any more (Run is done with it); the answer
+    // as bytes, written from there.
     item->request = ModelInferRequest();
+    bool own_buffer = false;
+    if (grpc::Status s =
+            grpc::SerializationTraits<ModelStreamInferResponse>::Serialize(item->answer, &item->written, &own_buffer);
+        !s.ok()) {
+      ModelStreamInferResponse failed;
+      failed.set_error_message("INTERNAL: the answer could not be serialized: " + s.error_message());
+      (void)grpc::SerializationTraits<ModelStreamInferResponse>::Serialize(failed, &item->written, &own_buffer);
+    }
+    item->answer = ModelStreamInferResponse();
     std::unique_ptr<Item> dropped;  // freed outside the lock
     grpc::Status finish_status;
     bool finish = false;
@@ -182,7 +201,7 @@ class StreamReactor final : public StreamInferReactor {
     // More answers queued behind this one: gRPC may coalesce it with them
     // (the last of a run is written without the hint, which flushes).
     if (!queue_.empty()) options.set_buffer_hint();
-    StartWrite(&writing_->answer, options);
+    StartWrite(&writing_->written, options);
   }
 
   // Whether the stream's work is over, and with what status: no run in

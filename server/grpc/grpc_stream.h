@@ -46,7 +46,9 @@
 
 namespace es {
 
-using StreamInferReactor = grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>;
+// Its messages are gRPC's bytes: each request is walked and parsed by
+// ParseInferRequest (infer_request_wire.h), each answer serialized here.
+using StreamInferReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 // The reactor of one ModelStreamInfer call (it starts reading at once).
 StreamInferReactor* StartStreamInfer(grpc::CallbackServerContext* ctx, InferCalls* calls);

@@ -203,6 +203,32 @@ TEST_F(ErrorsTest, WrongInputCountIsInvalidArgument) {
   }
 }
 
+// A request of 70,000 empty inputs (two bytes each on the wire, an object of
+// about 100 bytes each once parsed) is refused before it is parsed, over
+// the unary call and the stream alike, naming the bound; the router goes on.
+TEST_F(ErrorsTest, RequestOfTooManyRepeatedEntriesIsRefusedBeforeItIsParsed) {
+  WatchdogScope watchdog(seconds(60), "RepeatedEntries");
+  inference::ModelInferRequest many;
+  many.set_model_name("mlp");
+  for (int i = 0; i < 70000; ++i) many.add_inputs();
+  EXPECT_TRUE(HasError(InferStatus(many), grpc::INVALID_ARGUMENT, {"more than 65536 inputs, outputs"}));
+
+  grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  ASSERT_TRUE(stream->Write(many));
+  ASSERT_TRUE(stream->Write(ImageRequest("mlp", RandomImages(1, 3))));
+  stream->WritesDone();
+  inference::ModelStreamInferResponse answer;
+  int refused = 0, answered = 0;
+  while (stream->Read(&answer)) {
+    if (answer.error_message().find("more than 65536 inputs, outputs") != std::string::npos) ++refused;
+    if (answer.error_message().empty()) ++answered;
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(answered, 1) << "the stream's next request was not answered";
+}
+
 TEST_F(ErrorsTest, ByteSizeThatDisagreesWithTheShapeIsInvalidArgument) {
   WatchdogScope watchdog(seconds(60), "ByteSize");
   for (const std::string model : {"cnn", "demo_ensemble"}) {
