@@ -145,8 +145,8 @@ Status HostConnection::SubmitKind(ipc::RequestKind kind, const std::string& mode
   desc.output_capacity = outputs.capacity;
 
   // Held from the request's entry in pending_ until it is on the ring or
-  // waiting: a completion for it (IsWaiting takes this lock first) can only
-  // be checked once it is one or the other, never in between.
+  // waiting: a completion for it (Finish looks it up under this lock) can
+  // only be checked once it is one or the other, never in between.
   MutexLock publishing(&overflow_mu_);
   {
     MutexLock lock(&mu_);
@@ -207,16 +207,11 @@ void HostConnection::PublishWaiting() {
 
 void HostConnection::PublishWaitingLocked() {
   // The id leaves waiting_ids_ under the same lock as the push: a completion
-  // for it, which can only follow the push, finds it sent (IsWaiting locks).
+  // for it, which can only follow the push, finds it sent (Finish locks).
   while (!waiting_.empty() && end_.Submit(waiting_.front()).ok()) {
     waiting_ids_.erase(waiting_.front().request_id);
     waiting_.pop_front();
   }
-}
-
-bool HostConnection::IsWaiting(uint64_t request_id) const {
-  MutexLock lock(&overflow_mu_);
-  return waiting_ids_.count(request_id) > 0;
 }
 
 void HostConnection::CompletionLoop() {
@@ -255,25 +250,35 @@ std::string HostConnection::fault() const {
 // `completion` is the router's private copy (the ring copied it out of the
 // slot), so the host cannot change it between the check and its use.
 void HostConnection::Finish(const ipc::CompletionDesc& completion) {
-  if (IsWaiting(completion.request_id)) {
+  Pending pending;
+  bool never_sent = false;
+  {
+    // Both lookups under overflow_mu_, which SubmitKind holds from the
+    // request's entry in pending_ until it is on the ring or waiting: the
+    // completion is checked before the entry or after the publishing, never
+    // between (when an unsent request would be found in flight, answered,
+    // and its region freed while its descriptor still waits to be sent).
+    MutexLock publishing(&overflow_mu_);
+    never_sent = waiting_ids_.count(completion.request_id) > 0;
+    if (!never_sent) {
+      MutexLock lock(&mu_);
+      auto it = pending_.find(completion.request_id);
+      if (it != pending_.end()) {
+        auto node = pending_.extract(it);
+        pending = std::move(node.mapped());
+        node.mapped() = Pending{};  // a moved-from callback may still hold what it captured
+        pending_compute_ -= pending.max_compute;
+        spare_pending_.push_back(std::move(node));
+      }
+    }
+  }
+  if (never_sent) {
     // Its id is guessable, but the host has not been sent it: it cannot
     // have computed it. Its request stays waiting (and fails with the rest
     // when the supervisor closes the connection).
     RecordViolation("completion for request " + std::to_string(completion.request_id) +
                     ", which was never sent to the host");
     return;
-  }
-  Pending pending;
-  {
-    MutexLock lock(&mu_);
-    auto it = pending_.find(completion.request_id);
-    if (it != pending_.end()) {
-      auto node = pending_.extract(it);
-      pending = std::move(node.mapped());
-      node.mapped() = Pending{};  // a moved-from callback may still hold what it captured
-      pending_compute_ -= pending.max_compute;
-      spare_pending_.push_back(std::move(node));
-    }
   }
   if (!pending.done) {
     // A completion for no request in flight: made up, or a replay of one

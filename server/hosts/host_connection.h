@@ -159,7 +159,7 @@ class HostConnection {
   Status SubmitKind(ipc::RequestKind kind, const std::string& model, int64_t version,
                     const std::vector<TensorParts>& inputs, const OutputPlan& outputs, Done done);
   void CompletionLoop();
-  void Finish(const ipc::CompletionDesc& completion);
+  void Finish(const ipc::CompletionDesc& completion) ABSL_LOCKS_EXCLUDED(overflow_mu_, mu_);
   void RecordViolation(const std::string& what);
   // Puts `desc` on the request ring, or behind the requests already
   // waiting for room (see above).
@@ -167,7 +167,6 @@ class HostConnection {
   // Moves waiting requests onto the ring while it has room.
   void PublishWaiting() ABSL_LOCKS_EXCLUDED(overflow_mu_);
   void PublishWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(overflow_mu_);
-  bool IsWaiting(uint64_t request_id) const ABSL_LOCKS_EXCLUDED(overflow_mu_);
 
   struct Pending {
     uint64_t arena_offset = 0;
