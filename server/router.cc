@@ -209,6 +209,11 @@ Status Router::StartHosts(const RouterOptions& options) {
   } else {
     spdlog::info("model control mode {}", ModelControlModeName(config_.model_control_mode));
   }
+  if (config_.model_control_mode == ModelControlMode::kExplicit && (auth_ == nullptr || !auth_->enabled())) {
+    // A model is code (docs/security.md): said once, at start, where it matters.
+    spdlog::warn("model control mode explicit without a tokens file: whoever reaches the server can load and "
+                 "upload models, and a model runs in its host with this server's rights");
+  }
   return Status::Ok();
 }
 
