@@ -33,6 +33,12 @@ namespace es {
 
 using LoadParameters = google::protobuf::Map<std::string, inference::ModelRepositoryParameter>;
 
+// An upload's files: at most kMaxUploadFiles of them, together at most the
+// server's limits.max_request_bytes, both checked before any file is copied
+// out of the request (RESOURCE_EXHAUSTED naming the bound); a model folder
+// holds a config and a few versions, not thousands of files.
+inline constexpr size_t kMaxUploadFiles = 1024;
+
 StatusOr<ModelRepository::Upload> UploadFromLoadParameters(const std::string& model, const LoadParameters& parameters,
                                                            const ServerConfig& server);
 

@@ -142,7 +142,7 @@ def run_checks(grpc_address, http_address, work, repo):
         bad_type = up_config.replace("TYPE_FP32", "TYPE_COMPLEX", 1)
         refusals = [
             ("a config that is not JSON", load("mlp_up", "{not json", {"file:1/model.pt": mlp_file}),
-             grpc.StatusCode.INVALID_ARGUMENT, "not a JSON object"),
+             grpc.StatusCode.INVALID_ARGUMENT, "load parameter 'config' is not valid JSON"),
             ("an unknown data type", load("mlp_up", bad_type, {"file:1/model.pt": mlp_file}),
              grpc.StatusCode.INVALID_ARGUMENT, "COMPLEX"),
             ("a field this server lacks", load("mlp_up", json.dumps(

@@ -159,6 +159,21 @@ TEST(UploadFromLoadParametersTest, Refusals) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find(c.needle), std::string::npos) << s.message();
   }
+  // Files past the count or the bytes bound: refused before any is copied.
+  LoadParameters many;
+  many["config"].set_string_param(config);
+  for (size_t i = 0; i <= kMaxUploadFiles; ++i) many["file:f" + std::to_string(i)].set_bytes_param("x");
+  Status s = UploadFromLoadParameters("m", many, server).status();
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(s.message(), "model 'm': more than 1024 file: load parameters");
+  ServerConfig small = server;
+  small.limits.max_request_bytes = 10;
+  s = UploadFromLoadParameters("m", Parameters({{"config", config}}, {{"file:1/model.pt", std::string(11, 'x')}}),
+                               small)
+          .status();
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("hold 11 bytes, more than 10 (limits.max_request_bytes)"), std::string::npos)
+      << s.message();
   LoadParameters int_config;
   int_config["config"].set_int64_param(3);
   EXPECT_NE(UploadFromLoadParameters("m", int_config, server).status().message().find("must be a string"),
