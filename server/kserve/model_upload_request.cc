@@ -242,19 +242,20 @@ StatusOr<ModelRepository::Upload> UploadFromLoadParameters(const std::string& mo
                                                            const ServerConfig& server) {
   // The files' count and bytes first, before any is copied.
   size_t files = 0;
-  uint64_t bytes = 0;
+  uint64_t total_bytes = 0;
   for (const auto& [key, p] : parameters) {
     if (key.rfind("file:", 0) != 0) continue;
-    bytes += p.parameter_choice_case() == inference::ModelRepositoryParameter::kBytesParam ? p.bytes_param().size()
-                                                                                           : p.string_param().size();
+    total_bytes += p.parameter_choice_case() == inference::ModelRepositoryParameter::kBytesParam
+                       ? p.bytes_param().size()
+                       : p.string_param().size();
     if (++files > kMaxUploadFiles) {
       return Status::ResourceExhausted("model '" + ShownClientText(model) + "': more than " +
                                        std::to_string(kMaxUploadFiles) + " file: load parameters");
     }
   }
-  if (bytes > static_cast<uint64_t>(server.limits.max_request_bytes)) {
+  if (total_bytes > static_cast<uint64_t>(server.limits.max_request_bytes)) {
     return Status::ResourceExhausted("the uploaded files of model '" + ShownClientText(model) + "' hold " +
-                                     std::to_string(bytes) + " bytes, more than " +
+                                     std::to_string(total_bytes) + " bytes, more than " +
                                      std::to_string(server.limits.max_request_bytes) + " (limits.max_request_bytes)");
   }
   ModelRepository::Upload upload;
