@@ -10,11 +10,12 @@
 //
 // ParseClientJson(text, what): the value, or INVALID_ARGUMENT naming `what`
 // ("the request body", "load parameter 'config'") and why: not valid JSON
-// (the parser's message, with the byte it stopped at), or nested deeper
-// than the bound.
+// (the parser's message, with the byte it stopped at), nested deeper than
+// kMaxClientJsonNesting, or holding more than kMaxClientJsonValues values.
 // Thread safety: a pure function.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -24,6 +25,11 @@
 namespace es {
 
 inline constexpr int kMaxClientJsonNesting = 64;
+// Each value is a node of nlohmann's document, 30-80 bytes for each 3 of a
+// body's ("{},"): a body at the size limit of empty objects would take some
+// GiB. Settings, parameters and configs hold tens of values; an upload's
+// files are one string each.
+inline constexpr size_t kMaxClientJsonValues = size_t{1} << 16;
 
 StatusOr<nlohmann::json> ParseClientJson(std::string_view text, const std::string& what);
 

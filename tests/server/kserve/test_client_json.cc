@@ -1,6 +1,7 @@
 // ParseClientJson: a client's JSON is parsed up to kMaxClientJsonNesting
-// levels; deeper, or not JSON at all, is INVALID_ARGUMENT naming what was
-// parsed and why, not a value something later walks by recursion.
+// levels and kMaxClientJsonValues values; deeper, larger, or not JSON at
+// all, is INVALID_ARGUMENT naming what was parsed and why, not a value
+// something later walks by recursion or a document of some GiB.
 #include "server/kserve/client_json.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +26,17 @@ TEST(ClientJsonTest, NestingIsBoundedAndEachRefusalNamesWhatAndWhy) {
   }
   const Status objects = ParseClientJson(R"({"a":)" + Nested(kMaxClientJsonNesting) + "}", "it").status();
   EXPECT_NE(objects.message().find("deeper than 64"), std::string::npos) << objects.ToString();
+
+  // Values are counted, containers included: 65,536 pass, one more does not.
+  const auto empties = [](size_t n) {  // an array of n - 1 empty objects: n values
+    std::string text = "[";
+    for (size_t i = 0; i + 1 < n; ++i) text += i == 0 ? "{}" : ",{}";
+    return text + "]";
+  };
+  EXPECT_TRUE(ParseClientJson(empties(kMaxClientJsonValues), "the body").ok());
+  const Status many = ParseClientJson(empties(kMaxClientJsonValues + 1), "the body").status();
+  EXPECT_EQ(many.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(many.message(), "the body holds more than 65536 values");
 
   const Status broken = ParseClientJson(R"({"a": )", "load parameter 'config'").status();
   EXPECT_EQ(broken.code(), StatusCode::kInvalidArgument);
